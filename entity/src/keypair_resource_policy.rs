@@ -1,0 +1,20 @@
+//! The `keypair_resource_policies` table.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "keypair_resource_policies")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub name: String,
+    pub total_resource_slots: Json,
+    pub max_concurrent_sessions: i32,
+    pub max_pending_sessions: i32,
+    pub max_session_lifetime_seconds: Option<i64>,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

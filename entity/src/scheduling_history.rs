@@ -1,0 +1,26 @@
+//! The `scheduling_history` table.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "scheduling_history")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub session_id: Uuid,
+    pub phase: String,
+    pub from_status: Option<String>,
+    pub to_status: Option<String>,
+    pub result: String,
+    pub error_code: Option<String>,
+    pub message: String,
+    pub sub_steps: Json,
+    pub attempts: i32,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

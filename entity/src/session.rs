@@ -1,0 +1,43 @@
+//! The `sessions` table.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "sessions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub name: String,
+    pub session_type: String,
+    pub status: String,
+    pub status_info: Option<String>,
+    pub result: String,
+    pub exit_code: Option<i32>,
+    pub owner_id: Uuid,
+    pub keypair_id: Uuid,
+    pub project_id: Uuid,
+    pub domain_id: Uuid,
+    pub resource_group: String,
+    pub image: String,
+    pub requested_slots: Json,
+    pub occupied_slots: Json,
+    pub cluster_size: i32,
+    pub environment: Json,
+    pub startup_command: Option<String>,
+    pub batch_timeout_seconds: Option<i64>,
+    pub priority: i32,
+    pub agent_id: Option<String>,
+    pub launch_group_id: Option<Uuid>,
+    /// The causes found by the latest scheduling pass, while PENDING.
+    pub pending_reasons: Json,
+    pub created_at: DateTimeUtc,
+    pub scheduled_at: Option<DateTimeUtc>,
+    pub started_at: Option<DateTimeUtc>,
+    pub terminated_at: Option<DateTimeUtc>,
+    pub status_changed_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

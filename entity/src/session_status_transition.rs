@@ -1,0 +1,21 @@
+//! The `session_status_transitions` table.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "session_status_transitions")]
+pub struct Model {
+    /// Global sequence: the order of events and the resume cursor of subscriptions.
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub session_id: Uuid,
+    pub from_status: Option<String>,
+    pub to_status: String,
+    pub reason: Option<String>,
+    pub occurred_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,15 @@
+//! The sessiond schema, as sea-orm migrations that run identically on SQLite and PostgreSQL.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261129_000001_init;
+
+/// Every migration of sessiond, in order.
+pub struct Migrator;
+
+#[sea_orm_migration::async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261129_000001_init::Migration)]
+    }
+}

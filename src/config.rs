@@ -1,0 +1,88 @@
+//! Every command-line flag of sessiond, each with an environment variable and a safe default.
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sessiond",
+    version,
+    about = "GraphQL API server behind the Sessions page of a compute-session platform"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Migrate the database and serve the API.
+    Serve(ServeArgs),
+    /// Apply pending migrations and exit.
+    Migrate(DbArgs),
+    /// Print the GraphQL schema (SDL), sorted; `schema.graphql` must equal it.
+    Schema,
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a keypair for a user and print its token once (only a hash is kept).
+    Create {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Email of the user the token authenticates.
+        #[arg(long)]
+        email: String,
+        /// Keypair resource policy; defaults to the user's current one, else `default`.
+        #[arg(long)]
+        policy: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct DbArgs {
+    /// `sqlite://FILE?mode=rwc` (embedded) or `postgres://USER@HOST/DB` (production).
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://sessiond.db?mode=rwc")]
+    pub database_url: String,
+    /// Size of the connection pool.
+    #[arg(long, env = "SESSIOND_DB_MAX_CONNECTIONS", default_value_t = 8)]
+    pub db_max_connections: u32,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Address to listen on.
+    #[arg(long, env = "SESSIOND_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+    /// Seed the demo domains, projects, users, tokens, resource groups, agents and images
+    /// when the database is empty. The demo tokens are public: for trying sessiond out only.
+    #[arg(long, env = "SESSIOND_DEMO")]
+    pub demo: bool,
+    #[command(flatten)]
+    pub http: HttpLimits,
+}
+
+/// Limits of the HTTP surface.
+#[derive(Clone, Debug, Args)]
+pub struct HttpLimits {
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "SESSIOND_MAX_BODY_BYTES", default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// A GraphQL request that takes longer is answered 408.
+    #[arg(long, env = "SESSIOND_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
+    pub request_timeout_ms: u64,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self { max_body_bytes: 1 << 20, request_timeout_ms: 30_000 }
+    }
+}

@@ -1,0 +1,35 @@
+//! Opening the database: SQLite (embedded default) or PostgreSQL (production).
+
+use std::time::Duration;
+
+use migration::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbErr};
+
+/// Connects with a pool of `max_connections`. SQLite runs in WAL mode with a busy timeout
+/// so that readers never queue behind the one writer.
+pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
+    let mut opts = ConnectOptions::new(url.to_owned());
+    opts.max_connections(max_connections.max(1))
+        .min_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .sqlx_logging(false);
+    if url.starts_with("sqlite:") {
+        if url.contains(":memory:") || url.contains("mode=memory") {
+            // Each pooled connection would get its own empty in-memory database.
+            opts.max_connections(1);
+        }
+        opts.map_sqlx_sqlite_opts(|o| {
+            o.journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true)
+        });
+    }
+    Database::connect(opts).await
+}
+
+/// Applies every pending migration.
+pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
+    Migrator::up(db, None).await
+}

@@ -1,0 +1,92 @@
+//! The error type of the domain layer. Each variant is a public outcome, except
+//! `Internal`, whose detail is logged and never shown to a client.
+
+use std::sync::Arc;
+
+/// One problem found in a request's input, with the path of the field it concerns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputProblem {
+    /// Stable machine-readable code, e.g. `INVALID_NAME`.
+    pub code: String,
+    /// Path of the offending field, e.g. `input.name` or `columns[2]`.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl InputProblem {
+    pub fn new(code: &str, field: impl Into<Option<String>>, message: impl Into<String>) -> Self {
+        Self { code: code.to_owned(), field: field.into(), message: message.into() }
+    }
+}
+
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum DomainError {
+    #[error("authentication required: send a valid `Authorization: Bearer <token>` header")]
+    Unauthenticated,
+    #[error("{0}")]
+    Forbidden(String),
+    /// What was looked for, e.g. "session". Invisible things are reported the same way.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{}", summarize(.0))]
+    BadInput(Vec<InputProblem>),
+    #[error("a live session named `{0}` already exists")]
+    NameTaken(String),
+    #[error("{0}")]
+    QuotaExceeded(String),
+    #[error("{0}")]
+    NeverFits(String),
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// Anything the client cannot fix: database failures, broken invariants.
+    #[error("internal error")]
+    Internal(Arc<dyn std::error::Error + Send + Sync>),
+}
+
+fn summarize(problems: &[InputProblem]) -> String {
+    match problems {
+        [one] => one.message.clone(),
+        many => format!(
+            "{} problems in the input: {}",
+            many.len(),
+            many.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join("; ")
+        ),
+    }
+}
+
+impl DomainError {
+    /// One bad-input problem.
+    pub fn bad_input(code: &str, field: impl Into<Option<String>>, message: impl Into<String>) -> Self {
+        Self::BadInput(vec![InputProblem::new(code, field, message)])
+    }
+
+    pub fn internal(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Internal(Arc::new(err))
+    }
+
+    /// An invariant the code relies on does not hold: a bug or corrupted data.
+    pub fn invariant(message: impl Into<String>) -> Self {
+        Self::Internal(Arc::new(Invariant(message.into())))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invariant violated: {0}")]
+struct Invariant(String);
+
+impl From<sea_orm::DbErr> for DomainError {
+    fn from(err: sea_orm::DbErr) -> Self {
+        Self::internal(err)
+    }
+}
+
+impl From<sea_orm::TransactionError<DomainError>> for DomainError {
+    fn from(err: sea_orm::TransactionError<DomainError>) -> Self {
+        match err {
+            sea_orm::TransactionError::Connection(db) => db.into(),
+            sea_orm::TransactionError::Transaction(e) => e,
+        }
+    }
+}
+
+pub type DomainResult<T> = Result<T, DomainError>;

@@ -1,0 +1,103 @@
+//! The small vocabularies of the domain (roles, session types, strategies, panel views,
+//! list columns). Each is stored in the database and shown by the API under the same
+//! UPPER_CASE name.
+
+/// Declares a closed vocabulary stored as its UPPER_CASE name.
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+
+            /// The value stored under `text`, if it is one of ours.
+            pub fn parse(text: &str) -> Option<Self> {
+                match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+pub(crate) use string_enum;
+
+string_enum!(
+    /// What a user may administer: `ADMIN` every project of its own domain, `SUPERADMIN` all.
+    Role { User = "USER", Admin = "ADMIN", Superadmin = "SUPERADMIN" }
+);
+
+string_enum!(
+    SessionType { Interactive = "INTERACTIVE", Batch = "BATCH", Inference = "INFERENCE", Upload = "UPLOAD" }
+);
+
+string_enum!(
+    /// How a resource group orders its pending sessions within a priority band.
+    SchedulerStrategy { Fifo = "FIFO", Lifo = "LIFO", Drf = "DRF" }
+);
+
+string_enum!(
+    ResourcePanelView {
+        MyTotal = "MY_TOTAL",
+        MyInResourceGroup = "MY_IN_RESOURCE_GROUP",
+        TotalInResourceGroup = "TOTAL_IN_RESOURCE_GROUP",
+    }
+);
+
+string_enum!(
+    /// The columns of the session table, in their default order.
+    SessionColumnKey {
+        Name = "NAME",
+        Status = "STATUS",
+        Accelerators = "ACCELERATORS",
+        Cpu = "CPU",
+        Memory = "MEMORY",
+        Elapsed = "ELAPSED",
+        Type = "TYPE",
+        Image = "IMAGE",
+        ResourceGroup = "RESOURCE_GROUP",
+        Owner = "OWNER",
+        Project = "PROJECT",
+        CreatedAt = "CREATED_AT",
+        StartedAt = "STARTED_AT",
+        TerminatedAt = "TERMINATED_AT",
+        ClusterSize = "CLUSTER_SIZE",
+        StatusInfo = "STATUS_INFO",
+        Result = "RESULT",
+        Agent = "AGENT",
+        Priority = "PRIORITY",
+        QueuePosition = "QUEUE_POSITION",
+    }
+);
+
+impl SessionColumnKey {
+    /// Shown unless the user hides them: name, status, allocated resources, elapsed time.
+    pub fn visible_by_default(self) -> bool {
+        matches!(self, Self::Name | Self::Status | Self::Accelerators | Self::Cpu | Self::Memory | Self::Elapsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_round_trips() {
+        for role in Role::ALL {
+            assert_eq!(Role::parse(role.as_str()), Some(*role));
+        }
+        for column in SessionColumnKey::ALL {
+            assert_eq!(SessionColumnKey::parse(column.as_str()), Some(*column));
+        }
+        assert_eq!(SessionType::parse("interactive"), None);
+    }
+}

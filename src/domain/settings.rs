@@ -1,0 +1,106 @@
+//! Per-user settings of the Sessions page: which resource panel shows, and the session
+//! table's columns (order and visibility).
+
+use sea_orm::{ConnectionTrait, EntityTrait};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use entity::user_setting;
+
+use super::DomainResult;
+use super::model::{ResourcePanelView, SessionColumnKey};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnSetting {
+    pub column: SessionColumnKey,
+    pub visible: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserSettings {
+    pub resource_panel_view: ResourcePanelView,
+    /// Every column exactly once, in display order.
+    pub session_list_columns: Vec<ColumnSetting>,
+}
+
+impl Default for UserSettings {
+    fn default() -> Self {
+        Self {
+            resource_panel_view: ResourcePanelView::MyTotal,
+            session_list_columns: SessionColumnKey::ALL
+                .iter()
+                .map(|&column| ColumnSetting { column, visible: column.visible_by_default() })
+                .collect(),
+        }
+    }
+}
+
+/// Completes a column list: columns left out are appended, hidden, in default order.
+/// Unknown or repeated entries of stored data are dropped (the first one wins).
+pub fn complete_columns(columns: impl IntoIterator<Item = ColumnSetting>) -> Vec<ColumnSetting> {
+    let mut out: Vec<ColumnSetting> = Vec::with_capacity(SessionColumnKey::ALL.len());
+    for c in columns {
+        if !out.iter().any(|o| o.column == c.column) {
+            out.push(c);
+        }
+    }
+    for &column in SessionColumnKey::ALL {
+        if !out.iter().any(|o| o.column == column) {
+            out.push(ColumnSetting { column, visible: false });
+        }
+    }
+    out
+}
+
+pub fn columns_to_json(columns: &[ColumnSetting]) -> Value {
+    Value::Array(columns.iter().map(|c| json!({"column": c.column.as_str(), "visible": c.visible})).collect())
+}
+
+fn columns_from_json(value: &Value) -> Vec<ColumnSetting> {
+    let stored = value.as_array().into_iter().flatten().filter_map(|entry| {
+        let column = SessionColumnKey::parse(entry.get("column")?.as_str()?)?;
+        Some(ColumnSetting { column, visible: entry.get("visible")?.as_bool()? })
+    });
+    complete_columns(stored)
+}
+
+/// The settings of `user_id`, or the defaults when the user never changed them.
+pub async fn user_settings(db: &impl ConnectionTrait, user_id: Uuid) -> DomainResult<UserSettings> {
+    let Some(row) = user_setting::Entity::find_by_id(user_id).one(db).await? else {
+        return Ok(UserSettings::default());
+    };
+    Ok(UserSettings {
+        resource_panel_view: ResourcePanelView::parse(&row.resource_panel_view).unwrap_or(ResourcePanelView::MyTotal),
+        session_list_columns: columns_from_json(&row.session_list_columns),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_show_the_page_columns_first() {
+        let d = UserSettings::default();
+        let visible: Vec<_> = d.session_list_columns.iter().filter(|c| c.visible).map(|c| c.column.as_str()).collect();
+        assert_eq!(visible, ["NAME", "STATUS", "ACCELERATORS", "CPU", "MEMORY", "ELAPSED"]);
+        assert_eq!(d.session_list_columns.len(), SessionColumnKey::ALL.len());
+        assert_eq!(d.resource_panel_view, ResourcePanelView::MyTotal);
+    }
+
+    #[test]
+    fn stored_columns_are_completed_and_deduplicated() {
+        let stored = json!([
+            {"column": "ELAPSED", "visible": true},
+            {"column": "NAME", "visible": true},
+            {"column": "ELAPSED", "visible": false},
+            {"column": "NO_SUCH", "visible": true}
+        ]);
+        let cols = columns_from_json(&stored);
+        assert_eq!(cols.len(), SessionColumnKey::ALL.len());
+        assert_eq!(cols[0], ColumnSetting { column: SessionColumnKey::Elapsed, visible: true });
+        assert_eq!(cols[1].column, SessionColumnKey::Name);
+        assert_eq!(cols[2], ColumnSetting { column: SessionColumnKey::Status, visible: false });
+        assert_eq!(columns_from_json(&columns_to_json(&cols)), cols);
+    }
+}

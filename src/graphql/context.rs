@@ -1,0 +1,19 @@
+//! What every resolver reads from the request: the authenticated viewer and the database.
+
+use async_graphql::Context;
+use sea_orm::DatabaseConnection;
+
+use crate::domain::{DomainError, auth::Viewer};
+
+use super::errors::ApiResult;
+
+/// The viewer of this request. The HTTP layer authenticates before executing, so its
+/// absence means a transport forgot to: refuse rather than guess.
+pub fn viewer<'a>(ctx: &Context<'a>) -> ApiResult<&'a Viewer> {
+    ctx.data_opt::<Viewer>().ok_or_else(|| DomainError::Unauthenticated.into())
+}
+
+pub fn db<'a>(ctx: &Context<'a>) -> ApiResult<&'a DatabaseConnection> {
+    ctx.data_opt::<DatabaseConnection>()
+        .ok_or_else(|| DomainError::invariant("the schema was built without a database").into())
+}

@@ -1,0 +1,188 @@
+//! The one place where domain errors become public GraphQL errors with `extensions.code`.
+//!
+//! Resolvers return [`ApiResult`]. [`ApiError`] deliberately does not implement `Display`:
+//! async-graphql converts anything `Display` into an error carrying its text, and this
+//! type must only ever be converted here.
+
+use async_graphql::{ErrorExtensions, ServerError};
+use serde_json::Value;
+
+use crate::domain::{DomainError, InputProblem};
+
+pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
+pub const FORBIDDEN: &str = "FORBIDDEN";
+pub const NOT_FOUND: &str = "NOT_FOUND";
+pub const BAD_USER_INPUT: &str = "BAD_USER_INPUT";
+pub const NAME_TAKEN: &str = "NAME_TAKEN";
+pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
+pub const NEVER_FITS: &str = "NEVER_FITS";
+pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
+pub const INTERNAL: &str = "INTERNAL";
+
+/// The message a client sees for any internal error; the detail goes to the log.
+pub const INTERNAL_MESSAGE: &str = "internal error";
+
+#[derive(Clone, Debug)]
+pub struct ApiError(pub DomainError);
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<DomainError> for ApiError {
+    fn from(err: DomainError) -> Self {
+        Self(err)
+    }
+}
+
+impl From<sea_orm::DbErr> for ApiError {
+    fn from(err: sea_orm::DbErr) -> Self {
+        Self(err.into())
+    }
+}
+
+/// The public code of a domain error.
+pub fn code_of(err: &DomainError) -> &'static str {
+    match err {
+        DomainError::Unauthenticated => UNAUTHENTICATED,
+        DomainError::Forbidden(_) => FORBIDDEN,
+        DomainError::NotFound(_) => NOT_FOUND,
+        DomainError::BadInput(_) => BAD_USER_INPUT,
+        DomainError::NameTaken(_) => NAME_TAKEN,
+        DomainError::QuotaExceeded(_) => QUOTA_EXCEEDED,
+        DomainError::NeverFits(_) => NEVER_FITS,
+        DomainError::LimitExceeded(_) => LIMIT_EXCEEDED,
+        DomainError::Internal(_) => INTERNAL,
+    }
+}
+
+impl From<ApiError> for async_graphql::Error {
+    fn from(ApiError(err): ApiError) -> Self {
+        let code = code_of(&err);
+        match &err {
+            DomainError::Internal(detail) => {
+                // Inside the request's span, so the log line carries the request id.
+                tracing::error!(error = %detail, debug = ?detail, "internal error");
+                async_graphql::Error::new(INTERNAL_MESSAGE).extend_with(|_, e| e.set("code", code))
+            }
+            DomainError::BadInput(problems) => async_graphql::Error::new(err.to_string()).extend_with(|_, e| {
+                e.set("code", code);
+                if let Some(field) = problems.first().and_then(|p| p.field.clone()) {
+                    e.set("field", field);
+                }
+                e.set("problems", problems_value(problems));
+            }),
+            _ => async_graphql::Error::new(err.to_string()).extend_with(|_, e| e.set("code", code)),
+        }
+    }
+}
+
+fn problems_value(problems: &[InputProblem]) -> async_graphql::Value {
+    async_graphql::Value::List(
+        problems
+            .iter()
+            .map(|p| {
+                let mut m = async_graphql::indexmap::IndexMap::new();
+                m.insert(async_graphql::Name::new("code"), async_graphql::Value::from(p.code.clone()));
+                m.insert(
+                    async_graphql::Name::new("field"),
+                    p.field.clone().map_or(async_graphql::Value::Null, async_graphql::Value::from),
+                );
+                m.insert(async_graphql::Name::new("message"), async_graphql::Value::from(p.message.clone()));
+                async_graphql::Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
+/// Gives every error of a response a public code, and masks what is not ours to show.
+///
+/// Errors our resolvers raise already carry a code. The others come from async-graphql:
+/// request errors (syntax, validation, variables; no path) are the client's input, or a
+/// limit when the query is too deep or complex; an uncoded error raised while resolving is
+/// treated as internal and its text withheld.
+pub fn finalize_errors(errors: &mut [ServerError], request_id: &str) {
+    for err in errors.iter_mut() {
+        let code = err.extensions.as_ref().and_then(|ext| ext.get("code")).and_then(|v| match v {
+            async_graphql::Value::String(s) => Some(s.clone()),
+            _ => None,
+        });
+        let code = match code {
+            Some(code) => code,
+            None => {
+                let code = classify_uncoded(err);
+                if code == INTERNAL {
+                    tracing::error!(error = %err.message, "uncoded error while resolving");
+                }
+                err.extensions.get_or_insert_with(Default::default).set("code", code);
+                code.to_owned()
+            }
+        };
+        if code == INTERNAL {
+            err.message = format!("{INTERNAL_MESSAGE} (request id {request_id})");
+            let ext = err.extensions.get_or_insert_with(Default::default);
+            ext.unset("problems");
+            ext.set("requestId", request_id);
+        }
+    }
+}
+
+fn classify_uncoded(err: &ServerError) -> &'static str {
+    let msg = err.message.as_str();
+    let limit = ["nested too deep", "too complex", "recursion depth", "too many"];
+    if limit.iter().any(|needle| msg.contains(needle)) {
+        LIMIT_EXCEEDED
+    } else if err.path.is_empty() || msg.starts_with("Failed to parse") || msg.starts_with("Invalid value") {
+        BAD_USER_INPUT
+    } else {
+        INTERNAL
+    }
+}
+
+/// A response made of one error, for failures before execution (auth, transport).
+pub fn error_body(message: &str, code: &str) -> Value {
+    serde_json::json!({"errors": [{"message": message, "extensions": {"code": code}}]})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_are_masked() {
+        let db_err = sea_orm::DbErr::Custom("UNIQUE constraint failed: sessions.owner_id, sessions.name".into());
+        let gql: async_graphql::Error = ApiError::from(db_err).into();
+        assert_eq!(gql.message, INTERNAL_MESSAGE);
+        let mut server = vec![gql.into_server_error(Default::default())];
+        finalize_errors(&mut server, "req-1");
+        assert!(!server[0].message.contains("constraint"));
+        assert!(server[0].message.contains("req-1"));
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let err = DomainError::bad_input("INVALID_NAME", Some("input.name".to_owned()), "name too short");
+        let gql: async_graphql::Error = ApiError::from(err).into();
+        let ext = gql.extensions.as_ref().map(|e| (e.get("code").cloned(), e.get("field").cloned()));
+        assert_eq!(
+            ext,
+            Some((Some(async_graphql::Value::from("BAD_USER_INPUT")), Some(async_graphql::Value::from("input.name"))))
+        );
+    }
+
+    #[test]
+    fn uncoded_errors_are_classified() {
+        let mut errs = vec![
+            ServerError::new("Query is nested too deep.", None),
+            ServerError::new("Unknown field \"x\" on type \"Query\".", None),
+        ];
+        let mut resolving = ServerError::new("something broke: relation \"sessions\" does not exist", None);
+        resolving.path = vec![async_graphql::PathSegment::Field("viewer".into())];
+        errs.push(resolving);
+        finalize_errors(&mut errs, "r");
+        let codes: Vec<_> = errs.iter().map(|e| e.extensions.as_ref().and_then(|x| x.get("code")).cloned()).collect();
+        assert_eq!(
+            codes,
+            [LIMIT_EXCEEDED, BAD_USER_INPUT, INTERNAL].map(|c| Some(async_graphql::Value::from(c))).to_vec()
+        );
+        assert!(!errs[2].message.contains("relation"));
+    }
+}

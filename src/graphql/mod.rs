@@ -1,0 +1,36 @@
+//! The GraphQL schema: one root per operation type, merged from one object per area.
+//! Resolvers are thin: they read arguments, call `domain`, and map the result.
+
+pub mod context;
+pub mod errors;
+pub mod ids;
+pub mod node;
+pub mod viewer;
+
+use async_graphql::{EmptyMutation, EmptySubscription, MergedObject, SDLExportOptions, Schema, SchemaBuilder};
+use sea_orm::DatabaseConnection;
+
+/// Deep enough for GraphiQL's introspection query (~13 levels) with room to spare.
+pub const MAX_DEPTH: usize = 24;
+pub const MAX_COMPLEXITY: usize = 20_000;
+
+#[derive(MergedObject, Default)]
+pub struct Query(viewer::ViewerQuery, node::NodeQuery);
+
+pub type AppSchema = Schema<Query, EmptyMutation, EmptySubscription>;
+
+fn builder() -> SchemaBuilder<Query, EmptyMutation, EmptySubscription> {
+    Schema::build(Query::default(), EmptyMutation, EmptySubscription)
+        .limit_depth(MAX_DEPTH)
+        .limit_complexity(MAX_COMPLEXITY)
+}
+
+/// The schema the server executes, with its database.
+pub fn build_schema(db: DatabaseConnection) -> AppSchema {
+    builder().data(db).finish()
+}
+
+/// The SDL of the schema, sorted so that the checked-in `schema.graphql` is stable.
+pub fn sdl() -> String {
+    builder().finish().sdl_with_options(SDLExportOptions::new().sorted_fields().sorted_arguments().sorted_enum_items())
+}

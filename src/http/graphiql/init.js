@@ -1,0 +1,37 @@
+// Starts GraphiQL against this server's /graphql, sending the bearer token typed above.
+(function () {
+  'use strict';
+  var STORAGE_KEY = 'sessiond.token';
+  var form = document.getElementById('token-bar');
+  var input = document.getElementById('token');
+  input.value = window.localStorage.getItem(STORAGE_KEY) || '';
+  var root = ReactDOM.createRoot(document.getElementById('graphiql'));
+
+  function makeFetcher(token) {
+    return function (params) {
+      var headers = {
+        'Content-Type': 'application/json',
+        Accept: 'application/graphql-response+json, application/json'
+      };
+      if (token) headers.Authorization = 'Bearer ' + token;
+      return fetch('/graphql', { method: 'POST', headers: headers, body: JSON.stringify(params) })
+        .then(function (res) { return res.json(); });
+    };
+  }
+
+  function render() {
+    var token = input.value.trim();
+    root.render(React.createElement(GraphiQL, {
+      fetcher: makeFetcher(token),
+      defaultQuery: '# Put a token above (the demo has demo-alice, demo-bob, demo-admin, demo-root, demo-carol).\n' +
+        '{\n  viewer {\n    user { email role }\n    projects { id name }\n    settings { resourcePanelView }\n  }\n}\n'
+    }));
+  }
+
+  form.addEventListener('submit', function (event) {
+    event.preventDefault();
+    window.localStorage.setItem(STORAGE_KEY, input.value.trim());
+    render();
+  });
+  render();
+})();

@@ -1,0 +1,60 @@
+//! The HTTP surface: one router, so tests drive exactly what the server serves.
+
+pub mod graphiql;
+pub mod graphql;
+pub mod health;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderName, StatusCode};
+use axum::routing::get;
+use sea_orm::DatabaseConnection;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::HttpLimits;
+use crate::graphql::{AppSchema, build_schema};
+
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: DatabaseConnection,
+    pub schema: AppSchema,
+    pub limits: Arc<HttpLimits>,
+}
+
+impl AppState {
+    pub fn new(db: DatabaseConnection, limits: HttpLimits) -> Self {
+        Self { schema: build_schema(db.clone()), db, limits: Arc::new(limits) }
+    }
+}
+
+/// The whole HTTP application.
+pub fn app(state: AppState) -> Router {
+    let graphql_routes = Router::new()
+        .route("/graphql", get(graphql::get).post(graphql::post))
+        .layer(RequestBodyLimitLayer::new(state.limits.max_body_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(state.limits.request_timeout_ms),
+        ));
+    Router::new()
+        .merge(graphql_routes)
+        .route("/graphiql", get(graphiql::page))
+        .route("/graphiql/{asset}", get(graphiql::asset))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .with_state(state)
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+            let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+        }))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}

@@ -1,0 +1,51 @@
+//! The `sessiond` command line: serve | migrate | schema | token.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use sessiond::config::{Cli, Command, TokenCommand};
+use sessiond::{db, domain, graphql, server};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SESSIOND_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("sessiond: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.command {
+        Command::Serve(args) => server::serve(args).await?,
+        Command::Migrate(args) => {
+            let conn = db::connect(&args.database_url, args.db_max_connections).await?;
+            db::migrate(&conn).await?;
+            eprintln!("sessiond: migrations applied");
+        }
+        Command::Schema => print!("{}", graphql::sdl()),
+        Command::Token { command: TokenCommand::Create { db: args, email, policy } } => {
+            let conn = db::connect(&args.database_url, args.db_max_connections).await?;
+            db::migrate(&conn).await?;
+            match domain::auth::create_token(&conn, &email, policy.as_deref()).await {
+                Ok(token) => {
+                    println!("{token}");
+                    eprintln!("sessiond: token created for {email}; it is shown only this once");
+                }
+                Err(domain::DomainError::NotFound(_)) => return Err(format!("no user with email {email}").into()),
+                Err(err @ domain::DomainError::BadInput(_)) => return Err(err.to_string().into()),
+                Err(err) => return Err(format!("{err}: {err:?}").into()),
+            }
+        }
+    }
+    Ok(())
+}

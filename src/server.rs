@@ -1,0 +1,65 @@
+//! `sessiond serve`: open and migrate the database, seed the demo when asked, serve HTTP
+//! until SIGTERM or Ctrl-C.
+
+use tokio::net::TcpListener;
+
+use sea_orm::DatabaseConnection;
+
+use crate::config::{DbArgs, ServeArgs};
+use crate::db;
+use crate::domain::seed;
+use crate::http::{AppState, app};
+
+/// Connects, migrates and, with `demo`, seeds an empty database: everything `serve` does
+/// before it listens. Returns the connection and whether demo data was seeded now.
+pub async fn open_database(
+    args: &DbArgs,
+    demo: bool,
+) -> Result<(DatabaseConnection, bool), Box<dyn std::error::Error>> {
+    let conn = db::connect(&args.database_url, args.db_max_connections).await?;
+    db::migrate(&conn).await?;
+    let seeded = demo && seed::seed_demo(&conn).await.map_err(|e| format!("seeding the demo data failed: {e:?}"))?;
+    Ok((conn, seeded))
+}
+
+pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (conn, seeded) = open_database(&args.db, args.demo).await?;
+    if args.demo {
+        if seeded {
+            tracing::info!("demo data seeded");
+        } else {
+            tracing::info!("database not empty: demo data not seeded again");
+        }
+        let tokens: Vec<String> = seed::DEMO_USERS.iter().map(|u| format!("{} ({})", u.token, u.email)).collect();
+        tracing::warn!("demo tokens, for trying sessiond out only (anyone can use them): {}", tokens.join(", "));
+    }
+    let listener = TcpListener::bind(args.bind).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
+    axum::serve(listener, app(AppState::new(conn, args.http))).with_graceful_shutdown(shutdown_signal()).await?;
+    tracing::info!("sessiond stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -1,0 +1,124 @@
+//! Authentication of every demo user, refusal of bad or missing tokens, `viewer` per
+//! role, and `node` lookups that reveal nothing the viewer may not see.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use sessiond::domain::seed::{DEMO_USERS, demo_project_id, demo_user_id};
+use sessiond::graphql::ids::{NodeKind, encode};
+
+use crate::db_tests;
+use crate::support::{TestApp, error_codes};
+
+const VIEWER: &str = "{ viewer { user { id email role fullName } projects { name } settings { resourcePanelView } } }";
+
+async fn every_demo_user_authenticates(app: TestApp) {
+    let expected = [
+        ("demo-alice", "USER", vec!["default", "research"]),
+        ("demo-bob", "USER", vec!["default", "research"]),
+        ("demo-admin", "ADMIN", vec!["default", "research"]),
+        ("demo-root", "SUPERADMIN", vec!["default", "other", "research"]),
+        ("demo-carol", "USER", vec!["other"]),
+    ];
+    for (token, role, projects) in expected {
+        let demo = DEMO_USERS.iter().find(|u| u.token == token).expect("demo user");
+        let resp = app.gql(Some(token), VIEWER, json!({})).await;
+        assert!(resp.get("errors").is_none(), "{token}: {resp}");
+        let v = &resp["data"]["viewer"];
+        assert_eq!(v["user"]["email"], demo.email);
+        assert_eq!(v["user"]["role"], role, "{token}");
+        assert_eq!(v["user"]["id"], json!(encode(NodeKind::User, demo_user_id(demo.email)).0));
+        let names: Vec<&str> =
+            v["projects"].as_array().expect("projects").iter().map(|p| p["name"].as_str().expect("name")).collect();
+        assert_eq!(names, projects, "{token}");
+        assert_eq!(v["settings"]["resourcePanelView"], "MY_TOTAL");
+    }
+}
+
+async fn bad_and_missing_tokens_are_refused(app: TestApp) {
+    for token in [None, Some("demo-mallory"), Some(""), Some("DEMO-ALICE")] {
+        let (status, resp) = app.gql_full(token, "{ viewer { user { email } } }", json!({})).await;
+        assert_eq!(status, StatusCode::OK, "application/json answers 200");
+        assert_eq!(error_codes(&resp), ["UNAUTHENTICATED"], "{token:?}: {resp}");
+        assert!(resp.get("data").is_none(), "nothing executed: {resp}");
+    }
+    // Other schemes and malformed headers.
+    for header in ["Basic ZGVtby1hbGljZQ==", "demo-alice", "Bearer"] {
+        let req = axum::http::Request::post("/graphql")
+            .header("content-type", "application/json")
+            .header("accept", "application/graphql-response+json")
+            .header("authorization", header)
+            .body(axum::body::Body::from(r#"{"query":"{ viewer { user { email } } }"}"#))
+            .expect("request");
+        let (status, _, body) = app.send(req).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{header}");
+        let resp: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(error_codes(&resp), ["UNAUTHENTICATED"]);
+    }
+}
+
+async fn tokens_created_later_work_and_are_stored_hashed(app: TestApp) {
+    let token = sessiond::domain::auth::create_token(&app.db, "bob@example.com", None).await.expect("token");
+    let resp = app.gql(Some(&token), "{ viewer { user { email } } }", json!({})).await;
+    assert_eq!(resp["data"]["viewer"]["user"]["email"], "bob@example.com");
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let stored = entity::keypair::Entity::find()
+        .filter(entity::keypair::Column::SecretHash.eq(sessiond::domain::auth::hash_token(&token)))
+        .one(&app.db)
+        .await
+        .expect("query")
+        .expect("keypair by hash");
+    assert_ne!(stored.secret_hash, token);
+    assert!(
+        sessiond::domain::auth::create_token(&app.db, "nobody@example.com", None).await.is_err(),
+        "unknown users get no token"
+    );
+}
+
+/// `node(id)` per viewer: (token, id, visible?).
+async fn node_lookup_reveals_only_what_is_visible(app: TestApp) {
+    let project = |p: &str| encode(NodeKind::Project, demo_project_id(p)).0;
+    let user = |e: &str| encode(NodeKind::User, demo_user_id(e)).0;
+    let cases = [
+        ("demo-alice", project("default/default"), true),
+        ("demo-alice", project("other/other"), false),
+        ("demo-carol", project("default/research"), false),
+        ("demo-carol", project("other/other"), true),
+        ("demo-admin", project("default/research"), true),
+        ("demo-admin", project("other/other"), false),
+        ("demo-root", project("other/other"), true),
+        ("demo-alice", user("alice@example.com"), true),
+        ("demo-alice", user("bob@example.com"), false),
+        ("demo-admin", user("bob@example.com"), true),
+        ("demo-admin", user("carol@other.example"), false),
+        ("demo-root", user("carol@other.example"), true),
+        // Forged, malformed and wrong-type ids look exactly like missing ones.
+        ("demo-root", encode(NodeKind::Project, uuid::Uuid::new_v4()).0, false),
+        ("demo-root", encode(NodeKind::Session, demo_project_id("default/default")).0, false),
+        ("demo-root", "not-an-id".to_owned(), false),
+        ("demo-root", String::new(), false),
+    ];
+    for (token, id, visible) in cases {
+        let resp = app
+            .gql(
+                Some(token),
+                "query($id: ID!) { node(id: $id) { id ... on Project { name } ... on User { email } } }",
+                json!({"id": id}),
+            )
+            .await;
+        assert!(resp.get("errors").is_none(), "{token} {id}: {resp}");
+        let node = &resp["data"]["node"];
+        if visible {
+            assert_eq!(node["id"], json!(id), "{token} should see {id}");
+        } else {
+            assert!(node.is_null(), "{token} must not see {id}: {resp}");
+        }
+    }
+}
+
+db_tests!(
+    every_demo_user_authenticates,
+    bad_and_missing_tokens_are_refused,
+    tokens_created_later_work_and_are_stored_hashed,
+    node_lookup_reveals_only_what_is_visible,
+);

@@ -1,0 +1,145 @@
+//! GraphQL over HTTP as clients see it: methods, media types, request errors, limits,
+//! request ids, and the offline GraphiQL page.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::db_tests;
+use crate::support::{TestApp, error_codes};
+
+const GRAPHQL_RESPONSE: &str = "application/graphql-response+json";
+
+fn post(body: impl Into<String>, content_type: &str, accept: Option<&str>) -> Request<Body> {
+    let mut r = Request::post("/graphql")
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::AUTHORIZATION, "Bearer demo-alice");
+    if let Some(a) = accept {
+        r = r.header(header::ACCEPT, a);
+    }
+    r.body(Body::from(body.into())).expect("request")
+}
+
+fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
+}
+
+async fn post_and_get_follow_graphql_over_http(app: TestApp) {
+    let q = r#"{"query":"{ viewer { user { email } projects { name } } }"}"#;
+    // Media types: graphql-response+json when accepted, else JSON.
+    let (status, headers, body) = app.send(post(q, "application/json", Some(GRAPHQL_RESPONSE))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers[header::CONTENT_TYPE].to_str().expect("ct").starts_with(GRAPHQL_RESPONSE));
+    // Fields come back in the order they were asked for.
+    let text = String::from_utf8(body).expect("utf8");
+    assert!(text.find("\"user\"") < text.find("\"projects\""), "{text}");
+    let (_, headers, _) = app.send(post(q, "application/json; charset=utf-8", None)).await;
+    assert!(headers[header::CONTENT_TYPE].to_str().expect("ct").starts_with("application/json"));
+    let (status, _, _) = app.send(post(q, "application/json", Some("text/html"))).await;
+    assert_eq!(status, StatusCode::NOT_ACCEPTABLE);
+
+    // Bodies a browser can send cross-site without a preflight never execute.
+    for ct in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+        let (status, _, _) = app.send(post(q, ct, None)).await;
+        assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct}");
+    }
+
+    // GET runs queries, never mutations.
+    let get = |query: &str| {
+        Request::get(format!("/graphql?query={}", query.replace(' ', "%20").replace('{', "%7B").replace('}', "%7D")))
+            .header(header::AUTHORIZATION, "Bearer demo-alice")
+            .body(Body::empty())
+            .expect("request")
+    };
+    let (status, _, body) = app.send(get("{ viewer { user { email } } }")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(json_of(&body)["data"]["viewer"]["user"]["email"], "alice@example.com");
+    let (status, headers, _) = app.send(get("mutation { viewer }")).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(headers[header::ALLOW], "POST");
+}
+
+async fn request_errors_are_coded_and_do_not_run(app: TestApp) {
+    let cases = [
+        ("not json", "BAD_USER_INPUT"),
+        (r#"[{"query":"{ viewer { user { email } } }"}]"#, "BAD_USER_INPUT"),
+        (r#"{"query":"{ viewer { "}"#, "BAD_USER_INPUT"),
+        (r#"{"query":"{ viewer { nope } }"}"#, "BAD_USER_INPUT"),
+        (r#"{"query":"query($x: Int!) { viewer { user { email } } }", "variables": {"x": "one"}}"#, "BAD_USER_INPUT"),
+    ];
+    for (body, code) in cases {
+        let (status, _, bytes) = app.send(post(body, "application/json", Some(GRAPHQL_RESPONSE))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let resp = json_of(&bytes);
+        assert_eq!(error_codes(&resp), [code], "{body}: {resp}");
+        assert!(resp.get("data").is_none(), "{body}: nothing ran: {resp}");
+        // Legacy JSON clients get the same body with 200.
+        let (status, _, bytes) = app.send(post(body, "application/json", None)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(error_codes(&json_of(&bytes)), [code]);
+    }
+
+    let deep = format!("{{ __schema {{ types {{ {}name{} }} }} }}", "fields { type { ".repeat(12), " } }".repeat(12));
+    let resp = app.gql(Some("demo-alice"), &deep, json!({})).await;
+    assert_eq!(error_codes(&resp), ["LIMIT_EXCEEDED"], "{resp}");
+
+    // GraphiQL's own introspection query stays within the limits.
+    let introspection = "query { __schema { queryType { name } types { name kind fields(includeDeprecated: true) { name args { name type { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } type { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } } } } } }";
+    let resp = app.gql(Some("demo-alice"), introspection, json!({})).await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+
+    let huge = format!(
+        r#"{{"query":"{{ viewer {{ user {{ email }} }} }}","extensions":{{"pad":"{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let (status, _, _) = app.send(post(huge, "application/json", None)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+async fn every_response_has_a_request_id(app: TestApp) {
+    let (_, h1, _) = app.get("/healthz").await;
+    let (_, h2, _) = app.send(post(r#"{"query":"{ viewer { user { email } } }"}"#, "application/json", None)).await;
+    let id1 = h1["x-request-id"].to_str().expect("id");
+    let id2 = h2["x-request-id"].to_str().expect("id");
+    assert_ne!(id1, id2);
+    assert_eq!(id2.len(), 36, "a UUID: {id2}");
+}
+
+async fn graphiql_works_offline(app: TestApp) {
+    let (status, headers, body) = app.get("/graphiql").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers[header::CONTENT_TYPE].to_str().expect("ct").starts_with("text/html"));
+    let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().expect("csp");
+    assert!(csp.contains("default-src 'self'") && csp.contains("script-src 'self'"), "{csp}");
+    let page = String::from_utf8(body).expect("utf8");
+    assert!(!page.contains("http:") && !page.contains("https:") && !page.contains("\"//"), "an external URL: {page}");
+    assert!(page.contains("id=\"token\""), "a place for the bearer token");
+
+    // Every script and stylesheet the page loads is ours and is served.
+    let mut assets = 0;
+    for attr in ["src=\"", "href=\""] {
+        for piece in page.split(attr).skip(1) {
+            let url = piece.split('"').next().expect("quoted");
+            assert!(url.starts_with("/graphiql/"), "{url}");
+            let (status, headers, body) = app.get(url).await;
+            assert_eq!(status, StatusCode::OK, "{url}");
+            assert!(body.len() > 500, "{url} is empty");
+            let ct = headers[header::CONTENT_TYPE].to_str().expect("ct");
+            assert!(ct.starts_with("text/javascript") || ct.starts_with("text/css"), "{url}: {ct}");
+            assets += 1;
+        }
+    }
+    assert_eq!(assets, 5, "react, react-dom, graphiql js and css, and our start-up script");
+    let (_, _, init) = app.get("/graphiql/init.js").await;
+    let init = String::from_utf8(init).expect("utf8");
+    assert!(init.contains("'/graphql'") && init.contains("Authorization"), "talks to our endpoint with the token");
+    let (status, _, _) = app.get("/graphiql/nope.js").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+db_tests!(
+    post_and_get_follow_graphql_over_http,
+    request_errors_are_coded_and_do_not_run,
+    every_response_has_a_request_id,
+    graphiql_works_offline,
+);

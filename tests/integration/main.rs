@@ -1,0 +1,9 @@
+//! Integration tests through the public HTTP/GraphQL surface, each on SQLite and PostgreSQL.
+
+mod support;
+
+mod auth;
+mod cli;
+mod graphql_http;
+mod schema;
+mod storage;

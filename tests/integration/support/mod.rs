@@ -1,0 +1,142 @@
+//! One helper builds a test app on SQLite or PostgreSQL; `db_tests!` runs a test on both.
+
+pub mod pg;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use sessiond::config::{DbArgs, HttpLimits};
+use sessiond::http::{AppState, app};
+use sessiond::server::open_database;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A migrated, demo-seeded database and the router serving it.
+pub struct TestApp {
+    pub backend: Backend,
+    pub url: String,
+    pub db: DatabaseConnection,
+    pub router: Router,
+    /// Whether opening the database seeded the demo data.
+    pub seeded: bool,
+    _dir: Option<std::sync::Arc<tempfile::TempDir>>,
+}
+
+/// A fresh, empty database URL for `backend`, or `None` to skip (with a notice) when
+/// PostgreSQL cannot be had and is not required.
+pub async fn fresh_database(backend: Backend) -> Option<(String, Option<tempfile::TempDir>)> {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().expect("temporary directory");
+            let url = format!("sqlite://{}?mode=rwc", dir.path().join("sessiond.db").display());
+            Some((url, Some(dir)))
+        }
+        Backend::Postgres => {
+            let server = match pg::server() {
+                Ok(s) => s,
+                Err(why) => {
+                    if std::env::var("SESSIOND_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+                        panic!("PostgreSQL is required (SESSIOND_REQUIRE_POSTGRES=1) but unavailable: {why}");
+                    }
+                    eprintln!("NOTICE: PostgreSQL case skipped, no PostgreSQL available: {why}");
+                    return None;
+                }
+            };
+            let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+            let admin = Database::connect(format!("{}/{}", server.base_url, server.admin_db))
+                .await
+                .expect("connect to the PostgreSQL test server");
+            admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create test database");
+            admin.close().await.ok();
+            Some((format!("{}/{name}", server.base_url), None))
+        }
+    }
+}
+
+impl TestApp {
+    /// A new app on an empty database of `backend`, demo data seeded.
+    pub async fn start(backend: Backend) -> Option<TestApp> {
+        let (url, dir) = fresh_database(backend).await?;
+        Some(Self::open(backend, url, dir.map(std::sync::Arc::new)).await)
+    }
+
+    async fn open(backend: Backend, url: String, dir: Option<std::sync::Arc<tempfile::TempDir>>) -> TestApp {
+        let args = DbArgs { database_url: url.clone(), db_max_connections: 4 };
+        let (db, seeded) = open_database(&args, true).await.expect("open the test database");
+        let router = app(AppState::new(db.clone(), HttpLimits::default()));
+        TestApp { backend, url, db, router, seeded, _dir: dir }
+    }
+
+    /// The same database opened again, as after a server restart.
+    pub async fn restart(&self) -> TestApp {
+        Self::open(self.backend, self.url.clone(), self._dir.clone()).await
+    }
+
+    pub async fn send(&self, req: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let resp = self.router.clone().oneshot(req).await.expect("router is infallible");
+        let (parts, body) = resp.into_parts();
+        let bytes = body.collect().await.expect("body").to_bytes().to_vec();
+        (parts.status, parts.headers, bytes)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, HeaderMap, Vec<u8>) {
+        self.send(Request::get(path).body(Body::empty()).expect("request")).await
+    }
+
+    /// POSTs a GraphQL request as `token` (none when `None`) and returns the JSON answer.
+    pub async fn gql(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
+        self.gql_full(token, query, variables).await.1
+    }
+
+    pub async fn gql_full(&self, token: Option<&str>, query: &str, variables: Value) -> (StatusCode, Value) {
+        let mut req = Request::post("/graphql").header(header::CONTENT_TYPE, "application/json");
+        if let Some(t) = token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let body = json!({"query": query, "variables": variables}).to_string();
+        let (status, _, bytes) = self.send(req.body(Body::from(body)).expect("request")).await;
+        (
+            status,
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes))),
+        )
+    }
+}
+
+/// The codes of a response's errors, in order.
+pub fn error_codes(resp: &Value) -> Vec<String> {
+    resp["errors"]
+        .as_array()
+        .map(|errs| errs.iter().map(|e| e["extensions"]["code"].as_str().unwrap_or("<none>").to_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// Declares, for each named `async fn(TestApp)`, a test on SQLite and one on PostgreSQL.
+#[macro_export]
+macro_rules! db_tests {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                if let Some(app) = $crate::support::TestApp::start($crate::support::Backend::Sqlite).await {
+                    super::$name(app).await
+                }
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(app) = $crate::support::TestApp::start($crate::support::Backend::Postgres).await {
+                    super::$name(app).await
+                }
+            }
+        }
+    )+};
+}
