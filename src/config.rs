@@ -23,6 +23,18 @@ pub enum Command {
     Migrate(DbArgs),
     /// Print the GraphQL schema (SDL), sorted; `schema.graphql` must equal it.
     Schema,
+    /// Add realistic generated sessions to a demo database (seeding the demo data first
+    /// when the database is empty), for benchmarks and trials.
+    Generate {
+        #[command(flatten)]
+        db: DbArgs,
+        /// How many sessions to add.
+        #[arg(long, env = "SESSIOND_GENERATE_SESSIONS")]
+        sessions: u64,
+        /// The same seed gives the same sessions (relative to the current time).
+        #[arg(long, env = "SESSIOND_GENERATE_SEED", default_value_t = 1)]
+        seed: u64,
+    },
     /// Manage API tokens.
     Token {
         #[command(subcommand)]

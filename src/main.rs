@@ -33,6 +33,23 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("sessiond: migrations applied");
         }
         Command::Schema => print!("{}", graphql::sdl()),
+        Command::Generate { db: args, sessions, seed } => {
+            let (conn, _) = server::open_database(&args, true).await?;
+            let started = std::time::Instant::now();
+            let opts = domain::generate::GenerateOptions { sessions, seed, now: domain::clock::now() };
+            let report = domain::generate::generate(&conn, &opts).await.map_err(|e| match e {
+                domain::DomainError::BadInput(_) => e.to_string(),
+                other => format!("{other}: {other:?}"),
+            })?;
+            eprintln!(
+                "sessiond: added {} sessions ({} live, {} launch groups, {} status transitions) in {:.1}s",
+                report.sessions,
+                report.live,
+                report.launch_groups,
+                report.transitions,
+                started.elapsed().as_secs_f64()
+            );
+        }
         Command::Token { command: TokenCommand::Create { db: args, email, policy } } => {
             let conn = db::connect(&args.database_url, args.db_max_connections).await?;
             db::migrate(&conn).await?;

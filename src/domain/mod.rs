@@ -5,12 +5,14 @@
 pub mod auth;
 pub mod clock;
 pub mod error;
+pub mod generate;
 pub mod ids;
 pub mod model;
 pub mod seed;
 pub mod settings;
 pub mod slots;
 pub mod status;
+pub mod sessions;
 pub mod visibility;
 
 pub use error::{DomainError, DomainResult, InputProblem};

@@ -4,7 +4,7 @@
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
 
-use entity::{project, project_member, user};
+use entity::{launch_group, project, project_member, session, user};
 
 use super::auth::Viewer;
 use super::model::Role;
@@ -60,4 +60,75 @@ pub async fn visible_user(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid) 
         return Err(not_found);
     };
     if u.id == viewer.user_id || viewer.administers_domain(u.domain_id) { Ok(u) } else { Err(not_found) }
+}
+
+/// Whose sessions of a project a list shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionScope {
+    /// The viewer's own sessions in the project, whatever the viewer's role.
+    Mine,
+    /// Every user's sessions in the project: for an ADMIN of its domain or a SUPERADMIN.
+    Project,
+}
+
+/// The condition selecting the sessions of `project_id` the viewer may list in `scope`:
+/// `NOT_FOUND` for a project the viewer cannot see, `FORBIDDEN` for a scope it may not use.
+/// Every list path (list, counts, CSV, subscriptions) starts here.
+pub async fn session_scope(
+    db: &impl ConnectionTrait,
+    viewer: &Viewer,
+    project_id: Uuid,
+    scope: SessionScope,
+) -> DomainResult<Condition> {
+    let project = visible_project(db, viewer, project_id).await?;
+    let in_project = session::Column::ProjectId.eq(project.id);
+    match scope {
+        SessionScope::Mine => {
+            if !is_member(db, viewer.user_id, project.id).await? {
+                return Err(DomainError::Forbidden(format!(
+                    "you are not a member of project `{}`: its administrators list its sessions with scope PROJECT",
+                    project.name
+                )));
+            }
+            Ok(Condition::all().add(in_project).add(session::Column::OwnerId.eq(viewer.user_id)))
+        }
+        SessionScope::Project if viewer.administers_domain(project.domain_id) => Ok(Condition::all().add(in_project)),
+        SessionScope::Project => Err(DomainError::Forbidden(
+            "listing every user's sessions needs an administrator of the project's domain".to_owned(),
+        )),
+    }
+}
+
+/// Whether the viewer may see one session: its owner, an ADMIN of its domain, a SUPERADMIN.
+pub fn may_see_session(viewer: &Viewer, owner_id: Uuid, domain_id: Uuid) -> bool {
+    owner_id == viewer.user_id || viewer.administers_domain(domain_id)
+}
+
+/// The session `id` if the viewer may see it, else `NOT_FOUND`, exactly as for no session.
+pub async fn visible_session(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid) -> DomainResult<session::Model> {
+    match session::Entity::find_by_id(id).one(db).await? {
+        Some(s) if may_see_session(viewer, s.owner_id, s.domain_id) => Ok(s),
+        _ => Err(DomainError::NotFound("session")),
+    }
+}
+
+/// The launch group `id` if the viewer may see its sessions, else `NOT_FOUND`.
+pub async fn visible_launch_group(
+    db: &impl ConnectionTrait,
+    viewer: &Viewer,
+    id: Uuid,
+) -> DomainResult<launch_group::Model> {
+    let Some(group) = launch_group::Entity::find_by_id(id).one(db).await? else {
+        return Err(DomainError::NotFound("launch group"));
+    };
+    let domain_id = project::Entity::find_by_id(group.project_id).one(db).await?.map(|p| p.domain_id);
+    match domain_id {
+        Some(domain_id) if may_see_session(viewer, group.owner_id, domain_id) => Ok(group),
+        _ => Err(DomainError::NotFound("launch group")),
+    }
+}
+
+/// The sessions of a launch group the viewer may see (all or none: they share an owner).
+pub fn launch_group_scope(group: &launch_group::Model) -> Condition {
+    Condition::all().add(session::Column::LaunchGroupId.eq(group.id))
 }

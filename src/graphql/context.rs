@@ -17,3 +17,9 @@ pub fn db<'a>(ctx: &Context<'a>) -> ApiResult<&'a DatabaseConnection> {
     ctx.data_opt::<DatabaseConnection>()
         .ok_or_else(|| DomainError::invariant("the schema was built without a database").into())
 }
+
+/// The request's DataLoaders.
+pub fn loaders<'a>(ctx: &Context<'a>) -> ApiResult<&'a super::loaders::Loaders> {
+    ctx.data_opt::<super::loaders::Loaders>()
+        .ok_or_else(|| DomainError::invariant("the request was prepared without loaders").into())
+}

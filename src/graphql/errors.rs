@@ -33,6 +33,13 @@ impl From<DomainError> for ApiError {
     }
 }
 
+impl From<std::sync::Arc<DomainError>> for ApiError {
+    /// DataLoader errors are shared between the fields that waited on one batch.
+    fn from(err: std::sync::Arc<DomainError>) -> Self {
+        Self((*err).clone())
+    }
+}
+
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
         Self(err.into())

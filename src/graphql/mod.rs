@@ -4,7 +4,13 @@
 pub mod context;
 pub mod errors;
 pub mod ids;
+pub mod launch;
+pub mod loaders;
 pub mod node;
+pub mod resource;
+pub mod scalars;
+pub mod scheduling;
+pub mod session;
 pub mod viewer;
 
 use async_graphql::{EmptyMutation, EmptySubscription, MergedObject, SDLExportOptions, Schema, SchemaBuilder};
@@ -15,7 +21,7 @@ pub const MAX_DEPTH: usize = 24;
 pub const MAX_COMPLEXITY: usize = 20_000;
 
 #[derive(MergedObject, Default)]
-pub struct Query(viewer::ViewerQuery, node::NodeQuery);
+pub struct Query(viewer::ViewerQuery, node::NodeQuery, session::SessionQuery);
 
 pub type AppSchema = Schema<Query, EmptyMutation, EmptySubscription>;
 
@@ -28,6 +34,15 @@ fn builder() -> SchemaBuilder<Query, EmptyMutation, EmptySubscription> {
 /// The schema the server executes, with its database.
 pub fn build_schema(db: DatabaseConnection) -> AppSchema {
     builder().data(db).finish()
+}
+
+/// Attaches what resolvers read to one request: the viewer and fresh DataLoaders.
+pub fn prepare_request(
+    request: async_graphql::Request,
+    db: &DatabaseConnection,
+    viewer: crate::domain::auth::Viewer,
+) -> async_graphql::Request {
+    request.data(viewer).data(loaders::loaders(db.clone()))
 }
 
 /// The SDL of the schema, sorted so that the checked-in `schema.graphql` is stable.

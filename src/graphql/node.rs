@@ -8,6 +8,8 @@ use crate::domain::{DomainError, visibility};
 use super::context::{db, viewer};
 use super::errors::ApiResult;
 use super::ids::{NodeKind, decode_uuid};
+use super::launch::LaunchGroup;
+use super::session::Session;
 use super::viewer::{Project, User};
 
 #[derive(Interface)]
@@ -15,6 +17,8 @@ use super::viewer::{Project, User};
 pub enum Node {
     User(User),
     Project(Project),
+    Session(Session),
+    LaunchGroup(LaunchGroup),
 }
 
 #[derive(Default)]
@@ -32,6 +36,10 @@ impl NodeQuery {
                 Ok(u) => User::try_from(u).map(Node::User),
                 Err(e) => Err(e),
             }
+        } else if let Some(uuid) = decode_uuid(&id, NodeKind::Session) {
+            visibility::visible_session(db, viewer, uuid).await.map(|s| Node::Session(Session(s)))
+        } else if let Some(uuid) = decode_uuid(&id, NodeKind::LaunchGroup) {
+            visibility::visible_launch_group(db, viewer, uuid).await.map(|g| Node::LaunchGroup(LaunchGroup(g)))
         } else {
             Err(DomainError::NotFound("node"))
         };

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::domain::{DomainError, auth};
+use crate::graphql::prepare_request;
 use crate::graphql::errors::{
     BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, code_of, error_body, finalize_errors,
 };
@@ -207,7 +208,7 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
             );
         }
     };
-    let mut response = state.schema.execute(request.data(viewer)).await;
+    let mut response = state.schema.execute(prepare_request(request, &state.db, viewer)).await;
     finalize_errors(&mut response.errors, &rid);
     // A request error (syntax, validation, limits) means nothing ran: no `data` entry.
     let ran = response.data != async_graphql::Value::Null || response.errors.iter().any(|e| !e.path.is_empty());

@@ -6,4 +6,6 @@ mod auth;
 mod cli;
 mod graphql_http;
 mod schema;
+mod sessions;
+mod sessions_paging;
 mod storage;

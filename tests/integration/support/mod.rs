@@ -28,6 +28,8 @@ pub struct TestApp {
     pub router: Router,
     /// Whether opening the database seeded the demo data.
     pub seeded: bool,
+    /// SQL statements the app has run (the app's connection counts them).
+    pub statements: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     _dir: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
@@ -71,14 +73,33 @@ impl TestApp {
 
     async fn open(backend: Backend, url: String, dir: Option<std::sync::Arc<tempfile::TempDir>>) -> TestApp {
         let args = DbArgs { database_url: url.clone(), db_max_connections: 4 };
-        let (db, seeded) = open_database(&args, true).await.expect("open the test database");
+        let (mut db, seeded) = open_database(&args, true).await.expect("open the test database");
+        let statements = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = statements.clone();
+        db.set_metric_callback(move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
         let router = app(AppState::new(db.clone(), HttpLimits::default()));
-        TestApp { backend, url, db, router, seeded, _dir: dir }
+        TestApp { backend, url, db, router, seeded, statements, _dir: dir }
     }
 
     /// The same database opened again, as after a server restart.
     pub async fn restart(&self) -> TestApp {
         Self::open(self.backend, self.url.clone(), self._dir.clone()).await
+    }
+
+    /// Adds `n` generated sessions (seed `seed`) to the database.
+    pub async fn generate(&self, n: u64, seed: u64) -> sessiond::domain::generate::GenerateReport {
+        let opts = sessiond::domain::generate::GenerateOptions { sessions: n, seed, now: sessiond::domain::clock::now() };
+        sessiond::domain::generate::generate(&self.db, &opts).await.expect("generate sessions")
+    }
+
+    /// How many statements `f` ran.
+    pub async fn count_statements<T>(&self, f: impl std::future::Future<Output = T>) -> (usize, T) {
+        use std::sync::atomic::Ordering;
+        let before = self.statements.load(Ordering::SeqCst);
+        let out = f.await;
+        (self.statements.load(Ordering::SeqCst) - before, out)
     }
 
     pub async fn send(&self, req: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {

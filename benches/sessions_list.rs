@@ -1,0 +1,143 @@
+//! The session list at scale: statements per page and the median latency of a 50-row page
+//! with every relation selected, over 1 000 and 100 000 generated sessions, on SQLite and
+//! PostgreSQL, through the in-process HTTP router (auth, visibility, GraphQL included).
+//!
+//! `cargo bench --bench sessions_list` (add `-- --quick` for 1 000 sessions only). Prints a
+//! Markdown table for BENCHMARKS.md. PostgreSQL: `TEST_DATABASE_URL`, or a throwaway
+//! cluster as in the tests.
+
+#[path = "../tests/integration/support/pg.rs"]
+#[allow(dead_code)]
+mod pg;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::Request;
+use http_body_util::BodyExt;
+use sea_orm::{ConnectionTrait, Database};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use sessiond::config::{DbArgs, HttpLimits};
+use sessiond::domain::generate::{GenerateOptions, generate};
+use sessiond::domain::seed::demo_project_id;
+use sessiond::graphql::ids::{NodeKind, encode};
+use sessiond::http::{AppState, app};
+use sessiond::server::open_database;
+
+const PAGE: &str = "query($p: ID!, $scope: SessionScope, $after: String) {
+  sessions(projectId: $p, scope: $scope, first: 50, after: $after) {
+    totalCount pageInfo { hasNextPage endCursor }
+    edges { node {
+      id name type status result exitCode agent createdAt startedAt terminatedAt elapsedSeconds
+      owner { email } project { name } resourceGroup { name strategy } image { name apps }
+      launchGroup { name count } requestedSlots { cpu memory accelerators { slot amount } }
+      occupiedSlots { cpu memory } statusTransitions { toStatus occurredAt }
+    } }
+  }
+}";
+
+const RUNS: usize = 200;
+
+async fn database(backend: &str) -> (String, Option<tempfile::TempDir>) {
+    match backend {
+        "sqlite" => {
+            let dir = tempfile::tempdir().expect("tempdir");
+            (format!("sqlite://{}?mode=rwc", dir.path().join("bench.db").display()), Some(dir))
+        }
+        _ => {
+            let server = pg::server().expect("PostgreSQL for the benchmark");
+            let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
+            let admin = Database::connect(format!("{}/{}", server.base_url, server.admin_db)).await.expect("connect");
+            admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
+            (format!("{}/{name}", server.base_url), None)
+        }
+    }
+}
+
+async fn post(router: &axum::Router, token: &str, vars: &Value) -> Value {
+    let req = Request::post("/graphql")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Body::from(json!({"query": PAGE, "variables": vars}).to_string()))
+        .expect("request");
+    let resp = router.clone().oneshot(req).await.expect("response");
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let v: Value = serde_json::from_slice(&bytes).expect("json");
+    assert!(v.get("errors").is_none(), "{v}");
+    v
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let sizes: &[u64] = if quick { &[1_000] } else { &[1_000, 100_000] };
+    println!("| database | sessions | scope | statements/page | median page (ms) | p95 (ms) | 10th page median (ms) |");
+    println!("|---|---|---|---|---|---|---|");
+    for backend in ["sqlite", "postgres"] {
+        for &n in sizes {
+            let (url, _dir) = database(backend).await;
+            let (mut db, _) = open_database(&DbArgs { database_url: url, db_max_connections: 8 }, true).await.expect("open");
+            let t = Instant::now();
+            generate(&db, &GenerateOptions { sessions: n, seed: 1, now: sessiond::domain::clock::now() })
+                .await
+                .expect("generate");
+            eprintln!("{backend}: generated {n} sessions in {:.1}s", t.elapsed().as_secs_f64());
+            if backend == "postgres" {
+                db.execute_unprepared("ANALYZE").await.expect("analyze");
+            }
+            let statements = Arc::new(AtomicUsize::new(0));
+            let counter = statements.clone();
+            db.set_metric_callback(move |_| {
+                counter.fetch_add(1, Ordering::Relaxed);
+            });
+            let router = app(AppState::new(db.clone(), HttpLimits::default()));
+            let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
+            for (scope, token) in [("MINE", "demo-alice"), ("PROJECT", "demo-admin")] {
+                let vars = json!({"p": p, "scope": scope});
+                for _ in 0..20 {
+                    post(&router, token, &vars).await;
+                }
+                let before = statements.load(Ordering::Relaxed);
+                post(&router, token, &vars).await;
+                let per_page = statements.load(Ordering::Relaxed) - before;
+                let mut times = Vec::with_capacity(RUNS);
+                for _ in 0..RUNS {
+                    let t = Instant::now();
+                    post(&router, token, &vars).await;
+                    times.push(t.elapsed());
+                }
+                let mut sorted = times.clone();
+                sorted.sort();
+                let p95 = sorted[sorted.len() * 95 / 100];
+                // A page deep in the list costs the same (keyset, not OFFSET).
+                let mut after = Value::Null;
+                for _ in 0..9 {
+                    let v = post(&router, token, &json!({"p": p, "scope": scope, "after": after})).await;
+                    after = v["data"]["sessions"]["pageInfo"]["endCursor"].clone();
+                }
+                let deep_vars = json!({"p": p, "scope": scope, "after": after});
+                let mut deep = Vec::with_capacity(RUNS / 2);
+                for _ in 0..RUNS / 2 {
+                    let t = Instant::now();
+                    post(&router, token, &deep_vars).await;
+                    deep.push(t.elapsed());
+                }
+                println!(
+                    "| {backend} | {n} | {scope} | {per_page} | {:.2} | {:.2} | {:.2} |",
+                    median(times).as_secs_f64() * 1e3,
+                    p95.as_secs_f64() * 1e3,
+                    median(deep).as_secs_f64() * 1e3
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! `sessiond generate`: realistic sessions for benchmarks, trials and large-list tests.
+//!
+//! Deterministic per seed: the same seed gives the same sessions (ids, names, owners,
+//! types, statuses, resources and time offsets), placed relative to `now`. Sessions are
+//! spread over the project members and the last 90 days; all but the newest few are
+//! finished, with timestamps, results and exit codes that agree with their status, and a
+//! legal status-transition path. The newest few are PENDING or RUNNING with small requests
+//! that fit the demo agents. Everything is written in one transaction with bulk inserts.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sea_orm::{
+    ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+    TransactionTrait,
+};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use entity::{agent, image, keypair, launch_group, project, project_member, resource_group_project, session};
+use entity::{session_status_transition as transition, user};
+
+use super::model::SessionType;
+use super::slots::{self, ResourceSlots};
+use super::status::{SessionResult, SessionStatus};
+use super::{DomainError, DomainResult, clock};
+
+const GIB: f64 = (1u64 << 30) as f64;
+const SESSIONS_PER_INSERT: usize = 1000;
+const TRANSITIONS_PER_INSERT: usize = 5000;
+/// Sessions created within this window of `now` may still be live.
+const LIVE_WINDOW_SECS: i64 = 2 * 3600;
+const HISTORY_DAYS: i64 = 90;
+
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    pub sessions: u64,
+    pub seed: u64,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GenerateReport {
+    pub sessions: u64,
+    pub live: u64,
+    pub launch_groups: u64,
+    pub transitions: u64,
+}
+
+/// Who can own a generated session: a member of a project, with a keypair and the
+/// project's default resource group.
+struct Owner {
+    user_id: Uuid,
+    keypair_id: Uuid,
+    project_id: Uuid,
+    domain_id: Uuid,
+    resource_group: String,
+    agents: Vec<String>,
+}
+
+async fn owners(db: &DatabaseConnection) -> DomainResult<Vec<Owner>> {
+    let members = project_member::Entity::find()
+        .order_by_asc(project_member::Column::ProjectId)
+        .order_by_asc(project_member::Column::UserId)
+        .all(db)
+        .await?;
+    let mut out = Vec::new();
+    for m in members {
+        let Some(kp) = keypair::Entity::find()
+            .filter(keypair::Column::UserId.eq(m.user_id))
+            .order_by_asc(keypair::Column::CreatedAt)
+            .order_by_asc(keypair::Column::Id)
+            .one(db)
+            .await?
+        else {
+            continue;
+        };
+        let Some(p) = project::Entity::find_by_id(m.project_id).one(db).await? else { continue };
+        let Some(group) = resource_group_project::Entity::find()
+            .filter(resource_group_project::Column::ProjectId.eq(p.id))
+            .order_by_asc(resource_group_project::Column::Position)
+            .one(db)
+            .await?
+        else {
+            continue;
+        };
+        let agents = agent::Entity::find()
+            .filter(agent::Column::ResourceGroup.eq(group.resource_group.as_str()))
+            .order_by_asc(agent::Column::Id)
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|a| a.id)
+            .collect::<Vec<_>>();
+        if user::Entity::find_by_id(m.user_id).one(db).await?.is_none() || agents.is_empty() {
+            continue;
+        }
+        out.push(Owner {
+            user_id: m.user_id,
+            keypair_id: kp.id,
+            project_id: p.id,
+            domain_id: p.domain_id,
+            resource_group: group.resource_group,
+            agents,
+        });
+    }
+    Ok(out)
+}
+
+struct Catalogue {
+    /// (name, supported types, minimum slots)
+    images: Vec<(String, Vec<SessionType>, ResourceSlots)>,
+}
+
+impl Catalogue {
+    fn images_for(&self, ty: SessionType) -> Vec<&(String, Vec<SessionType>, ResourceSlots)> {
+        self.images.iter().filter(|(_, types, _)| types.contains(&ty)).collect()
+    }
+}
+
+async fn catalogue(db: &DatabaseConnection) -> DomainResult<Catalogue> {
+    let images = image::Entity::find()
+        .order_by_asc(image::Column::Name)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|i| {
+            let types = i
+                .supported_types
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| SessionType::parse(t.as_str()?))
+                .collect();
+            Ok((i.name, types, ResourceSlots::from_json(&i.minimum_slots)?))
+        })
+        .collect::<DomainResult<Vec<_>>>()?;
+    Ok(Catalogue { images })
+}
+
+fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {
+    &items[rng.random_range(0..items.len())]
+}
+
+/// Picks by weight; `weighted` is never empty.
+fn weighted<T: Copy>(rng: &mut ChaCha8Rng, weighted: &[(T, u32)]) -> T {
+    let total: u32 = weighted.iter().map(|(_, w)| w).sum();
+    let mut roll = rng.random_range(0..total);
+    for (item, w) in weighted {
+        if roll < *w {
+            return *item;
+        }
+        roll -= w;
+    }
+    weighted[0].0
+}
+
+fn secs(n: i64) -> TimeDelta {
+    TimeDelta::seconds(n)
+}
+
+fn base_name(ty: SessionType, rng: &mut ChaCha8Rng) -> &'static str {
+    match ty {
+        SessionType::Interactive => *pick(rng, &["notebook", "explore-data", "jupyter-lab", "debug-env", "sandbox"]),
+        SessionType::Batch => *pick(rng, &["train-resnet", "etl-nightly", "finetune-llm", "eval-suite", "render-job"]),
+        SessionType::Inference => *pick(rng, &["serve-llm", "detector-api", "embedder", "ranker-svc"]),
+        SessionType::Upload => *pick(rng, &["upload", "dataset-upload", "files"]),
+    }
+}
+
+struct Generated {
+    session: session::ActiveModel,
+    transitions: Vec<(Option<SessionStatus>, SessionStatus, Option<&'static str>, DateTime<Utc>)>,
+}
+
+/// Adds `opts.sessions` generated sessions. Fails if this seed was already generated into
+/// the database (its first id exists).
+pub async fn generate(db: &DatabaseConnection, opts: &GenerateOptions) -> DomainResult<GenerateReport> {
+    let owners = owners(db).await?;
+    if owners.is_empty() {
+        return Err(DomainError::bad_input(
+            "NO_OWNERS",
+            None,
+            "no project member with a keypair and a resource group: seed the demo data first (serve --demo)",
+        ));
+    }
+    let catalogue = catalogue(db).await?;
+    if catalogue.images.is_empty() {
+        return Err(DomainError::bad_input("NO_IMAGES", None, "no images: seed the demo data first (serve --demo)"));
+    }
+    // The first session's id marks the seed: drawn from a stream of its own.
+    let mut marker = ChaCha8Rng::seed_from_u64(opts.seed);
+    marker.set_stream(1);
+    let first_id = uuid_from(&mut marker);
+    if session::Entity::find_by_id(first_id).one(db).await?.is_some() {
+        return Err(DomainError::bad_input(
+            "ALREADY_GENERATED",
+            Some("seed".to_owned()),
+            format!("sessions of seed {} are already in this database: use another seed", opts.seed),
+        ));
+    }
+    // Types in realistic proportions, among those some image supports.
+    let type_weights: Vec<(SessionType, u32)> =
+        [(SessionType::Interactive, 45), (SessionType::Batch, 35), (SessionType::Inference, 12), (SessionType::Upload, 8)]
+            .into_iter()
+            .filter(|(t, _)| !catalogue.images_for(*t).is_empty())
+            .collect();
+    if type_weights.is_empty() {
+        return Err(DomainError::bad_input("NO_IMAGES", None, "no image supports any session type"));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
+    let now = opts.now;
+    let live_target = (opts.sessions / 50).min(12);
+    let mut report = GenerateReport::default();
+    let mut sessions = Vec::with_capacity(opts.sessions as usize);
+    let mut transitions = Vec::new();
+    let mut groups = Vec::new();
+    let mut i: u64 = 0;
+    while i < opts.sessions {
+        let live = i >= opts.sessions - live_target;
+        let owner = pick(&mut rng, &owners);
+        let ty = weighted(&mut rng, &type_weights);
+        // Now and then a "Launch Multiple Sessions" of 2–5 identical sessions.
+        let remaining = opts.sessions - i - if live { 0 } else { live_target };
+        let group_size = if !live && remaining >= 2 && rng.random_ratio(1, 40) {
+            rng.random_range(2..=5u64).min(remaining)
+        } else {
+            1
+        };
+        let created_at = if live {
+            now - secs(rng.random_range(60..LIVE_WINDOW_SECS))
+        } else {
+            now - secs(rng.random_range(LIVE_WINDOW_SECS + 3600..HISTORY_DAYS * 86_400))
+        };
+        let created_at = clock::truncate(created_at + TimeDelta::microseconds(rng.random_range(0..1_000_000)));
+        let (image_name, _, minimum) = *pick(&mut rng, &catalogue.images_for(ty));
+        let requested = requested_slots(&mut rng, minimum, image_name, live);
+        let base = base_name(ty, &mut rng);
+        let launch_group = (group_size > 1).then(|| {
+            let id = uuid_from(&mut rng);
+            groups.push(launch_group::ActiveModel {
+                id: Set(id),
+                name: Set(format!("{base}-{}x{i}", opts.seed)),
+                count: Set(i32::try_from(group_size).unwrap_or(i32::MAX)),
+                owner_id: Set(owner.user_id),
+                project_id: Set(owner.project_id),
+                created_at: Set(created_at),
+            });
+            id
+        });
+        for k in 0..group_size {
+            let id = if i == 0 { first_id } else { uuid_from(&mut rng) };
+            let name = match launch_group {
+                Some(_) => format!("{base}-{}x{i}-{}", opts.seed, k + 1),
+                None => format!("{base}-{}x{i}", opts.seed),
+            };
+            let g = one_session(&mut rng, GenInput {
+                id,
+                name,
+                ty,
+                owner,
+                image: image_name,
+                requested: &requested,
+                created_at,
+                live,
+                launch_group,
+                now,
+            });
+            report.transitions += g.transitions.len() as u64;
+            for (from, to, reason, at) in g.transitions {
+                transitions.push(transition::ActiveModel {
+                    id: NotSet,
+                    session_id: Set(id),
+                    from_status: Set(from.map(|s| s.as_str().to_owned())),
+                    to_status: Set(to.as_str().to_owned()),
+                    reason: Set(reason.map(str::to_owned)),
+                    occurred_at: Set(at),
+                });
+            }
+            sessions.push(g.session);
+            report.live += u64::from(live);
+            i += 1;
+        }
+    }
+    report.sessions = sessions.len() as u64;
+    report.launch_groups = groups.len() as u64;
+
+    let txn = db.begin().await?;
+    for chunk in groups.chunks(SESSIONS_PER_INSERT) {
+        launch_group::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+    }
+    for chunk in sessions.chunks(SESSIONS_PER_INSERT) {
+        session::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+    }
+    for chunk in transitions.chunks(TRANSITIONS_PER_INSERT) {
+        transition::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+    }
+    txn.commit().await?;
+    Ok(report)
+}
+
+fn uuid_from(rng: &mut ChaCha8Rng) -> Uuid {
+    uuid::Builder::from_random_bytes(rng.random()).into_uuid()
+}
+
+fn requested_slots(rng: &mut ChaCha8Rng, minimum: &ResourceSlots, image: &str, live: bool) -> ResourceSlots {
+    let mut r = ResourceSlots::new();
+    if live {
+        // Small enough that every live session fits the demo agents and quotas.
+        r.set(slots::CPU, 1f64.max(minimum.get(slots::CPU)));
+        r.set(slots::MEM, GIB.max(minimum.get(slots::MEM)));
+        return r;
+    }
+    r.set(slots::CPU, pick(rng, &[0.5f64, 1.0, 2.0, 4.0, 8.0]).max(minimum.get(slots::CPU)));
+    r.set(slots::MEM, (pick(rng, &[1.0f64, 2.0, 4.0, 8.0, 16.0]) * GIB).max(minimum.get(slots::MEM)));
+    if image.contains("cuda") {
+        let gpus: f64 = *pick(rng, &[0.0, 1.0, 1.0, 2.0]);
+        if gpus > 0.0 {
+            r.set("cuda.device", gpus);
+        }
+    }
+    r
+}
+
+struct GenInput<'a> {
+    id: Uuid,
+    name: String,
+    ty: SessionType,
+    owner: &'a Owner,
+    image: &'a str,
+    requested: &'a ResourceSlots,
+    created_at: DateTime<Utc>,
+    live: bool,
+    launch_group: Option<Uuid>,
+    now: DateTime<Utc>,
+}
+
+fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
+    use SessionStatus::*;
+    let status = if g.live {
+        weighted(rng, &[(Pending, 1), (Running, 2)])
+    } else {
+        weighted(rng, &[(Terminated, 75), (Cancelled, 12), (Error, 13)])
+    };
+    let t0 = g.created_at;
+    let scheduled_at = t0 + secs(rng.random_range(1..120));
+    let started_at = scheduled_at + secs(rng.random_range(5..90));
+    let run_secs = match g.ty {
+        SessionType::Batch => rng.random_range(60..6 * 3600),
+        SessionType::Interactive => rng.random_range(600..3 * 86_400),
+        SessionType::Inference => rng.random_range(3600..7 * 86_400),
+        SessionType::Upload => rng.random_range(60..3600),
+    };
+    // Finished sessions end before now.
+    let ended_at = (started_at + secs(run_secs)).min(g.now - secs(60));
+
+    let mut path: Vec<(Option<SessionStatus>, SessionStatus, Option<&'static str>, DateTime<Utc>)> =
+        vec![(None, Pending, None, t0)];
+    let step = |path: &mut Vec<_>, to: SessionStatus, reason: Option<&'static str>, at: DateTime<Utc>| {
+        let from = path.last().map(|(_, s, _, _): &(Option<SessionStatus>, SessionStatus, Option<&str>, DateTime<Utc>)| *s);
+        path.push((from, to, reason, at));
+    };
+    let start_up = |path: &mut Vec<_>| {
+        step(path, Scheduled, None, scheduled_at);
+        step(path, Preparing, None, scheduled_at + secs(1));
+        step(path, Prepared, None, started_at - secs(2));
+        step(path, Creating, None, started_at - secs(1));
+        step(path, Running, None, started_at);
+    };
+    let (mut result, mut exit_code, mut status_info) = (SessionResult::Undefined, None, None);
+    let (mut sched, mut started, mut terminated, mut agent) = (None, None, None, None);
+    match status {
+        Pending => {}
+        Running => {
+            start_up(&mut path);
+            (sched, started) = (Some(scheduled_at), Some(started_at));
+            agent = Some(pick(rng, &g.owner.agents).clone());
+        }
+        Terminated => {
+            start_up(&mut path);
+            let batch = g.ty == SessionType::Batch;
+            let failed = batch && rng.random_ratio(15, 100);
+            let reason = if batch { "batch-finished" } else { "user-requested" };
+            step(&mut path, Terminating, Some(reason), (ended_at - secs(1)).max(started_at));
+            step(&mut path, Terminated, Some(reason), ended_at);
+            if batch {
+                result = if failed { SessionResult::Failure } else { SessionResult::Success };
+                exit_code = Some(if failed { *pick(rng, &[1, 2, 137]) } else { 0 });
+            }
+            status_info = Some(reason);
+            (sched, started, terminated) = (Some(scheduled_at), Some(started_at), Some(ended_at));
+            agent = Some(pick(rng, &g.owner.agents).clone());
+        }
+        Cancelled => {
+            let reason = *pick(rng, &["user-requested", "user-requested", "PENDING_TIMEOUT"]);
+            let at = (t0 + secs(rng.random_range(10..7200))).min(g.now - secs(60));
+            step(&mut path, Cancelled, Some(reason), at);
+            status_info = Some(reason);
+            terminated = Some(at);
+        }
+        _ => {
+            let reason = *pick(rng, &["image pull failed", "agent lost", "container exited during start-up"]);
+            step(&mut path, Scheduled, None, scheduled_at);
+            step(&mut path, Preparing, None, scheduled_at + secs(1));
+            step(&mut path, Error, Some(reason), scheduled_at + secs(3));
+            result = SessionResult::Failure;
+            status_info = Some(reason);
+            (sched, terminated) = (Some(scheduled_at), Some(scheduled_at + secs(3)));
+            agent = Some(pick(rng, &g.owner.agents).clone());
+        }
+    }
+    let held = sched.is_some();
+    let environment: Value = if g.ty == SessionType::Batch { json!([{"name": "EPOCHS", "value": "10"}]) } else { json!([]) };
+    let session = session::ActiveModel {
+        id: Set(g.id),
+        name: Set(g.name),
+        session_type: Set(g.ty.as_str().to_owned()),
+        status: Set(status.as_str().to_owned()),
+        status_info: Set(status_info.map(str::to_owned)),
+        result: Set(result.as_str().to_owned()),
+        exit_code: Set(exit_code),
+        owner_id: Set(g.owner.user_id),
+        keypair_id: Set(g.owner.keypair_id),
+        project_id: Set(g.owner.project_id),
+        domain_id: Set(g.owner.domain_id),
+        resource_group: Set(g.owner.resource_group.clone()),
+        image: Set(g.image.to_owned()),
+        requested_slots: Set(g.requested.to_json()),
+        occupied_slots: Set(if held { g.requested.to_json() } else { json!({}) }),
+        cluster_size: Set(1),
+        environment: Set(environment),
+        startup_command: Set((g.ty == SessionType::Batch).then(|| "python train.py".to_owned())),
+        batch_timeout_seconds: Set(None),
+        priority: Set(0),
+        agent_id: Set(agent),
+        launch_group_id: Set(g.launch_group),
+        pending_reasons: Set(json!([])),
+        created_at: Set(t0),
+        scheduled_at: Set(sched),
+        started_at: Set(started),
+        terminated_at: Set(terminated),
+        status_changed_at: Set(path.last().map_or(t0, |(_, _, _, at)| *at)),
+    };
+    Generated { session, transitions: path }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weighted_choice_respects_weights() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let picks: Vec<u8> = (0..1000).map(|_| weighted(&mut rng, &[(0u8, 1), (1u8, 0), (2u8, 3)])).collect();
+        assert!(!picks.contains(&1));
+        let twos = picks.iter().filter(|p| **p == 2).count();
+        assert!((650..850).contains(&twos), "{twos}");
+    }
+}

@@ -1,0 +1,168 @@
+//! Per-request DataLoaders for the relations of sessions (owner, project, resource group,
+//! image, launch group, status transitions). Built for every request, so the cache never
+//! outlives a request or crosses users.
+//!
+//! A list page does not rely on the loaders' batching window (timing-dependent: a slow
+//! resolver splits a batch): [`prefetch_relations`] loads each selected relation of the
+//! whole page in one statement first, and the field resolvers then read the cache. A page
+//! therefore costs a fixed number of statements whatever its size.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use std::collections::HashSet;
+
+use async_graphql::Context;
+use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
+use uuid::Uuid;
+
+use entity::{image, launch_group, project, resource_group, session_status_transition, user};
+
+use crate::domain::DomainError;
+
+pub struct DbLoader {
+    db: DatabaseConnection,
+}
+
+pub type Loaders = DataLoader<DbLoader, HashMapCache>;
+
+/// Large enough for the biggest page (500 sessions): one statement per relation.
+const MAX_BATCH: usize = 1000;
+
+pub fn loaders(db: DatabaseConnection) -> Loaders {
+    DataLoader::with_cache(DbLoader { db }, tokio::spawn, HashMapCache::default()).max_batch_size(MAX_BATCH)
+}
+
+/// Loads, for all `rows` at once, each relation the query selects on them.
+pub async fn prefetch_relations(ctx: &Context<'_>, rows: &[entity::session::Model]) -> Result<(), Arc<DomainError>> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let look = ctx.look_ahead();
+    let selected = |name: &str| look.field("edges").field("node").field(name).exists() || look.field("nodes").field(name).exists();
+    let Ok(l) = ctx.data::<Loaders>() else { return Ok(()) };
+    if selected("owner") {
+        l.load_many(rows.iter().map(|r| UserId(r.owner_id)).collect::<HashSet<_>>()).await?;
+    }
+    if selected("project") {
+        l.load_many(rows.iter().map(|r| ProjectId(r.project_id)).collect::<HashSet<_>>()).await?;
+    }
+    if selected("resourceGroup") {
+        l.load_many(rows.iter().map(|r| ResourceGroupName(r.resource_group.clone())).collect::<HashSet<_>>()).await?;
+    }
+    if selected("image") || selected("apps") {
+        l.load_many(rows.iter().map(|r| ImageName(r.image.clone())).collect::<HashSet<_>>()).await?;
+    }
+    if selected("launchGroup") {
+        let groups: HashSet<_> = rows.iter().filter_map(|r| r.launch_group_id.map(LaunchGroupId)).collect();
+        if !groups.is_empty() {
+            l.load_many(groups).await?;
+        }
+    }
+    if selected("statusTransitions") {
+        l.load_many(rows.iter().map(|r| TransitionsOf(r.id)).collect::<HashSet<_>>()).await?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UserId(pub Uuid);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProjectId(pub Uuid);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaunchGroupId(pub Uuid);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TransitionsOf(pub Uuid);
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResourceGroupName(pub String);
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ImageName(pub String);
+
+type LoadResult<K, V> = Result<HashMap<K, V>, Arc<DomainError>>;
+
+fn fail(e: sea_orm::DbErr) -> Arc<DomainError> {
+    Arc::new(e.into())
+}
+
+impl Loader<UserId> for DbLoader {
+    type Value = user::Model;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[UserId]) -> LoadResult<UserId, user::Model> {
+        let rows = user::Entity::find().filter(user::Column::Id.is_in(keys.iter().map(|k| k.0))).all(&self.db).await.map_err(fail)?;
+        Ok(rows.into_iter().map(|r| (UserId(r.id), r)).collect())
+    }
+}
+
+impl Loader<ProjectId> for DbLoader {
+    type Value = project::Model;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[ProjectId]) -> LoadResult<ProjectId, project::Model> {
+        let rows =
+            project::Entity::find().filter(project::Column::Id.is_in(keys.iter().map(|k| k.0))).all(&self.db).await.map_err(fail)?;
+        Ok(rows.into_iter().map(|r| (ProjectId(r.id), r)).collect())
+    }
+}
+
+impl Loader<LaunchGroupId> for DbLoader {
+    type Value = launch_group::Model;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[LaunchGroupId]) -> LoadResult<LaunchGroupId, launch_group::Model> {
+        let rows = launch_group::Entity::find()
+            .filter(launch_group::Column::Id.is_in(keys.iter().map(|k| k.0)))
+            .all(&self.db)
+            .await
+            .map_err(fail)?;
+        Ok(rows.into_iter().map(|r| (LaunchGroupId(r.id), r)).collect())
+    }
+}
+
+impl Loader<ResourceGroupName> for DbLoader {
+    type Value = resource_group::Model;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[ResourceGroupName]) -> LoadResult<ResourceGroupName, resource_group::Model> {
+        let rows = resource_group::Entity::find()
+            .filter(resource_group::Column::Name.is_in(keys.iter().map(|k| k.0.clone())))
+            .all(&self.db)
+            .await
+            .map_err(fail)?;
+        Ok(rows.into_iter().map(|r| (ResourceGroupName(r.name.clone()), r)).collect())
+    }
+}
+
+impl Loader<ImageName> for DbLoader {
+    type Value = image::Model;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[ImageName]) -> LoadResult<ImageName, image::Model> {
+        let rows = image::Entity::find()
+            .filter(image::Column::Name.is_in(keys.iter().map(|k| k.0.clone())))
+            .all(&self.db)
+            .await
+            .map_err(fail)?;
+        Ok(rows.into_iter().map(|r| (ImageName(r.name.clone()), r)).collect())
+    }
+}
+
+impl Loader<TransitionsOf> for DbLoader {
+    type Value = Vec<session_status_transition::Model>;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[TransitionsOf]) -> LoadResult<TransitionsOf, Vec<session_status_transition::Model>> {
+        let rows = session_status_transition::Entity::find()
+            .filter(session_status_transition::Column::SessionId.is_in(keys.iter().map(|k| k.0)))
+            .order_by_asc(session_status_transition::Column::Id)
+            .all(&self.db)
+            .await
+            .map_err(fail)?;
+        let mut out: HashMap<TransitionsOf, Vec<_>> = keys.iter().map(|k| (*k, Vec::new())).collect();
+        for r in rows {
+            out.entry(TransitionsOf(r.session_id)).or_default().push(r);
+        }
+        Ok(out)
+    }
+}

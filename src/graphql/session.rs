@@ -1,0 +1,545 @@
+//! The session list, its counts, one session, and the `Session` type with its relations.
+
+use std::sync::Arc;
+
+use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use uuid::Uuid;
+
+use entity::{session, session_log};
+
+use crate::domain::sessions::{self as dom, PageArgs, SessionSet};
+use crate::domain::slots::{self, ResourceSlots as Slots};
+use crate::domain::status::SessionStatus as DomStatus;
+use crate::domain::visibility::{self, SessionScope as DomScope};
+use crate::domain::{DomainError, clock, model};
+
+use super::context::{db, loaders, viewer};
+use super::errors::ApiResult;
+use super::ids::{NodeKind, decode_uuid, encode};
+use super::launch::LaunchGroup;
+use super::loaders::{prefetch_relations, ImageName, LaunchGroupId, ProjectId, ResourceGroupName, TransitionsOf, UserId};
+use super::resource::{Image, ResourceGroup};
+use super::scalars::BigInt;
+use super::scheduling::{self, SchedulingHistoryConnection};
+use super::viewer::{Project, User};
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "SessionType", remote = "crate::domain::model::SessionType")]
+pub enum SessionType {
+    Interactive,
+    Batch,
+    Inference,
+    Upload,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "SessionStatus", remote = "crate::domain::status::SessionStatus")]
+pub enum SessionStatus {
+    Pending,
+    Scheduled,
+    Preparing,
+    Pulling,
+    Prepared,
+    Creating,
+    Running,
+    Terminating,
+    Terminated,
+    Cancelled,
+    Error,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "SessionResult", remote = "crate::domain::status::SessionResult")]
+pub enum SessionResult {
+    Undefined,
+    Success,
+    Failure,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SessionScope {
+    /// The caller's own sessions in the project, whatever the caller's role.
+    #[default]
+    Mine,
+    /// Every user's sessions in the project: administrators of its domain only.
+    Project,
+}
+
+impl From<SessionScope> for DomScope {
+    fn from(s: SessionScope) -> Self {
+        match s {
+            SessionScope::Mine => DomScope::Mine,
+            SessionScope::Project => DomScope::Project,
+        }
+    }
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum SessionTab {
+    /// Every non-terminal status, PENDING included.
+    Running,
+    /// TERMINATED, CANCELLED and ERROR.
+    Finished,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(remote = "crate::domain::sessions::SessionOrderField")]
+pub enum SessionOrderField {
+    CreatedAt,
+    Name,
+    Status,
+    Type,
+    Elapsed,
+    TerminatedAt,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum OrderDirection {
+    Asc,
+    Desc,
+}
+
+#[derive(InputObject)]
+pub struct SessionOrder {
+    pub field: SessionOrderField,
+    pub direction: OrderDirection,
+}
+
+/// Narrows a session list; every given condition must hold.
+#[derive(InputObject, Default)]
+pub struct SessionFilter {
+    pub types: Option<Vec<SessionType>>,
+    pub tab: Option<SessionTab>,
+    pub statuses: Option<Vec<SessionStatus>>,
+    /// Case-insensitive part of the name.
+    pub name_contains: Option<String>,
+    pub resource_group: Option<String>,
+    /// Only with scope PROJECT.
+    pub owner_email: Option<String>,
+    pub launch_group_id: Option<ID>,
+    /// Created at or after this instant.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Created before this instant.
+    pub created_before: Option<DateTime<Utc>>,
+}
+
+impl SessionFilter {
+    fn to_domain(&self) -> ApiResult<dom::SessionFilter> {
+        let launch_group_id = match &self.launch_group_id {
+            None => None,
+            Some(id) => Some(decode_uuid(id, NodeKind::LaunchGroup).ok_or_else(|| {
+                DomainError::bad_input("INVALID_ID", Some("filter.launchGroupId".to_owned()), "not a launch group id")
+            })?),
+        };
+        Ok(dom::SessionFilter {
+            types: self.types.as_ref().map(|ts| ts.iter().map(|t| (*t).into()).collect()),
+            tab: self.tab.map(|t| match t {
+                SessionTab::Running => dom::SessionTab::Running,
+                SessionTab::Finished => dom::SessionTab::Finished,
+            }),
+            statuses: self.statuses.as_ref().map(|ss| ss.iter().map(|s| (*s).into()).collect()),
+            name_contains: self.name_contains.clone(),
+            resource_group: self.resource_group.clone(),
+            owner_email: self.owner_email.clone(),
+            launch_group_id,
+            created_after: self.created_after,
+            created_before: self.created_before,
+        })
+    }
+}
+
+fn to_domain_orders(order_by: Option<Vec<SessionOrder>>) -> Vec<dom::SessionOrder> {
+    order_by
+        .unwrap_or_default()
+        .into_iter()
+        .map(|o| dom::SessionOrder { field: o.field.into(), descending: o.direction == OrderDirection::Desc })
+        .collect()
+}
+
+/// A project id argument: anything that does not name a visible project is `NOT_FOUND`.
+pub fn project_uuid(id: &ID) -> ApiResult<Uuid> {
+    decode_uuid(id, NodeKind::Project).ok_or_else(|| DomainError::NotFound("project").into())
+}
+
+#[derive(SimpleObject)]
+pub struct SlotAmount {
+    pub slot: String,
+    pub amount: f64,
+}
+
+/// Resource slots: CPU cores, memory in bytes, accelerators by slot name, and every slot.
+pub struct ResourceSlots(pub Slots);
+
+#[Object]
+impl ResourceSlots {
+    async fn cpu(&self) -> f64 {
+        self.0.get(slots::CPU)
+    }
+    /// Bytes.
+    async fn memory(&self) -> BigInt {
+        BigInt(self.0.get(slots::MEM).round() as i64)
+    }
+    /// Every slot but `cpu` and `mem`, e.g. `cuda.device`.
+    async fn accelerators(&self) -> Vec<SlotAmount> {
+        self.0
+            .iter()
+            .filter(|(s, _)| *s != slots::CPU && *s != slots::MEM)
+            .map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount })
+            .collect()
+    }
+    async fn all(&self) -> Vec<SlotAmount> {
+        self.0.iter().map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount }).collect()
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+/// Why a pending session is not running yet; `code` is stable, the rest its parameters.
+#[derive(SimpleObject)]
+pub struct PendingReason {
+    pub code: String,
+    pub message: String,
+    pub layer: Option<super::resource::LimitLayer>,
+    pub slot: Option<String>,
+    pub requested: Option<f64>,
+    pub remaining: Option<f64>,
+}
+
+/// An application the session offers once RUNNING.
+#[derive(SimpleObject)]
+pub struct SessionApp {
+    pub name: String,
+    pub url: Option<String>,
+}
+
+#[derive(SimpleObject)]
+pub struct StatusTransition {
+    /// Position in the global event sequence (the subscription's resume cursor).
+    pub cursor: String,
+    pub from_status: Option<SessionStatus>,
+    pub to_status: SessionStatus,
+    pub reason: Option<String>,
+    pub occurred_at: DateTime<Utc>,
+}
+
+fn parse_status(text: &str) -> ApiResult<DomStatus> {
+    DomStatus::parse(text).ok_or_else(|| DomainError::invariant(format!("stored status {text}")).into())
+}
+
+/// A compute session.
+pub struct Session(pub session::Model);
+
+#[Object]
+impl Session {
+    pub async fn id(&self) -> ID {
+        encode(NodeKind::Session, self.0.id)
+    }
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    #[graphql(name = "type")]
+    async fn session_type(&self) -> ApiResult<SessionType> {
+        model::SessionType::parse(&self.0.session_type)
+            .map(Into::into)
+            .ok_or_else(|| DomainError::invariant(format!("stored type {}", self.0.session_type)).into())
+    }
+    async fn status(&self) -> ApiResult<SessionStatus> {
+        Ok(parse_status(&self.0.status)?.into())
+    }
+    async fn status_info(&self) -> Option<&str> {
+        self.0.status_info.as_deref()
+    }
+    async fn result(&self) -> ApiResult<SessionResult> {
+        crate::domain::status::SessionResult::parse(&self.0.result)
+            .map(Into::into)
+            .ok_or_else(|| DomainError::invariant(format!("stored result {}", self.0.result)).into())
+    }
+    async fn exit_code(&self) -> Option<i32> {
+        self.0.exit_code
+    }
+    async fn owner(&self, ctx: &Context<'_>) -> ApiResult<User> {
+        let u = loaders(ctx)?.load_one(UserId(self.0.owner_id)).await?;
+        Ok(User::try_from(u.ok_or_else(|| DomainError::invariant("session without owner"))?)?)
+    }
+    async fn project(&self, ctx: &Context<'_>) -> ApiResult<Project> {
+        let p = loaders(ctx)?.load_one(ProjectId(self.0.project_id)).await?;
+        Ok(Project(p.ok_or_else(|| DomainError::invariant("session without project"))?))
+    }
+    async fn resource_group(&self, ctx: &Context<'_>) -> ApiResult<ResourceGroup> {
+        let g = loaders(ctx)?.load_one(ResourceGroupName(self.0.resource_group.clone())).await?;
+        Ok(ResourceGroup(g.ok_or_else(|| DomainError::invariant("session without resource group"))?))
+    }
+    async fn image(&self, ctx: &Context<'_>) -> ApiResult<Image> {
+        let i = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
+        Ok(Image(i.ok_or_else(|| DomainError::invariant("session without image"))?))
+    }
+    /// The agent (node) the session runs on, once scheduled.
+    async fn agent(&self) -> Option<&str> {
+        self.0.agent_id.as_deref()
+    }
+    async fn requested_slots(&self) -> ApiResult<ResourceSlots> {
+        Ok(ResourceSlots(Slots::from_json(&self.0.requested_slots)?))
+    }
+    /// What the session holds: its request from SCHEDULED until it ends, else nothing.
+    async fn occupied_slots(&self) -> ApiResult<ResourceSlots> {
+        Ok(ResourceSlots(Slots::from_json(&self.0.occupied_slots)?))
+    }
+    async fn cluster_size(&self) -> i32 {
+        self.0.cluster_size
+    }
+    async fn priority(&self) -> i32 {
+        self.0.priority
+    }
+    async fn environment(&self) -> Vec<EnvVar> {
+        self.0
+            .environment
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| Some(EnvVar { name: e.get("name")?.as_str()?.to_owned(), value: e.get("value")?.as_str()?.to_owned() }))
+            .collect()
+    }
+    async fn startup_command(&self) -> Option<&str> {
+        self.0.startup_command.as_deref()
+    }
+    async fn batch_timeout_seconds(&self) -> Option<i32> {
+        self.0.batch_timeout_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX))
+    }
+    async fn launch_group(&self, ctx: &Context<'_>) -> ApiResult<Option<LaunchGroup>> {
+        let Some(id) = self.0.launch_group_id else { return Ok(None) };
+        Ok(loaders(ctx)?.load_one(LaunchGroupId(id)).await?.map(LaunchGroup))
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    async fn scheduled_at(&self) -> Option<DateTime<Utc>> {
+        self.0.scheduled_at
+    }
+    async fn started_at(&self) -> Option<DateTime<Utc>> {
+        self.0.started_at
+    }
+    async fn terminated_at(&self) -> Option<DateTime<Utc>> {
+        self.0.terminated_at
+    }
+    /// Whole seconds from creation to termination, or to now while not terminated.
+    async fn elapsed_seconds(&self) -> i64 {
+        elapsed_seconds(&self.0, clock::now())
+    }
+    /// Every current cause that keeps a PENDING session from starting, as found by the
+    /// latest scheduling pass; empty otherwise.
+    async fn pending_reasons(&self) -> ApiResult<Vec<PendingReason>> {
+        if parse_status(&self.0.status)? != DomStatus::Pending {
+            return Ok(Vec::new());
+        }
+        Ok(scheduling::pending_reasons(&self.0.pending_reasons))
+    }
+    /// Place among the pending sessions of its resource group in scheduling order (1 is
+    /// next), once the scheduler has ordered it; null when not pending.
+    async fn queue_position(&self) -> Option<i32> {
+        None
+    }
+    /// Scheduling decisions, newest first.
+    async fn scheduling_history(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> ApiResult<SchedulingHistoryConnection> {
+        scheduling::history(db(ctx)?, self.0.id, first, after).await
+    }
+    /// Every status change, oldest first.
+    async fn status_transitions(&self, ctx: &Context<'_>) -> ApiResult<Vec<StatusTransition>> {
+        let rows = loaders(ctx)?.load_one(TransitionsOf(self.0.id)).await?.unwrap_or_default();
+        rows.into_iter()
+            .map(|t| {
+                Ok(StatusTransition {
+                    cursor: t.id.to_string(),
+                    from_status: t.from_status.as_deref().map(parse_status).transpose()?.map(Into::into),
+                    to_status: parse_status(&t.to_status)?.into(),
+                    reason: t.reason,
+                    occurred_at: t.occurred_at,
+                })
+            })
+            .collect()
+    }
+    /// The applications of its image, once RUNNING.
+    async fn apps(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionApp>> {
+        if parse_status(&self.0.status)? != DomStatus::Running {
+            return Ok(Vec::new());
+        }
+        let image = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
+        let apps = image.map(|i| i.apps).unwrap_or_default();
+        Ok(apps
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str())
+            .map(|name| SessionApp { name: name.to_owned(), url: None })
+            .collect())
+    }
+    /// The last `tail` log lines (1–1000), oldest first.
+    async fn logs(&self, ctx: &Context<'_>, #[graphql(default = 100)] tail: i32) -> ApiResult<Vec<String>> {
+        if !(1..=1000).contains(&tail) {
+            return Err(DomainError::bad_input("OUT_OF_RANGE", Some("tail".to_owned()), "`tail` is between 1 and 1000").into());
+        }
+        let mut lines: Vec<String> = session_log::Entity::find()
+            .filter(session_log::Column::SessionId.eq(self.0.id))
+            .order_by_desc(session_log::Column::Id)
+            .limit(u64::try_from(tail).unwrap_or(100))
+            .all(db(ctx)?)
+            .await?
+            .into_iter()
+            .map(|l| l.line)
+            .collect();
+        lines.reverse();
+        Ok(lines)
+    }
+}
+
+pub fn elapsed_seconds(s: &session::Model, now: DateTime<Utc>) -> i64 {
+    (s.terminated_at.unwrap_or(now) - s.created_at).num_seconds().max(0)
+}
+
+#[derive(SimpleObject)]
+pub struct PageInfo {
+    pub has_next_page: bool,
+    pub has_previous_page: bool,
+    pub start_cursor: Option<String>,
+    pub end_cursor: Option<String>,
+}
+
+#[derive(SimpleObject)]
+pub struct SessionEdge {
+    pub cursor: String,
+    pub node: Session,
+}
+
+/// A page of sessions. `totalCount` costs a statement only when asked for.
+#[derive(SimpleObject)]
+#[graphql(complex)]
+pub struct SessionConnection {
+    pub edges: Vec<SessionEdge>,
+    pub page_info: PageInfo,
+    #[graphql(skip)]
+    pub set: Arc<SessionSet>,
+}
+
+#[ComplexObject]
+impl SessionConnection {
+    /// The sessions of the page, without cursors.
+    async fn nodes(&self) -> Vec<Session> {
+        self.edges.iter().map(|e| Session(e.node.0.clone())).collect()
+    }
+    /// How many sessions the whole list has, over all pages.
+    async fn total_count(&self, ctx: &Context<'_>) -> ApiResult<i64> {
+        Ok(i64::try_from(self.set.count(db(ctx)?).await?).unwrap_or(i64::MAX))
+    }
+}
+
+/// Reads one page of `set`.
+pub async fn session_connection(
+    ctx: &Context<'_>,
+    set: SessionSet,
+    order_by: Option<Vec<SessionOrder>>,
+    args: PageArgs,
+) -> ApiResult<SessionConnection> {
+    let page = set.page(db(ctx)?, &to_domain_orders(order_by), &args, clock::now()).await?;
+    let models: Vec<session::Model> = page.rows.iter().map(|(m, _)| m.clone()).collect();
+    prefetch_relations(ctx, &models).await?;
+    let edges: Vec<SessionEdge> =
+        page.rows.into_iter().map(|(model, cursor)| SessionEdge { cursor, node: Session(model) }).collect();
+    Ok(SessionConnection {
+        page_info: PageInfo {
+            has_next_page: page.has_next_page,
+            has_previous_page: page.has_previous_page,
+            start_cursor: edges.first().map(|e| e.cursor.clone()),
+            end_cursor: edges.last().map(|e| e.cursor.clone()),
+        },
+        edges,
+        set: Arc::new(set),
+    })
+}
+
+#[derive(SimpleObject)]
+pub struct SessionTypeCount {
+    #[graphql(name = "type")]
+    pub session_type: SessionType,
+    pub count: i64,
+}
+
+/// Badge counts of a list.
+#[derive(SimpleObject)]
+pub struct SessionCounts {
+    /// Non-terminal sessions (the Running tab).
+    pub running: i64,
+    /// Terminal sessions (the Finished tab).
+    pub finished: i64,
+    pub all: i64,
+    /// Every type, zero counts included.
+    pub by_type: Vec<SessionTypeCount>,
+}
+
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[derive(Default)]
+pub struct SessionQuery;
+
+#[Object]
+impl SessionQuery {
+    /// Sessions of a project: the caller's own (MINE) or everyone's (PROJECT, for
+    /// administrators). Newest first unless `orderBy` says otherwise; ties by id.
+    #[allow(clippy::too_many_arguments)]
+    async fn sessions(
+        &self,
+        ctx: &Context<'_>,
+        project_id: ID,
+        #[graphql(default)] scope: SessionScope,
+        filter: Option<SessionFilter>,
+        order_by: Option<Vec<SessionOrder>>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> ApiResult<SessionConnection> {
+        let filter = filter.unwrap_or_default().to_domain()?;
+        let set = dom::project_sessions(db(ctx)?, viewer(ctx)?, project_uuid(&project_id)?, scope.into(), &filter).await?;
+        session_connection(ctx, set, order_by, PageArgs { first, after, last, before }).await
+    }
+
+    /// Counts for the tab and type badges of the same list, in one statement.
+    async fn session_counts(
+        &self,
+        ctx: &Context<'_>,
+        project_id: ID,
+        #[graphql(default)] scope: SessionScope,
+        filter: Option<SessionFilter>,
+    ) -> ApiResult<SessionCounts> {
+        let filter = filter.unwrap_or_default().to_domain()?;
+        let set = dom::project_sessions(db(ctx)?, viewer(ctx)?, project_uuid(&project_id)?, scope.into(), &filter).await?;
+        let c = set.counts(db(ctx)?).await?;
+        Ok(SessionCounts {
+            running: count(c.running),
+            finished: count(c.finished),
+            all: count(c.all),
+            by_type: c.by_type.into_iter().map(|(t, n)| SessionTypeCount { session_type: t.into(), count: count(n) }).collect(),
+        })
+    }
+
+    /// One session, or null when it does not exist or the caller may not see it.
+    async fn session(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Session>> {
+        let Some(uuid) = decode_uuid(&id, NodeKind::Session) else { return Ok(None) };
+        match visibility::visible_session(db(ctx)?, viewer(ctx)?, uuid).await {
+            Ok(s) => Ok(Some(Session(s))),
+            Err(DomainError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

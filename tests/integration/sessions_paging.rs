@@ -1,0 +1,236 @@
+//! Every filter, tab, order field and direction over a generated set: paging forward and
+//! backward returns every row exactly once, in order, and the counts equal the list.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use entity::session;
+use sessiond::domain::model::SessionType;
+use sessiond::domain::seed::{demo_project_id, demo_user_id};
+use sessiond::domain::status::SessionStatus;
+use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
+
+use crate::db_tests;
+use crate::support::TestApp;
+
+const PAGE: &str = "query($p: ID!, $filter: SessionFilter, $order: [SessionOrder!], $first: Int, $after: String, $last: Int, $before: String) {
+  sessions(projectId: $p, scope: PROJECT, filter: $filter, orderBy: $order, first: $first, after: $after, last: $last, before: $before) {
+    totalCount
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+    edges { cursor node { id elapsedSeconds } }
+  }
+}";
+
+const COUNTS: &str = "query($p: ID!, $filter: SessionFilter) {
+  sessionCounts(projectId: $p, scope: PROJECT, filter: $filter) { running finished all byType { type count } }
+}";
+
+fn ids(page: &Value) -> Vec<(Uuid, i64)> {
+    page["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| {
+            (
+                decode_uuid(e["node"]["id"].as_str().expect("id"), NodeKind::Session).expect("session id"),
+                e["node"]["elapsedSeconds"].as_i64().expect("elapsed"),
+            )
+        })
+        .collect()
+}
+
+/// Walks the whole list forward with pages of `size`, then backward, and checks both walks
+/// agree. Returns the ids in order with their elapsed seconds.
+async fn walk(app: &TestApp, vars: Value, size: i64) -> Vec<(Uuid, i64)> {
+    let mut forward = Vec::new();
+    let mut after: Option<String> = None;
+    let mut total = None;
+    for page_no in 0.. {
+        let mut v = vars.clone();
+        v["first"] = json!(size);
+        v["after"] = json!(after);
+        let resp = app.gql(Some("demo-admin"), PAGE, v).await;
+        let page = &resp["data"]["sessions"];
+        assert!(resp.get("errors").is_none(), "{resp}");
+        total.get_or_insert(page["totalCount"].as_i64().expect("total"));
+        assert_eq!(page["pageInfo"]["hasPreviousPage"], json!(page_no > 0));
+        forward.extend(ids(page));
+        if page["pageInfo"]["hasNextPage"] != json!(true) {
+            break;
+        }
+        after = page["pageInfo"]["endCursor"].as_str().map(str::to_owned);
+    }
+    assert_eq!(Some(forward.len() as i64), total, "totalCount equals the rows walked: {vars}");
+
+    let mut backward: Vec<(Uuid, i64)> = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let mut v = vars.clone();
+        v["last"] = json!(size);
+        v["before"] = json!(before);
+        let resp = app.gql(Some("demo-admin"), PAGE, v).await;
+        assert!(resp.get("errors").is_none(), "{resp}");
+        let page = &resp["data"]["sessions"];
+        let mut rows = ids(page);
+        rows.extend(backward);
+        backward = rows;
+        if page["pageInfo"]["hasPreviousPage"] != json!(true) {
+            break;
+        }
+        before = page["pageInfo"]["startCursor"].as_str().map(str::to_owned);
+    }
+    let f: Vec<Uuid> = forward.iter().map(|r| r.0).collect();
+    let b: Vec<Uuid> = backward.iter().map(|r| r.0).collect();
+    assert_eq!(f, b, "forward and backward walks agree: {vars}");
+    let unique: HashSet<Uuid> = f.iter().copied().collect();
+    assert_eq!(unique.len(), f.len(), "no row twice: {vars}");
+    forward
+}
+
+fn rank<T: PartialEq>(all: &[T], x: &T) -> usize {
+    all.iter().position(|a| a == x).unwrap_or(usize::MAX)
+}
+
+fn far_future() -> DateTime<Utc> {
+    "9999-12-31T00:00:00Z".parse().expect("date")
+}
+
+async fn every_order_pages_completely_both_ways(app: TestApp) {
+    app.generate(400, 8).await;
+    let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
+    let rows = session::Entity::find()
+        .filter(session::Column::ProjectId.eq(demo_project_id("default/default")))
+        .all(&app.db)
+        .await
+        .expect("rows");
+    assert!(rows.len() > 120, "enough rows for several pages: {}", rows.len());
+
+    for field in ["CREATED_AT", "NAME", "STATUS", "TYPE", "TERMINATED_AT", "ELAPSED"] {
+        for desc in [false, true] {
+            let direction = if desc { "DESC" } else { "ASC" };
+            let filter = if field == "ELAPSED" { json!({"tab": "FINISHED"}) } else { json!({}) };
+            let got = walk(&app, json!({"p": p, "order": [{"field": field, "direction": direction}], "filter": filter}), 37).await;
+            if field == "ELAPSED" {
+                let finished = rows.iter().filter(|r| SessionStatus::parse(&r.status).is_some_and(|s| s.is_terminal())).count();
+                assert_eq!(got.len(), finished);
+                let secs: Vec<i64> = got.iter().map(|r| r.1).collect();
+                let mut sorted = secs.clone();
+                sorted.sort();
+                if desc {
+                    sorted.reverse();
+                }
+                assert_eq!(secs, sorted, "elapsed {direction}");
+                continue;
+            }
+            let mut expected = rows.clone();
+            expected.sort_by(|a, b| {
+                let key = match field {
+                    "CREATED_AT" => a.created_at.cmp(&b.created_at),
+                    "NAME" => a.name.as_bytes().cmp(b.name.as_bytes()),
+                    "STATUS" => {
+                        let r = |s: &str| rank(SessionStatus::ALL, &SessionStatus::parse(s).expect("status"));
+                        r(&a.status).cmp(&r(&b.status))
+                    }
+                    "TYPE" => {
+                        let r = |s: &str| rank(SessionType::ALL, &SessionType::parse(s).expect("type"));
+                        r(&a.session_type).cmp(&r(&b.session_type))
+                    }
+                    _ => a.terminated_at.unwrap_or_else(far_future).cmp(&b.terminated_at.unwrap_or_else(far_future)),
+                };
+                let ord = key.then(a.id.cmp(&b.id));
+                if desc { ord.reverse() } else { ord }
+            });
+            let expected: Vec<Uuid> = expected.iter().map(|r| r.id).collect();
+            assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), expected, "{field} {direction}");
+        }
+    }
+
+    // Several keys: type ascending, then newest first, then id.
+    let got = walk(
+        &app,
+        json!({"p": p, "order": [{"field": "TYPE", "direction": "ASC"}, {"field": "CREATED_AT", "direction": "DESC"}]}),
+        50,
+    )
+    .await;
+    let mut expected = rows.clone();
+    expected.sort_by(|a, b| {
+        let r = |s: &str| rank(SessionType::ALL, &SessionType::parse(s).expect("type"));
+        r(&a.session_type).cmp(&r(&b.session_type)).then(b.created_at.cmp(&a.created_at)).then(a.id.cmp(&b.id))
+    });
+    assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), expected.iter().map(|r| r.id).collect::<Vec<_>>());
+
+    // The default order is newest first.
+    let got = walk(&app, json!({"p": p}), 60).await;
+    let mut expected = rows.clone();
+    expected.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), expected.iter().map(|r| r.id).collect::<Vec<_>>());
+}
+
+async fn every_filter_matches_and_counts_agree(app: TestApp) {
+    app.generate(400, 9).await;
+    let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
+    let rows = session::Entity::find()
+        .filter(session::Column::ProjectId.eq(demo_project_id("default/default")))
+        .all(&app.db)
+        .await
+        .expect("rows");
+    let terminal = |r: &session::Model| SessionStatus::parse(&r.status).is_some_and(|s| s.is_terminal());
+    let group = rows.iter().find_map(|r| r.launch_group_id).expect("a launch group in the project");
+    let mut created: Vec<DateTime<Utc>> = rows.iter().map(|r| r.created_at).collect();
+    created.sort();
+    let (lo, hi) = (created[created.len() / 4], created[created.len() / 2]);
+    let bob = demo_user_id("bob@example.com");
+
+    type Pred = Box<dyn Fn(&session::Model) -> bool>;
+    let cases: Vec<(Value, Pred)> = vec![
+        (json!({}), Box::new(|_| true)),
+        (json!({"types": ["BATCH", "UPLOAD"]}), Box::new(|r| r.session_type == "BATCH" || r.session_type == "UPLOAD")),
+        (json!({"tab": "RUNNING"}), Box::new(move |r| !terminal(r))),
+        (json!({"tab": "FINISHED"}), Box::new(terminal)),
+        (json!({"statuses": ["CANCELLED", "ERROR"]}), Box::new(|r| r.status == "CANCELLED" || r.status == "ERROR")),
+        (json!({"tab": "FINISHED", "statuses": ["PENDING"]}), Box::new(|_| false)),
+        (json!({"nameContains": "TRAIN"}), Box::new(|r| r.name.to_lowercase().contains("train"))),
+        (json!({"nameContains": "_"}), Box::new(|r| r.name.contains('_'))),
+        (json!({"nameContains": "%"}), Box::new(|r| r.name.contains('%'))),
+        (json!({"resourceGroup": "default"}), Box::new(|r| r.resource_group == "default")),
+        (json!({"resourceGroup": "nope"}), Box::new(|_| false)),
+        (json!({"ownerEmail": "bob@example.com"}), Box::new(move |r| r.owner_id == bob)),
+        (json!({"ownerEmail": "nobody@example.com"}), Box::new(|_| false)),
+        (json!({"launchGroupId": encode(NodeKind::LaunchGroup, group).0}), Box::new(move |r| r.launch_group_id == Some(group))),
+        (json!({"createdAfter": lo, "createdBefore": hi}), Box::new(move |r| r.created_at >= lo && r.created_at < hi)),
+        (
+            json!({"types": ["INTERACTIVE"], "tab": "FINISHED", "nameContains": "note"}),
+            Box::new(move |r| r.session_type == "INTERACTIVE" && terminal(r) && r.name.contains("note")),
+        ),
+    ];
+    for (filter, pred) in cases {
+        let expected: HashSet<Uuid> = rows.iter().filter(|r| pred(r)).map(|r| r.id).collect();
+        let got = walk(&app, json!({"p": p, "filter": filter}), 500).await;
+        let got: HashSet<Uuid> = got.into_iter().map(|r| r.0).collect();
+        assert_eq!(got, expected, "filter {filter}");
+
+        let counts = app.gql(Some("demo-admin"), COUNTS, json!({"p": p, "filter": filter})).await;
+        let c = &counts["data"]["sessionCounts"];
+        let matching: Vec<&session::Model> = rows.iter().filter(|r| pred(r)).collect();
+        assert_eq!(c["all"], json!(matching.len()), "{filter}: {counts}");
+        assert_eq!(c["finished"], json!(matching.iter().filter(|r| terminal(r)).count()), "{filter}");
+        assert_eq!(c["running"], json!(matching.iter().filter(|r| !terminal(r)).count()), "{filter}");
+        let by_type: Vec<(String, i64)> = c["byType"]
+            .as_array()
+            .expect("byType")
+            .iter()
+            .map(|t| (t["type"].as_str().expect("type").to_owned(), t["count"].as_i64().expect("count")))
+            .collect();
+        let expected_types: Vec<(String, i64)> = SessionType::ALL
+            .iter()
+            .map(|t| (t.as_str().to_owned(), matching.iter().filter(|r| r.session_type == t.as_str()).count() as i64))
+            .collect();
+        assert_eq!(by_type, expected_types, "{filter}");
+    }
+}
+
+db_tests!(every_order_pages_completely_both_ways, every_filter_matches_and_counts_agree);
