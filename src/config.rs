@@ -80,7 +80,12 @@ pub struct ServeArgs {
     pub demo: bool,
     #[command(flatten)]
     pub http: HttpLimits,
+    /// Most sessions one "Launch Multiple Sessions" may create.
+    #[arg(long, env = "SESSIOND_MAX_LAUNCH_COUNT", default_value_t = DEFAULT_MAX_LAUNCH_COUNT, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_launch_count: u32,
 }
+
+pub const DEFAULT_MAX_LAUNCH_COUNT: u32 = 100;
 
 /// Limits of the HTTP surface.
 #[derive(Clone, Debug, Args)]

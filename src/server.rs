@@ -7,7 +7,9 @@ use sea_orm::DatabaseConnection;
 
 use crate::config::{DbArgs, ServeArgs};
 use crate::db;
+use crate::domain::events::EventBus;
 use crate::domain::seed;
+use crate::graphql::launch::LaunchLimits;
 use crate::http::{AppState, app};
 
 /// Connects, migrates and, with `demo`, seeds an empty database: everything `serve` does
@@ -36,7 +38,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(args.bind).await?;
     let addr = listener.local_addr()?;
     tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
-    axum::serve(listener, app(AppState::new(conn, args.http))).with_graceful_shutdown(shutdown_signal()).await?;
+    let state =
+        AppState::with(conn, EventBus::default(), args.http, LaunchLimits { max_launch_count: args.max_launch_count });
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown_signal()).await?;
     tracing::info!("sessiond stopped");
     Ok(())
 }

@@ -11,8 +11,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sea_orm::{
-    ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
+    ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -160,17 +159,21 @@ fn secs(n: i64) -> TimeDelta {
 }
 
 fn base_name(ty: SessionType, rng: &mut ChaCha8Rng) -> &'static str {
-    match ty {
-        SessionType::Interactive => *pick(rng, &["notebook", "explore-data", "jupyter-lab", "debug-env", "sandbox"]),
-        SessionType::Batch => *pick(rng, &["train-resnet", "etl-nightly", "finetune-llm", "eval-suite", "render-job"]),
-        SessionType::Inference => *pick(rng, &["serve-llm", "detector-api", "embedder", "ranker-svc"]),
-        SessionType::Upload => *pick(rng, &["upload", "dataset-upload", "files"]),
-    }
+    let names: &[&'static str] = match ty {
+        SessionType::Interactive => &["notebook", "explore-data", "jupyter-lab", "debug-env", "sandbox"],
+        SessionType::Batch => &["train-resnet", "etl-nightly", "finetune-llm", "eval-suite", "render-job"],
+        SessionType::Inference => &["serve-llm", "detector-api", "embedder", "ranker-svc"],
+        SessionType::Upload => &["upload", "dataset-upload", "files"],
+    };
+    names[rng.random_range(0..names.len())]
 }
+
+/// One step of a status path: from, to, reason, when.
+type Step = (Option<SessionStatus>, SessionStatus, Option<&'static str>, DateTime<Utc>);
 
 struct Generated {
     session: session::ActiveModel,
-    transitions: Vec<(Option<SessionStatus>, SessionStatus, Option<&'static str>, DateTime<Utc>)>,
+    transitions: Vec<Step>,
 }
 
 /// Adds `opts.sessions` generated sessions. Fails if this seed was already generated into
@@ -200,11 +203,15 @@ pub async fn generate(db: &DatabaseConnection, opts: &GenerateOptions) -> Domain
         ));
     }
     // Types in realistic proportions, among those some image supports.
-    let type_weights: Vec<(SessionType, u32)> =
-        [(SessionType::Interactive, 45), (SessionType::Batch, 35), (SessionType::Inference, 12), (SessionType::Upload, 8)]
-            .into_iter()
-            .filter(|(t, _)| !catalogue.images_for(*t).is_empty())
-            .collect();
+    let type_weights: Vec<(SessionType, u32)> = [
+        (SessionType::Interactive, 45),
+        (SessionType::Batch, 35),
+        (SessionType::Inference, 12),
+        (SessionType::Upload, 8),
+    ]
+    .into_iter()
+    .filter(|(t, _)| !catalogue.images_for(*t).is_empty())
+    .collect();
     if type_weights.is_empty() {
         return Err(DomainError::bad_input("NO_IMAGES", None, "no image supports any session type"));
     }
@@ -254,18 +261,21 @@ pub async fn generate(db: &DatabaseConnection, opts: &GenerateOptions) -> Domain
                 Some(_) => format!("{base}-{}x{i}-{}", opts.seed, k + 1),
                 None => format!("{base}-{}x{i}", opts.seed),
             };
-            let g = one_session(&mut rng, GenInput {
-                id,
-                name,
-                ty,
-                owner,
-                image: image_name,
-                requested: &requested,
-                created_at,
-                live,
-                launch_group,
-                now,
-            });
+            let g = one_session(
+                &mut rng,
+                GenInput {
+                    id,
+                    name,
+                    ty,
+                    owner,
+                    image: image_name,
+                    requested: &requested,
+                    created_at,
+                    live,
+                    launch_group,
+                    now,
+                },
+            );
             report.transitions += g.transitions.len() as u64;
             for (from, to, reason, at) in g.transitions {
                 transitions.push(transition::ActiveModel {
@@ -354,10 +364,10 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
     // Finished sessions end before now.
     let ended_at = (started_at + secs(run_secs)).min(g.now - secs(60));
 
-    let mut path: Vec<(Option<SessionStatus>, SessionStatus, Option<&'static str>, DateTime<Utc>)> =
-        vec![(None, Pending, None, t0)];
+    let mut path: Vec<Step> = vec![(None, Pending, None, t0)];
     let step = |path: &mut Vec<_>, to: SessionStatus, reason: Option<&'static str>, at: DateTime<Utc>| {
-        let from = path.last().map(|(_, s, _, _): &(Option<SessionStatus>, SessionStatus, Option<&str>, DateTime<Utc>)| *s);
+        let from =
+            path.last().map(|(_, s, _, _): &(Option<SessionStatus>, SessionStatus, Option<&str>, DateTime<Utc>)| *s);
         path.push((from, to, reason, at));
     };
     let start_up = |path: &mut Vec<_>| {
@@ -410,7 +420,8 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         }
     }
     let held = sched.is_some();
-    let environment: Value = if g.ty == SessionType::Batch { json!([{"name": "EPOCHS", "value": "10"}]) } else { json!([]) };
+    let environment: Value =
+        if g.ty == SessionType::Batch { json!([{"name": "EPOCHS", "value": "10"}]) } else { json!([]) };
     let session = session::ActiveModel {
         id: Set(g.id),
         name: Set(g.name),

@@ -5,14 +5,18 @@
 pub mod auth;
 pub mod clock;
 pub mod error;
+pub mod events;
 pub mod generate;
 pub mod ids;
+pub mod launch;
+pub mod lifecycle;
 pub mod model;
+pub mod occupancy;
 pub mod seed;
+pub mod sessions;
 pub mod settings;
 pub mod slots;
 pub mod status;
-pub mod sessions;
 pub mod visibility;
 
 pub use error::{DomainError, DomainResult, InputProblem};

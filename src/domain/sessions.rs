@@ -13,8 +13,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, TimeZone, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Func, LikeExpr, Query};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, Order, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, QueryTrait, Value,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, Order, QueryFilter, QueryOrder,
+    QuerySelect, QueryTrait, Value,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -168,7 +168,10 @@ fn filter_condition(f: &SessionFilter) -> Condition {
     }
     if let Some(needle) = f.name_contains.as_deref().filter(|n| !n.is_empty()) {
         let pattern = format!("%{}%", escape_like(&needle.to_lowercase()));
-        c = c.add(Expr::expr(Func::lower(Expr::col((session::Entity, session::Column::Name)))).like(LikeExpr::new(pattern).escape('\\')));
+        c = c.add(
+            Expr::expr(Func::lower(Expr::col((session::Entity, session::Column::Name))))
+                .like(LikeExpr::new(pattern).escape('\\')),
+        );
     }
     if let Some(group) = &f.resource_group {
         c = c.add(session::Column::ResourceGroup.eq(group.as_str()));
@@ -176,7 +179,11 @@ fn filter_condition(f: &SessionFilter) -> Condition {
     if let Some(email) = &f.owner_email {
         c = c.add(
             session::Column::OwnerId.in_subquery(
-                Query::select().column(user::Column::Id).from(user::Entity).and_where(user::Column::Email.eq(email.as_str())).take(),
+                Query::select()
+                    .column(user::Column::Id)
+                    .from(user::Entity)
+                    .and_where(user::Column::Email.eq(email.as_str()))
+                    .take(),
             ),
         );
     }
@@ -209,8 +216,16 @@ impl SessionSet {
         Self { condition: visibility::launch_group_scope(group) }
     }
 
+    /// How many sessions the set has: a bare `COUNT(*)` that an index can answer.
     pub async fn count(&self, db: &impl ConnectionTrait) -> DomainResult<u64> {
-        Ok(session::Entity::find().filter(self.condition.clone()).count(db).await?)
+        let n: Option<i64> = session::Entity::find()
+            .select_only()
+            .column_as(Expr::col((session::Entity, session::Column::Id)).count(), "n")
+            .filter(self.condition.clone())
+            .into_tuple()
+            .one(db)
+            .await?;
+        Ok(n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0))
     }
 
     /// Running, finished, all and per-type counts in one grouped statement.
@@ -330,7 +345,10 @@ fn order_keys(orders: &[SessionOrder]) -> Vec<SessionOrder> {
 }
 
 fn signature(keys: &[SessionOrder]) -> String {
-    keys.iter().map(|k| format!("{}:{}", k.field, if k.descending { "DESC" } else { "ASC" })).collect::<Vec<_>>().join(",")
+    keys.iter()
+        .map(|k| format!("{}:{}", k.field, if k.descending { "DESC" } else { "ASC" }))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The page size and whether the page is read backwards (`last`).
@@ -383,8 +401,12 @@ fn sort_expr(field: SessionOrderField, backend: DbBackend, now: DateTime<Utc>) -
             DbBackend::Postgres => Expr::cust(r#""sessions"."name" COLLATE "C""#),
             _ => Expr::col((session::Entity, session::Column::Name)),
         },
-        Status => rank_expr(session::Column::Status, &SessionStatus::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
-        Type => rank_expr(session::Column::SessionType, &SessionType::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>()),
+        Status => {
+            rank_expr(session::Column::Status, &SessionStatus::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        }
+        Type => {
+            rank_expr(session::Column::SessionType, &SessionType::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>())
+        }
         // Milliseconds from creation to termination, or to `now` while not terminated.
         Elapsed => match backend {
             DbBackend::Postgres => Expr::cust_with_values(
@@ -397,7 +419,9 @@ fn sort_expr(field: SessionOrderField, backend: DbBackend, now: DateTime<Utc>) -
             ),
         },
         TerminatedAt => match backend {
-            DbBackend::Postgres => Expr::cust_with_values(r#"COALESCE("sessions"."terminated_at", $1)"#, [not_terminated()]),
+            DbBackend::Postgres => {
+                Expr::cust_with_values(r#"COALESCE("sessions"."terminated_at", $1)"#, [not_terminated()])
+            }
             _ => Expr::cust_with_values(r#"COALESCE("sessions"."terminated_at", ?)"#, [not_terminated()]),
         },
     }
@@ -434,8 +458,18 @@ fn bind(field: SessionOrderField, v: &serde_json::Value) -> Option<Value> {
 
 /// Rows strictly after (or before) the cursor's row in the keys' order, then by id.
 fn seek(keys: &[SessionOrder], exprs: &[Expr], cursor: &Cursor, after: bool) -> DomainResult<Condition> {
-    let malformed = || DomainError::bad_input("INVALID_CURSOR", Some(if after { "after" } else { "before" }.to_owned()), "malformed cursor");
-    let values = keys.iter().zip(&cursor.k).map(|(k, v)| bind(k.field, v).ok_or_else(malformed)).collect::<DomainResult<Vec<_>>>()?;
+    let malformed = || {
+        DomainError::bad_input(
+            "INVALID_CURSOR",
+            Some(if after { "after" } else { "before" }.to_owned()),
+            "malformed cursor",
+        )
+    };
+    let values = keys
+        .iter()
+        .zip(&cursor.k)
+        .map(|(k, v)| bind(k.field, v).ok_or_else(malformed))
+        .collect::<DomainResult<Vec<_>>>()?;
     let beyond = |expr: Expr, descending: bool, value: Value| -> Expr {
         if descending == after { expr.lt(value) } else { expr.gt(value) }
     };
@@ -473,7 +507,8 @@ impl Cursor {
     }
 
     fn decode(text: &str, signature: &str, field: &str) -> DomainResult<Cursor> {
-        let bad = |why: &str| DomainError::bad_input("INVALID_CURSOR", Some(field.to_owned()), format!("`{field}`: {why}"));
+        let bad =
+            |why: &str| DomainError::bad_input("INVALID_CURSOR", Some(field.to_owned()), format!("`{field}`: {why}"));
         let bytes = URL_SAFE_NO_PAD.decode(text.as_bytes()).map_err(|_| bad("malformed cursor"))?;
         let cursor: Cursor = serde_json::from_slice(&bytes).map_err(|_| bad("malformed cursor"))?;
         if cursor.o != signature {
@@ -526,7 +561,10 @@ mod tests {
 
     #[test]
     fn tabs_split_the_statuses() {
-        assert_eq!(SessionTab::Running.statuses().len() + SessionTab::Finished.statuses().len(), SessionStatus::ALL.len());
+        assert_eq!(
+            SessionTab::Running.statuses().len() + SessionTab::Finished.statuses().len(),
+            SessionStatus::ALL.len()
+        );
         assert!(SessionTab::Running.statuses().contains(&SessionStatus::Pending));
     }
 }

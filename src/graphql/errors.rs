@@ -137,7 +137,9 @@ fn classify_uncoded(err: &ServerError) -> &'static str {
     let limit = ["nested too deep", "too complex", "recursion depth", "too many"];
     if limit.iter().any(|needle| msg.contains(needle)) {
         LIMIT_EXCEEDED
-    } else if err.path.is_empty() || msg.starts_with("Failed to parse") || msg.starts_with("Invalid value") {
+    } else if err.path.is_empty()
+        || ["Failed to parse", "Invalid value", "Expected input type"].iter().any(|p| msg.starts_with(p))
+    {
         BAD_USER_INPUT
     } else {
         INTERNAL

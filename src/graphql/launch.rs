@@ -1,13 +1,18 @@
 //! Launch groups: the sessions created together by one "Launch Multiple Sessions".
 
-use async_graphql::{Context, ID, Object};
+use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
+use sea_orm::{EntityTrait, QueryOrder};
 
+use crate::domain::events::EventBus;
 use crate::domain::sessions::{PageArgs, SessionSet};
+use crate::domain::{DomainError, launch, occupancy};
 
-use super::errors::ApiResult;
-use super::ids::{NodeKind, encode};
-use super::session::{SessionConnection, session_connection};
+use super::context::{db, viewer};
+use super::errors::{ApiResult, code_of};
+use super::ids::{NodeKind, decode_uuid, encode};
+use super::resource::{Image, LimitLayer};
+use super::session::{PendingReason, Session, SessionConnection, SessionType, project_uuid, session_connection};
 
 pub struct LaunchGroup(pub entity::launch_group::Model);
 
@@ -27,8 +32,268 @@ impl LaunchGroup {
         self.0.created_at
     }
     /// The group's sessions, newest first.
-    async fn sessions(&self, ctx: &Context<'_>, first: Option<i32>, after: Option<String>) -> ApiResult<SessionConnection> {
-        session_connection(ctx, SessionSet::of_launch_group(&self.0), None, PageArgs { first, after, ..Default::default() })
-            .await
+    async fn sessions(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> ApiResult<SessionConnection> {
+        session_connection(
+            ctx,
+            SessionSet::of_launch_group(&self.0),
+            None,
+            PageArgs { first, after, ..Default::default() },
+        )
+        .await
+    }
+}
+
+/// One resource request: e.g. `{slot: "mem", amount: 1073741824}` (bytes).
+#[derive(InputObject)]
+pub struct SlotAmountInput {
+    pub slot: String,
+    pub amount: f64,
+}
+
+#[derive(InputObject)]
+pub struct EnvVarInput {
+    pub name: String,
+    pub value: String,
+}
+
+/// What the session launcher sends. `resources` are per container.
+#[derive(InputObject)]
+pub struct LaunchSessionInput {
+    pub project_id: ID,
+    pub name: String,
+    #[graphql(name = "type", default_with = "Some(SessionType::Interactive)")]
+    pub session_type: Option<SessionType>,
+    pub image: String,
+    /// Default: the project's first allowed resource group.
+    pub resource_group: Option<String>,
+    pub resources: Vec<SlotAmountInput>,
+    #[graphql(default_with = "Some(1)")]
+    pub cluster_size: Option<i32>,
+    pub environment: Option<Vec<EnvVarInput>>,
+    pub startup_command: Option<String>,
+    pub batch_timeout_seconds: Option<i32>,
+    #[graphql(default_with = "Some(0)")]
+    pub priority: Option<i32>,
+    /// A retry with the same key returns the first call's result and creates nothing new
+    /// (kept at least 24 hours).
+    pub idempotency_key: Option<String>,
+}
+
+impl LaunchSessionInput {
+    fn to_domain(&self) -> ApiResult<launch::LaunchInput> {
+        Ok(launch::LaunchInput {
+            project_id: project_uuid(&self.project_id)?,
+            name: self.name.clone(),
+            session_type: self.session_type.unwrap_or(SessionType::Interactive).into(),
+            image: self.image.clone(),
+            resource_group: self.resource_group.clone(),
+            resources: self.resources.iter().map(|r| (r.slot.clone(), r.amount)).collect(),
+            cluster_size: self.cluster_size.unwrap_or(1),
+            environment: self.environment.iter().flatten().map(|e| (e.name.clone(), e.value.clone())).collect(),
+            startup_command: self.startup_command.clone(),
+            batch_timeout_seconds: self.batch_timeout_seconds.map(i64::from),
+            priority: self.priority.unwrap_or(0),
+            idempotency_key: self.idempotency_key.clone(),
+        })
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct LaunchSessionPayload {
+    pub session: Session,
+}
+
+#[derive(SimpleObject)]
+pub struct LaunchSessionsPayload {
+    pub launch_group: LaunchGroup,
+    pub sessions: Vec<Session>,
+}
+
+/// A problem a launch would have.
+#[derive(SimpleObject)]
+pub struct InputProblem {
+    pub code: String,
+    /// Path of the field, e.g. `input.resources[1]`; null when not about one field.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// The dry run of a launch.
+#[derive(SimpleObject)]
+pub struct LaunchCheck {
+    /// Whether the launch would be accepted.
+    pub valid: bool,
+    /// Every reason it would be refused (input problems, NEVER_FITS, QUOTA_EXCEEDED, NAME_TAKEN).
+    pub problems: Vec<InputProblem>,
+    /// Whether it would start at once.
+    pub fits_now: bool,
+    /// Why it would wait, when valid but not fitting now.
+    pub pending_reasons: Vec<PendingReason>,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(remote = "crate::domain::launch::TerminateOutcome")]
+pub enum TerminateOutcome {
+    Cancelled,
+    Terminating,
+    Terminated,
+    Skipped,
+    NotFound,
+}
+
+#[derive(SimpleObject)]
+pub struct TerminateResult {
+    pub id: ID,
+    pub outcome: TerminateOutcome,
+    /// The session after the request; null when NOT_FOUND.
+    pub session: Option<Session>,
+}
+
+#[derive(SimpleObject)]
+pub struct TerminateSessionsPayload {
+    /// One result per requested id, in request order.
+    pub results: Vec<TerminateResult>,
+}
+
+/// How many sessions one `launchSessions` may create.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchLimits {
+    pub max_launch_count: u32,
+}
+
+fn limits(ctx: &Context<'_>) -> u32 {
+    ctx.data_opt::<LaunchLimits>().map_or(100, |l| l.max_launch_count)
+}
+
+fn bus<'a>(ctx: &Context<'a>) -> ApiResult<&'a EventBus> {
+    ctx.data_opt::<EventBus>().ok_or_else(|| DomainError::invariant("the schema was built without an event bus").into())
+}
+
+pub(crate) fn reason(r: occupancy::PendingReason) -> PendingReason {
+    PendingReason {
+        code: r.code.to_owned(),
+        message: r.message,
+        layer: r.layer.map(|l| match l {
+            occupancy::LimitLayer::Keypair => LimitLayer::Keypair,
+            occupancy::LimitLayer::Project => LimitLayer::Project,
+            occupancy::LimitLayer::Domain => LimitLayer::Domain,
+            occupancy::LimitLayer::ResourceGroup => LimitLayer::ResourceGroup,
+        }),
+        slot: r.slot,
+        requested: r.requested,
+        remaining: r.remaining,
+    }
+}
+
+#[derive(Default)]
+pub struct LaunchQuery;
+
+#[Object]
+impl LaunchQuery {
+    /// The images the launcher offers.
+    async fn images(&self, ctx: &Context<'_>) -> ApiResult<Vec<Image>> {
+        viewer(ctx)?;
+        let rows = entity::image::Entity::find().order_by_asc(entity::image::Column::Name).all(db(ctx)?).await?;
+        Ok(rows.into_iter().map(Image).collect())
+    }
+
+    /// A dry run of `launchSession` (count 1) or `launchSessions`: the same checks and
+    /// codes, nothing written.
+    async fn check_launch(
+        &self,
+        ctx: &Context<'_>,
+        input: LaunchSessionInput,
+        #[graphql(default_with = "Some(1)")] count: Option<i32>,
+    ) -> ApiResult<LaunchCheck> {
+        let count = count.unwrap_or(1);
+        let dom_input = input.to_domain()?;
+        let count = (count != 1).then_some(i64::from(count));
+        let check = launch::check(db(ctx)?, viewer(ctx)?, &dom_input, count, limits(ctx)).await?;
+        let mut problems: Vec<InputProblem> = check
+            .problems
+            .into_iter()
+            .map(|p| InputProblem { code: p.code, field: p.field, message: p.message })
+            .collect();
+        if let Some(refusal) = check.refusal {
+            problems.push(InputProblem {
+                code: code_of(&refusal).to_owned(),
+                field: None,
+                message: refusal.to_string(),
+            });
+        }
+        Ok(LaunchCheck {
+            valid: problems.is_empty(),
+            problems,
+            fits_now: check.fits_now,
+            pending_reasons: check.pending_reasons.into_iter().map(reason).collect(),
+        })
+    }
+}
+
+#[derive(Default)]
+pub struct LaunchMutation;
+
+#[Object]
+impl LaunchMutation {
+    /// Launches one session; it starts PENDING and the scheduler takes it from there.
+    async fn launch_session(&self, ctx: &Context<'_>, input: LaunchSessionInput) -> ApiResult<LaunchSessionPayload> {
+        let dom_input = input.to_domain()?;
+        let launched = launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, None, limits(ctx)).await?;
+        let session =
+            launched.sessions.into_iter().next().ok_or_else(|| DomainError::invariant("a launch without session"))?;
+        Ok(LaunchSessionPayload { session: Session(session) })
+    }
+
+    /// "Launch Multiple Sessions": `count` sessions of one configuration, named
+    /// `<name>-1` … `<name>-<count>`, in one launch group; all or nothing.
+    async fn launch_sessions(
+        &self,
+        ctx: &Context<'_>,
+        input: LaunchSessionInput,
+        count: i32,
+    ) -> ApiResult<LaunchSessionsPayload> {
+        let dom_input = input.to_domain()?;
+        let launched =
+            launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, Some(i64::from(count)), limits(ctx)).await?;
+        let group =
+            launched.launch_group.ok_or_else(|| DomainError::invariant("a batch launch without launch group"))?;
+        Ok(LaunchSessionsPayload {
+            launch_group: LaunchGroup(group),
+            sessions: launched.sessions.into_iter().map(Session).collect(),
+        })
+    }
+
+    /// Ends sessions: PENDING → CANCELLED, started → TERMINATING (or TERMINATED with
+    /// `force`), terminal → SKIPPED, invisible or unknown → NOT_FOUND.
+    async fn terminate_sessions(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<ID>,
+        #[graphql(default_with = "Some(false)")] force: Option<bool>,
+    ) -> ApiResult<TerminateSessionsPayload> {
+        let force = force.unwrap_or(false);
+        if ids.len() > 500 {
+            return Err(
+                DomainError::bad_input("TOO_MANY", Some("ids".to_owned()), "at most 500 sessions at once").into()
+            );
+        }
+        let uuids: Vec<Option<uuid::Uuid>> = ids.iter().map(|id| decode_uuid(id, NodeKind::Session)).collect();
+        let outcomes = launch::terminate(db(ctx)?, bus(ctx)?, viewer(ctx)?, &uuids, force).await?;
+        Ok(TerminateSessionsPayload {
+            results: ids
+                .into_iter()
+                .zip(outcomes)
+                .map(|(id, (outcome, session))| TerminateResult {
+                    id,
+                    outcome: outcome.into(),
+                    session: session.map(Session),
+                })
+                .collect(),
+        })
     }
 }

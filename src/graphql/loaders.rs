@@ -40,29 +40,49 @@ pub async fn prefetch_relations(ctx: &Context<'_>, rows: &[entity::session::Mode
         return Ok(());
     }
     let look = ctx.look_ahead();
-    let selected = |name: &str| look.field("edges").field("node").field(name).exists() || look.field("nodes").field(name).exists();
+    let selected =
+        |name: &str| look.field("edges").field("node").field(name).exists() || look.field("nodes").field(name).exists();
     let Ok(l) = ctx.data::<Loaders>() else { return Ok(()) };
-    if selected("owner") {
-        l.load_many(rows.iter().map(|r| UserId(r.owner_id)).collect::<HashSet<_>>()).await?;
-    }
-    if selected("project") {
-        l.load_many(rows.iter().map(|r| ProjectId(r.project_id)).collect::<HashSet<_>>()).await?;
-    }
-    if selected("resourceGroup") {
-        l.load_many(rows.iter().map(|r| ResourceGroupName(r.resource_group.clone())).collect::<HashSet<_>>()).await?;
-    }
-    if selected("image") || selected("apps") {
-        l.load_many(rows.iter().map(|r| ImageName(r.image.clone())).collect::<HashSet<_>>()).await?;
-    }
-    if selected("launchGroup") {
-        let groups: HashSet<_> = rows.iter().filter_map(|r| r.launch_group_id.map(LaunchGroupId)).collect();
-        if !groups.is_empty() {
-            l.load_many(groups).await?;
+    // Independent relations load concurrently: the page waits for the slowest, not the sum.
+    let owners = async {
+        if selected("owner") {
+            l.load_many(rows.iter().map(|r| UserId(r.owner_id)).collect::<HashSet<_>>()).await?;
         }
-    }
-    if selected("statusTransitions") {
-        l.load_many(rows.iter().map(|r| TransitionsOf(r.id)).collect::<HashSet<_>>()).await?;
-    }
+        Ok::<_, Arc<DomainError>>(())
+    };
+    let projects = async {
+        if selected("project") {
+            l.load_many(rows.iter().map(|r| ProjectId(r.project_id)).collect::<HashSet<_>>()).await?;
+        }
+        Ok(())
+    };
+    let groups = async {
+        if selected("resourceGroup") {
+            l.load_many(rows.iter().map(|r| ResourceGroupName(r.resource_group.clone())).collect::<HashSet<_>>())
+                .await?;
+        }
+        Ok(())
+    };
+    let images = async {
+        if selected("image") || selected("apps") {
+            l.load_many(rows.iter().map(|r| ImageName(r.image.clone())).collect::<HashSet<_>>()).await?;
+        }
+        Ok(())
+    };
+    let launch_groups = async {
+        let keys: HashSet<_> = rows.iter().filter_map(|r| r.launch_group_id.map(LaunchGroupId)).collect();
+        if selected("launchGroup") && !keys.is_empty() {
+            l.load_many(keys).await?;
+        }
+        Ok(())
+    };
+    let transitions = async {
+        if selected("statusTransitions") {
+            l.load_many(rows.iter().map(|r| TransitionsOf(r.id)).collect::<HashSet<_>>()).await?;
+        }
+        Ok(())
+    };
+    tokio::try_join!(owners, projects, groups, images, launch_groups, transitions)?;
     Ok(())
 }
 
@@ -90,7 +110,11 @@ impl Loader<UserId> for DbLoader {
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[UserId]) -> LoadResult<UserId, user::Model> {
-        let rows = user::Entity::find().filter(user::Column::Id.is_in(keys.iter().map(|k| k.0))).all(&self.db).await.map_err(fail)?;
+        let rows = user::Entity::find()
+            .filter(user::Column::Id.is_in(keys.iter().map(|k| k.0)))
+            .all(&self.db)
+            .await
+            .map_err(fail)?;
         Ok(rows.into_iter().map(|r| (UserId(r.id), r)).collect())
     }
 }
@@ -100,8 +124,11 @@ impl Loader<ProjectId> for DbLoader {
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[ProjectId]) -> LoadResult<ProjectId, project::Model> {
-        let rows =
-            project::Entity::find().filter(project::Column::Id.is_in(keys.iter().map(|k| k.0))).all(&self.db).await.map_err(fail)?;
+        let rows = project::Entity::find()
+            .filter(project::Column::Id.is_in(keys.iter().map(|k| k.0)))
+            .all(&self.db)
+            .await
+            .map_err(fail)?;
         Ok(rows.into_iter().map(|r| (ProjectId(r.id), r)).collect())
     }
 }

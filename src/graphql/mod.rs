@@ -13,27 +13,32 @@ pub mod scheduling;
 pub mod session;
 pub mod viewer;
 
-use async_graphql::{EmptyMutation, EmptySubscription, MergedObject, SDLExportOptions, Schema, SchemaBuilder};
+use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema, SchemaBuilder};
 use sea_orm::DatabaseConnection;
+
+use crate::domain::events::EventBus;
 
 /// Deep enough for GraphiQL's introspection query (~13 levels) with room to spare.
 pub const MAX_DEPTH: usize = 24;
 pub const MAX_COMPLEXITY: usize = 20_000;
 
 #[derive(MergedObject, Default)]
-pub struct Query(viewer::ViewerQuery, node::NodeQuery, session::SessionQuery);
+pub struct Query(viewer::ViewerQuery, node::NodeQuery, session::SessionQuery, launch::LaunchQuery);
 
-pub type AppSchema = Schema<Query, EmptyMutation, EmptySubscription>;
+#[derive(MergedObject, Default)]
+pub struct Mutation(launch::LaunchMutation);
 
-fn builder() -> SchemaBuilder<Query, EmptyMutation, EmptySubscription> {
-    Schema::build(Query::default(), EmptyMutation, EmptySubscription)
+pub type AppSchema = Schema<Query, Mutation, EmptySubscription>;
+
+fn builder() -> SchemaBuilder<Query, Mutation, EmptySubscription> {
+    Schema::build(Query::default(), Mutation::default(), EmptySubscription)
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY)
 }
 
-/// The schema the server executes, with its database.
-pub fn build_schema(db: DatabaseConnection) -> AppSchema {
-    builder().data(db).finish()
+/// The schema the server executes, with its database, event bus and limits.
+pub fn build_schema(db: DatabaseConnection, bus: EventBus, limits: launch::LaunchLimits) -> AppSchema {
+    builder().data(db).data(bus).data(limits).finish()
 }
 
 /// Attaches what resolvers read to one request: the viewer and fresh DataLoaders.

@@ -12,6 +12,8 @@ use super::launch::LaunchGroup;
 use super::session::Session;
 use super::viewer::{Project, User};
 
+// Variants are built once per lookup; boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Interface)]
 #[graphql(field(name = "id", ty = "ID"))]
 pub enum Node {

@@ -26,7 +26,13 @@ pub enum LimitLayer {
 }
 
 fn session_types(value: &serde_json::Value) -> Vec<SessionType> {
-    value.as_array().into_iter().flatten().filter_map(|t| model::SessionType::parse(t.as_str()?)).map(Into::into).collect()
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| model::SessionType::parse(t.as_str()?))
+        .map(Into::into)
+        .collect()
 }
 
 fn strings(value: &serde_json::Value) -> Vec<String> {

@@ -162,7 +162,11 @@ pub async fn history(
     let limit = match first {
         None => DEFAULT_PAGE_SIZE,
         Some(n) => u64::try_from(n).ok().filter(|n| *n <= MAX_PAGE_SIZE).ok_or_else(|| {
-            DomainError::bad_input("OUT_OF_RANGE", Some("first".to_owned()), format!("`first` is between 0 and {MAX_PAGE_SIZE}"))
+            DomainError::bad_input(
+                "OUT_OF_RANGE",
+                Some("first".to_owned()),
+                format!("`first` is between 0 and {MAX_PAGE_SIZE}"),
+            )
         })?,
     };
     let after_id = match after {
@@ -173,7 +177,9 @@ pub async fn history(
                 .ok()
                 .and_then(|b| String::from_utf8(b).ok())
                 .and_then(|s| s.strip_prefix("h:").and_then(|n| n.parse::<i64>().ok()))
-                .ok_or_else(|| DomainError::bad_input("INVALID_CURSOR", Some("after".to_owned()), "malformed cursor"))?,
+                .ok_or_else(|| {
+                    DomainError::bad_input("INVALID_CURSOR", Some("after".to_owned()), "malformed cursor")
+                })?,
         ),
     };
     let base = scheduling_history::Entity::find().filter(scheduling_history::Column::SessionId.eq(session_id));
@@ -187,7 +193,10 @@ pub async fn history(
     let edges: Vec<_> = rows
         .into_iter()
         .take(limit as usize)
-        .map(|r| SchedulingHistoryEdge { cursor: URL_SAFE_NO_PAD.encode(format!("h:{}", r.id)), node: SchedulingHistoryEntry(r) })
+        .map(|r| SchedulingHistoryEdge {
+            cursor: URL_SAFE_NO_PAD.encode(format!("h:{}", r.id)),
+            node: SchedulingHistoryEntry(r),
+        })
         .collect();
     Ok(SchedulingHistoryConnection {
         page_info: PageInfo {

@@ -19,7 +19,9 @@ use super::context::{db, loaders, viewer};
 use super::errors::ApiResult;
 use super::ids::{NodeKind, decode_uuid, encode};
 use super::launch::LaunchGroup;
-use super::loaders::{prefetch_relations, ImageName, LaunchGroupId, ProjectId, ResourceGroupName, TransitionsOf, UserId};
+use super::loaders::{
+    ImageName, LaunchGroupId, ProjectId, ResourceGroupName, TransitionsOf, UserId, prefetch_relations,
+};
 use super::resource::{Image, ResourceGroup};
 use super::scalars::BigInt;
 use super::scheduling::{self, SchedulingHistoryConnection};
@@ -302,7 +304,9 @@ impl Session {
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|e| Some(EnvVar { name: e.get("name")?.as_str()?.to_owned(), value: e.get("value")?.as_str()?.to_owned() }))
+            .filter_map(|e| {
+                Some(EnvVar { name: e.get("name")?.as_str()?.to_owned(), value: e.get("value")?.as_str()?.to_owned() })
+            })
             .collect()
     }
     async fn startup_command(&self) -> Option<&str> {
@@ -384,9 +388,19 @@ impl Session {
             .collect())
     }
     /// The last `tail` log lines (1–1000), oldest first.
-    async fn logs(&self, ctx: &Context<'_>, #[graphql(default = 100)] tail: i32) -> ApiResult<Vec<String>> {
+    async fn logs(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default_with = "Some(100)")] tail: Option<i32>,
+    ) -> ApiResult<Vec<String>> {
+        let tail = tail.unwrap_or(100);
         if !(1..=1000).contains(&tail) {
-            return Err(DomainError::bad_input("OUT_OF_RANGE", Some("tail".to_owned()), "`tail` is between 1 and 1000").into());
+            return Err(DomainError::bad_input(
+                "OUT_OF_RANGE",
+                Some("tail".to_owned()),
+                "`tail` is between 1 and 1000",
+            )
+            .into());
         }
         let mut lines: Vec<String> = session_log::Entity::find()
             .filter(session_log::Column::SessionId.eq(self.0.id))
@@ -501,7 +515,7 @@ impl SessionQuery {
         &self,
         ctx: &Context<'_>,
         project_id: ID,
-        #[graphql(default)] scope: SessionScope,
+        #[graphql(default_with = "Some(SessionScope::Mine)")] scope: Option<SessionScope>,
         filter: Option<SessionFilter>,
         order_by: Option<Vec<SessionOrder>>,
         first: Option<i32>,
@@ -510,7 +524,14 @@ impl SessionQuery {
         before: Option<String>,
     ) -> ApiResult<SessionConnection> {
         let filter = filter.unwrap_or_default().to_domain()?;
-        let set = dom::project_sessions(db(ctx)?, viewer(ctx)?, project_uuid(&project_id)?, scope.into(), &filter).await?;
+        let set = dom::project_sessions(
+            db(ctx)?,
+            viewer(ctx)?,
+            project_uuid(&project_id)?,
+            scope.unwrap_or_default().into(),
+            &filter,
+        )
+        .await?;
         session_connection(ctx, set, order_by, PageArgs { first, after, last, before }).await
     }
 
@@ -519,17 +540,28 @@ impl SessionQuery {
         &self,
         ctx: &Context<'_>,
         project_id: ID,
-        #[graphql(default)] scope: SessionScope,
+        #[graphql(default_with = "Some(SessionScope::Mine)")] scope: Option<SessionScope>,
         filter: Option<SessionFilter>,
     ) -> ApiResult<SessionCounts> {
         let filter = filter.unwrap_or_default().to_domain()?;
-        let set = dom::project_sessions(db(ctx)?, viewer(ctx)?, project_uuid(&project_id)?, scope.into(), &filter).await?;
+        let set = dom::project_sessions(
+            db(ctx)?,
+            viewer(ctx)?,
+            project_uuid(&project_id)?,
+            scope.unwrap_or_default().into(),
+            &filter,
+        )
+        .await?;
         let c = set.counts(db(ctx)?).await?;
         Ok(SessionCounts {
             running: count(c.running),
             finished: count(c.finished),
             all: count(c.all),
-            by_type: c.by_type.into_iter().map(|(t, n)| SessionTypeCount { session_type: t.into(), count: count(n) }).collect(),
+            by_type: c
+                .by_type
+                .into_iter()
+                .map(|(t, n)| SessionTypeCount { session_type: t.into(), count: count(n) })
+                .collect(),
         })
     }
 

@@ -15,10 +15,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::domain::{DomainError, auth};
-use crate::graphql::prepare_request;
 use crate::graphql::errors::{
     BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, code_of, error_body, finalize_errors,
 };
+use crate::graphql::prepare_request;
 
 use super::{AppState, REQUEST_ID};
 

@@ -16,7 +16,9 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::config::HttpLimits;
+use crate::config::{DEFAULT_MAX_LAUNCH_COUNT, HttpLimits};
+use crate::domain::events::EventBus;
+use crate::graphql::launch::LaunchLimits;
 use crate::graphql::{AppSchema, build_schema};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -26,12 +28,18 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub struct AppState {
     pub db: DatabaseConnection,
     pub schema: AppSchema,
+    pub bus: EventBus,
     pub limits: Arc<HttpLimits>,
 }
 
 impl AppState {
+    /// A state with its own event bus and the default launch limits.
     pub fn new(db: DatabaseConnection, limits: HttpLimits) -> Self {
-        Self { schema: build_schema(db.clone()), db, limits: Arc::new(limits) }
+        Self::with(db, EventBus::default(), limits, LaunchLimits { max_launch_count: DEFAULT_MAX_LAUNCH_COUNT })
+    }
+
+    pub fn with(db: DatabaseConnection, bus: EventBus, limits: HttpLimits, launch: LaunchLimits) -> Self {
+        Self { schema: build_schema(db.clone(), bus.clone(), launch), db, bus, limits: Arc::new(limits) }
     }
 }
 

@@ -5,6 +5,7 @@ mod support;
 mod auth;
 mod cli;
 mod graphql_http;
+mod launch;
 mod schema;
 mod sessions;
 mod sessions_paging;

@@ -75,9 +75,13 @@ async fn authorization_matrix(app: TestApp) {
                     assert!(!list.to_string().contains("alice@example.com"), "{token} {scope} leaked: {list}");
                 }
                 Own | All => {
-                    assert!(list.get("errors").is_none() && counts.get("errors").is_none(), "{token} {scope}: {list} {counts}");
+                    assert!(
+                        list.get("errors").is_none() && counts.get("errors").is_none(),
+                        "{token} {scope}: {list} {counts}"
+                    );
                     let edges = list["data"]["sessions"]["edges"].as_array().expect("edges");
-                    let owners: Vec<&str> = edges.iter().map(|e| e["node"]["owner"]["email"].as_str().expect("email")).collect();
+                    let owners: Vec<&str> =
+                        edges.iter().map(|e| e["node"]["owner"]["email"].as_str().expect("email")).collect();
                     let expected = if *expect == Own {
                         assert!(owners.iter().all(|o| *o == email), "{token} MINE shows only own: {owners:?}");
                         sessions_in_db(&app, "default/default", Some(email)).await
@@ -90,7 +94,10 @@ async fn authorization_matrix(app: TestApp) {
                 }
             }
         }
-        for query in ["query($id: ID!) { session(id: $id) { id name } }", "query($id: ID!) { node(id: $id) { id ... on Session { name } } }"] {
+        for query in [
+            "query($id: ID!) { session(id: $id) { id name } }",
+            "query($id: ID!) { node(id: $id) { id ... on Session { name } } }",
+        ] {
             let resp = app.gql(Some(token), query, json!({"id": alice_sid})).await;
             assert!(resp.get("errors").is_none(), "{resp}");
             let found = resp["data"].as_object().and_then(|d| d.values().next()).cloned().unwrap_or(Value::Null);
@@ -135,9 +142,17 @@ async fn bad_input_gets_codes_not_sql(app: TestApp) {
         (json!({"p": p, "first": 1, "last": 1}), "BAD_USER_INPUT", Some("last")),
         (json!({"p": p, "after": "not-a-cursor"}), "BAD_USER_INPUT", Some("after")),
         (json!({"p": p, "before": "eyJ4IjoxfQ"}), "BAD_USER_INPUT", Some("before")),
-        (json!({"p": p, "after": cursor, "order": [{"field": "NAME", "direction": "ASC"}]}), "BAD_USER_INPUT", Some("after")),
+        (
+            json!({"p": p, "after": cursor, "order": [{"field": "NAME", "direction": "ASC"}]}),
+            "BAD_USER_INPUT",
+            Some("after"),
+        ),
         (json!({"p": p, "filter": {"launchGroupId": "nope"}}), "BAD_USER_INPUT", Some("filter.launchGroupId")),
-        (json!({"p": p, "filter": {"createdAfter": "2026-01-02T00:00:00Z", "createdBefore": "2026-01-01T00:00:00Z"}}), "BAD_USER_INPUT", Some("filter.createdAfter")),
+        (
+            json!({"p": p, "filter": {"createdAfter": "2026-01-02T00:00:00Z", "createdBefore": "2026-01-01T00:00:00Z"}}),
+            "BAD_USER_INPUT",
+            Some("filter.createdAfter"),
+        ),
         (json!({"p": p, "filter": {"statuses": ["SLEEPING"]}}), "BAD_USER_INPUT", None),
         (json!({"p": encode(NodeKind::Project, Uuid::new_v4()).0}), "NOT_FOUND", None),
         (json!({"p": "garbage"}), "NOT_FOUND", None),
@@ -185,7 +200,8 @@ async fn a_page_costs_the_same_statements_whatever_its_size(app: TestApp) {
     let (small, resp10) = app.count_statements(app.gql(Some("demo-admin"), FULL_PAGE, json!({"p": p, "n": 10}))).await;
     assert!(resp10.get("errors").is_none(), "{resp10}");
     assert_eq!(resp10["data"]["sessions"]["edges"].as_array().map(Vec::len), Some(10));
-    let (large, resp500) = app.count_statements(app.gql(Some("demo-admin"), FULL_PAGE, json!({"p": p, "n": 500}))).await;
+    let (large, resp500) =
+        app.count_statements(app.gql(Some("demo-admin"), FULL_PAGE, json!({"p": p, "n": 500}))).await;
     assert!(resp500.get("errors").is_none());
     assert_eq!(resp500["data"]["sessions"]["edges"].as_array().map(Vec::len), Some(500));
     // auth (keypair, user) + project visibility + the page + totalCount, then one statement
@@ -269,7 +285,9 @@ async fn generated_sessions_are_consistent_and_deterministic(app: TestApp) {
     let other = TestApp::start(app.backend).await.expect("second database");
     other.generate(400, 5).await;
     let twin = session::Entity::find().order_by_asc(session::Column::Id).all(&other.db).await.expect("sessions");
-    let key = |s: &session::Model| (s.id, s.name.clone(), s.status.clone(), s.session_type.clone(), s.requested_slots.clone());
+    let key = |s: &session::Model| {
+        (s.id, s.name.clone(), s.status.clone(), s.session_type.clone(), s.requested_slots.clone())
+    };
     assert_eq!(all.iter().map(key).collect::<Vec<_>>(), twin.iter().map(key).collect::<Vec<_>>());
 }
 

@@ -113,9 +113,12 @@ async fn every_order_pages_completely_both_ways(app: TestApp) {
         for desc in [false, true] {
             let direction = if desc { "DESC" } else { "ASC" };
             let filter = if field == "ELAPSED" { json!({"tab": "FINISHED"}) } else { json!({}) };
-            let got = walk(&app, json!({"p": p, "order": [{"field": field, "direction": direction}], "filter": filter}), 37).await;
+            let got =
+                walk(&app, json!({"p": p, "order": [{"field": field, "direction": direction}], "filter": filter}), 37)
+                    .await;
             if field == "ELAPSED" {
-                let finished = rows.iter().filter(|r| SessionStatus::parse(&r.status).is_some_and(|s| s.is_terminal())).count();
+                let finished =
+                    rows.iter().filter(|r| SessionStatus::parse(&r.status).is_some_and(|s| s.is_terminal())).count();
                 assert_eq!(got.len(), finished);
                 let secs: Vec<i64> = got.iter().map(|r| r.1).collect();
                 let mut sorted = secs.clone();
@@ -200,7 +203,10 @@ async fn every_filter_matches_and_counts_agree(app: TestApp) {
         (json!({"resourceGroup": "nope"}), Box::new(|_| false)),
         (json!({"ownerEmail": "bob@example.com"}), Box::new(move |r| r.owner_id == bob)),
         (json!({"ownerEmail": "nobody@example.com"}), Box::new(|_| false)),
-        (json!({"launchGroupId": encode(NodeKind::LaunchGroup, group).0}), Box::new(move |r| r.launch_group_id == Some(group))),
+        (
+            json!({"launchGroupId": encode(NodeKind::LaunchGroup, group).0}),
+            Box::new(move |r| r.launch_group_id == Some(group)),
+        ),
         (json!({"createdAfter": lo, "createdBefore": hi}), Box::new(move |r| r.created_at >= lo && r.created_at < hi)),
         (
             json!({"types": ["INTERACTIVE"], "tab": "FINISHED", "nameContains": "note"}),

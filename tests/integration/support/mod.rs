@@ -30,6 +30,8 @@ pub struct TestApp {
     pub seeded: bool,
     /// SQL statements the app has run (the app's connection counts them).
     pub statements: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The app's event bus: subscribe to see what it publishes.
+    pub bus: sessiond::domain::events::EventBus,
     _dir: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
@@ -72,6 +74,8 @@ impl TestApp {
     }
 
     async fn open(backend: Backend, url: String, dir: Option<std::sync::Arc<tempfile::TempDir>>) -> TestApp {
+        // Server logs go to the test's captured output (shown when it fails).
+        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
         let args = DbArgs { database_url: url.clone(), db_max_connections: 4 };
         let (mut db, seeded) = open_database(&args, true).await.expect("open the test database");
         let statements = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -79,8 +83,11 @@ impl TestApp {
         db.set_metric_callback(move |_| {
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         });
-        let router = app(AppState::new(db.clone(), HttpLimits::default()));
-        TestApp { backend, url, db, router, seeded, statements, _dir: dir }
+        let bus = sessiond::domain::events::EventBus::default();
+        let limits =
+            sessiond::graphql::launch::LaunchLimits { max_launch_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
+        let router = app(AppState::with(db.clone(), bus.clone(), HttpLimits::default(), limits));
+        TestApp { backend, url, db, router, seeded, statements, bus, _dir: dir }
     }
 
     /// The same database opened again, as after a server restart.
@@ -90,7 +97,8 @@ impl TestApp {
 
     /// Adds `n` generated sessions (seed `seed`) to the database.
     pub async fn generate(&self, n: u64, seed: u64) -> sessiond::domain::generate::GenerateReport {
-        let opts = sessiond::domain::generate::GenerateOptions { sessions: n, seed, now: sessiond::domain::clock::now() };
+        let opts =
+            sessiond::domain::generate::GenerateOptions { sessions: n, seed, now: sessiond::domain::clock::now() };
         sessiond::domain::generate::generate(&self.db, &opts).await.expect("generate sessions")
     }
 

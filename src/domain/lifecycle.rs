@@ -1,0 +1,112 @@
+//! Status changes: the one writer of session statuses. It refuses illegal transitions,
+//! keeps each session's timestamps in step with its status, writes the append-only
+//! transition rows, and hands back the events to publish once the transaction commits.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+
+use entity::{session, session_status_transition as transition};
+
+use super::events::SessionEvent;
+use super::status::SessionStatus;
+use super::{DomainError, DomainResult};
+
+/// A status change to make.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub session: session::Model,
+    pub to: SessionStatus,
+    pub reason: Option<String>,
+}
+
+/// Inserts transition rows in one statement and returns them with their sequence numbers.
+pub async fn insert_transitions(
+    db: &impl ConnectionTrait,
+    rows: Vec<transition::ActiveModel>,
+) -> DomainResult<Vec<transition::Model>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(transition::Entity::insert_many(rows).exec_with_returning(db).await?)
+}
+
+pub fn transition_row(
+    session_id: uuid::Uuid,
+    from: Option<SessionStatus>,
+    to: SessionStatus,
+    reason: Option<String>,
+    at: DateTime<Utc>,
+) -> transition::ActiveModel {
+    transition::ActiveModel {
+        id: sea_orm::ActiveValue::NotSet,
+        session_id: Set(session_id),
+        from_status: Set(from.map(|s| s.as_str().to_owned())),
+        to_status: Set(to.as_str().to_owned()),
+        reason: Set(reason),
+        occurred_at: Set(at),
+    }
+}
+
+/// What happened to one requested change.
+#[derive(Clone, Debug)]
+pub enum Applied {
+    /// The session now has the new status.
+    Changed(session::Model),
+    /// The session's status changed concurrently; here is what it is now.
+    Moved(session::Model),
+}
+
+/// Applies `changes` inside the caller's transaction. Each update is guarded by the status
+/// the change was computed from, so a concurrent change is detected, not overwritten.
+pub async fn apply(
+    txn: &impl ConnectionTrait,
+    changes: Vec<Change>,
+    now: DateTime<Utc>,
+) -> DomainResult<(Vec<Applied>, Vec<SessionEvent>)> {
+    let mut applied = Vec::with_capacity(changes.len());
+    let mut rows = Vec::new();
+    let mut changed = Vec::new();
+    for c in changes {
+        let from = SessionStatus::parse(&c.session.status)
+            .ok_or_else(|| DomainError::invariant(format!("stored status {}", c.session.status)))?;
+        if !from.can_become(c.to) {
+            return Err(DomainError::invariant(format!("illegal transition {from} → {} of {}", c.to, c.session.id)));
+        }
+        let mut update = session::Entity::update_many()
+            .col_expr(session::Column::Status, Expr::value(c.to.as_str()))
+            .col_expr(session::Column::StatusChangedAt, Expr::value(now))
+            .col_expr(session::Column::StatusInfo, Expr::value(c.reason.clone()))
+            .filter(session::Column::Id.eq(c.session.id))
+            .filter(session::Column::Status.eq(from.as_str()));
+        if c.to.is_terminal() {
+            update = update.col_expr(session::Column::TerminatedAt, Expr::value(now));
+        }
+        if c.to == SessionStatus::Scheduled {
+            update = update
+                .col_expr(session::Column::ScheduledAt, Expr::value(now))
+                .col_expr(session::Column::OccupiedSlots, Expr::value(c.session.requested_slots.clone()));
+        }
+        if c.to == SessionStatus::Running {
+            update = update.col_expr(session::Column::StartedAt, Expr::value(now));
+        }
+        let result = update.exec(txn).await?;
+        let current = session::Entity::find_by_id(c.session.id)
+            .one(txn)
+            .await?
+            .ok_or_else(|| DomainError::invariant(format!("session {} vanished", c.session.id)))?;
+        if result.rows_affected == 1 {
+            rows.push(transition_row(c.session.id, Some(from), c.to, c.reason, now));
+            changed.push(current.clone());
+            applied.push(Applied::Changed(current));
+        } else {
+            applied.push(Applied::Moved(current));
+        }
+    }
+    let inserted = insert_transitions(txn, rows).await?;
+    let events = inserted
+        .iter()
+        .filter_map(|t| changed.iter().find(|s| s.id == t.session_id).and_then(|s| SessionEvent::of(s, t)))
+        .collect();
+    Ok((applied, events))
+}

@@ -1,0 +1,278 @@
+//! Occupancy and limits: what sessions hold (summed by aggregate SQL, never by loading
+//! sessions), and why a request could not start now. One definition of occupancy: the
+//! occupied slots of sessions in an occupying status (SCHEDULED up to TERMINATING).
+
+use std::collections::HashMap;
+
+use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, Statement, Value};
+use uuid::Uuid;
+
+use entity::{agent, domain, keypair_resource_policy, project, session};
+
+use super::auth::Viewer;
+use super::slots::ResourceSlots;
+use super::status::SessionStatus;
+use super::{DomainError, DomainResult};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitLayer {
+    Keypair,
+    Project,
+    Domain,
+    ResourceGroup,
+}
+
+impl LimitLayer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Keypair => "KEYPAIR",
+            Self::Project => "PROJECT",
+            Self::Domain => "DOMAIN",
+            Self::ResourceGroup => "RESOURCE_GROUP",
+        }
+    }
+}
+
+/// Why a session cannot start now: a stable code and its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingReason {
+    /// `QUOTA_EXCEEDED`, `CONCURRENCY_LIMIT`, `NO_CAPACITY`, `QUEUED_BEHIND`.
+    pub code: &'static str,
+    pub message: String,
+    pub layer: Option<LimitLayer>,
+    pub slot: Option<String>,
+    pub requested: Option<f64>,
+    pub remaining: Option<f64>,
+}
+
+/// Whose occupancy to sum.
+#[derive(Clone, Debug)]
+pub enum Holder {
+    Keypair(Uuid),
+    Project(Uuid),
+    Domain(Uuid),
+    ResourceGroup(String),
+}
+
+fn occupying_sql() -> String {
+    let list: Vec<String> =
+        SessionStatus::ALL.iter().filter(|s| s.is_occupying()).map(|s| format!("'{}'", s.as_str())).collect();
+    format!("({})", list.join(", "))
+}
+
+/// The slots held by `holder`'s sessions, in one aggregate statement.
+pub async fn occupied(db: &impl ConnectionTrait, holder: &Holder) -> DomainResult<ResourceSlots> {
+    let (column, value): (&str, Value) = match holder {
+        Holder::Keypair(id) => ("keypair_id", (*id).into()),
+        Holder::Project(id) => ("project_id", (*id).into()),
+        Holder::Domain(id) => ("domain_id", (*id).into()),
+        Holder::ResourceGroup(name) => ("resource_group", name.clone().into()),
+    };
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => format!(
+            "SELECT j.key AS slot, SUM(j.value::float8) AS amount FROM sessions s, jsonb_each_text(s.occupied_slots) j \
+             WHERE s.status IN {} AND s.{column} = $1 GROUP BY j.key",
+            occupying_sql()
+        ),
+        _ => format!(
+            "SELECT j.key AS slot, TOTAL(j.value) AS amount FROM sessions s, json_each(s.occupied_slots) j \
+             WHERE s.status IN {} AND s.{column} = ? GROUP BY j.key",
+            occupying_sql()
+        ),
+    };
+    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, [value])).await?;
+    let mut out = ResourceSlots::new();
+    for r in rows {
+        let slot: String = r.try_get("", "slot")?;
+        let amount: f64 = r.try_get("", "amount")?;
+        out.set(&slot, amount);
+    }
+    Ok(out)
+}
+
+/// What each agent of a group holds, in one aggregate statement.
+pub async fn occupied_per_agent(
+    db: &impl ConnectionTrait,
+    group: &str,
+) -> DomainResult<HashMap<String, ResourceSlots>> {
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => format!(
+            "SELECT s.agent_id AS agent, j.key AS slot, SUM(j.value::float8) AS amount FROM sessions s, \
+             jsonb_each_text(s.occupied_slots) j WHERE s.status IN {} AND s.resource_group = $1 AND s.agent_id IS NOT NULL \
+             GROUP BY s.agent_id, j.key",
+            occupying_sql()
+        ),
+        _ => format!(
+            "SELECT s.agent_id AS agent, j.key AS slot, TOTAL(j.value) AS amount FROM sessions s, \
+             json_each(s.occupied_slots) j WHERE s.status IN {} AND s.resource_group = ? AND s.agent_id IS NOT NULL \
+             GROUP BY s.agent_id, j.key",
+            occupying_sql()
+        ),
+    };
+    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, [Value::from(group.to_owned())])).await?;
+    let mut out: HashMap<String, ResourceSlots> = HashMap::new();
+    for r in rows {
+        let agent: String = r.try_get("", "agent")?;
+        let slot: String = r.try_get("", "slot")?;
+        let amount: f64 = r.try_get("", "amount")?;
+        out.entry(agent).or_default().set(&slot, amount);
+    }
+    Ok(out)
+}
+
+/// The quota failures of adding `extra` to `used` under `limit` (absent slot: unlimited).
+pub fn quota_failures(
+    layer: LimitLayer,
+    limit: &ResourceSlots,
+    used: &ResourceSlots,
+    extra: &ResourceSlots,
+) -> Vec<PendingReason> {
+    extra
+        .iter()
+        .filter_map(|(slot, amount)| {
+            let cap = limit.limit(slot)?;
+            let remaining = (cap - used.get(slot)).max(0.0);
+            (amount > remaining + 1e-9 && amount > 0.0).then(|| PendingReason {
+                code: "QUOTA_EXCEEDED",
+                message: format!(
+                    "the {} limit of `{slot}` is {cap}: {} in use, {remaining} left, {amount} requested",
+                    layer.as_str().to_lowercase(),
+                    used.get(slot)
+                ),
+                layer: Some(layer),
+                slot: Some(slot.to_owned()),
+                requested: Some(amount),
+                remaining: Some(remaining),
+            })
+        })
+        .collect()
+}
+
+/// Places `containers` containers of `per_container` on agents with room (least loaded
+/// that fits first), updating `free`. Whether all fit.
+pub fn place(free: &mut [(String, ResourceSlots)], per_container: &ResourceSlots, containers: usize) -> bool {
+    for _ in 0..containers {
+        let best = free
+            .iter_mut()
+            .filter(|(_, f)| per_container.fits_in(f, false))
+            .max_by(|a, b| a.1.get("cpu").total_cmp(&b.1.get("cpu")).then_with(|| b.0.cmp(&a.0)));
+        match best {
+            Some((_, f)) => *f = f.sub(per_container),
+            None => return false,
+        }
+    }
+    true
+}
+
+/// A request to place: `count` sessions of `cluster_size` containers of `per_container`
+/// (`requested` per session).
+pub struct Ask<'a> {
+    pub group: &'a str,
+    pub per_container: &'a ResourceSlots,
+    pub requested: &'a ResourceSlots,
+    pub cluster_size: usize,
+    pub count: usize,
+}
+
+/// Why the sessions of `ask` could not all start now: every failing check, empty when they
+/// would.
+pub async fn launch_blockers(
+    db: &impl ConnectionTrait,
+    viewer: &Viewer,
+    project: &project::Model,
+    ask: &Ask<'_>,
+) -> DomainResult<Vec<PendingReason>> {
+    let Ask { group, per_container, requested, cluster_size, count } = *ask;
+    let total = requested.scale(count as f64);
+    let mut reasons = Vec::new();
+    let policy = keypair_resource_policy::Entity::find_by_id(viewer.resource_policy.clone()).one(db).await?;
+    if let Some(policy) = &policy {
+        let limit = ResourceSlots::from_json(&policy.total_resource_slots)?;
+        let used = occupied(db, &Holder::Keypair(viewer.keypair_id)).await?;
+        reasons.extend(quota_failures(LimitLayer::Keypair, &limit, &used, &total));
+    }
+    let limit = ResourceSlots::from_json(&project.total_resource_slots)?;
+    let used = occupied(db, &Holder::Project(project.id)).await?;
+    reasons.extend(quota_failures(LimitLayer::Project, &limit, &used, &total));
+    let dom = domain::Entity::find_by_id(project.domain_id)
+        .one(db)
+        .await?
+        .ok_or_else(|| DomainError::invariant(format!("project {} without domain", project.id)))?;
+    let limit = ResourceSlots::from_json(&dom.total_resource_slots)?;
+    let used = occupied(db, &Holder::Domain(dom.id)).await?;
+    reasons.extend(quota_failures(LimitLayer::Domain, &limit, &used, &total));
+    if let Some(policy) = &policy {
+        let active = session::Entity::find()
+            .filter(session::Column::KeypairId.eq(viewer.keypair_id))
+            .filter(
+                session::Column::Status
+                    .is_in(SessionStatus::ALL.iter().filter(|s| s.is_occupying()).map(|s| s.as_str())),
+            )
+            .count(db)
+            .await?;
+        let limit = u64::try_from(policy.max_concurrent_sessions).unwrap_or(0);
+        if active + count as u64 > limit {
+            reasons.push(PendingReason {
+                code: "CONCURRENCY_LIMIT",
+                message: format!("your keypair may run {limit} sessions at once; {active} are running"),
+                layer: Some(LimitLayer::Keypair),
+                slot: None,
+                requested: Some(count as f64),
+                remaining: Some(limit.saturating_sub(active) as f64),
+            });
+        }
+    }
+    let agents = agent::Entity::find()
+        .filter(agent::Column::ResourceGroup.eq(group))
+        .filter(agent::Column::Status.eq("ALIVE"))
+        .filter(agent::Column::Schedulable.eq(true))
+        .all(db)
+        .await?;
+    let held = occupied_per_agent(db, group).await?;
+    let mut free = agents
+        .iter()
+        .map(|a| {
+            let cap = ResourceSlots::from_json(&a.available_slots)?;
+            Ok((a.id.clone(), cap.sub(held.get(&a.id).unwrap_or(&ResourceSlots::new()))))
+        })
+        .collect::<DomainResult<Vec<_>>>()?;
+    if !place(&mut free, per_container, cluster_size * count) {
+        reasons.push(PendingReason {
+            code: "NO_CAPACITY",
+            message: format!("no agent of resource group `{group}` has room for this request now"),
+            layer: Some(LimitLayer::ResourceGroup),
+            slot: None,
+            requested: None,
+            remaining: None,
+        });
+    }
+    Ok(reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_failures_name_layer_slot_and_amounts() {
+        let limit = ResourceSlots::from_pairs([("cpu", 16.0), ("cuda.device", 2.0)]);
+        let used = ResourceSlots::from_pairs([("cpu", 10.0), ("cuda.device", 2.0)]);
+        let extra = ResourceSlots::from_pairs([("cpu", 4.0), ("cuda.device", 1.0), ("mem", 1e12)]);
+        let f = quota_failures(LimitLayer::Project, &limit, &used, &extra);
+        assert_eq!(f.len(), 1, "cpu fits, mem is unlimited, the accelerator does not fit");
+        assert_eq!((f[0].slot.as_deref(), f[0].requested, f[0].remaining), (Some("cuda.device"), Some(1.0), Some(0.0)));
+    }
+
+    #[test]
+    fn placement_never_overcommits() {
+        let mut free = vec![
+            ("a".to_owned(), ResourceSlots::from_pairs([("cpu", 4.0)])),
+            ("b".to_owned(), ResourceSlots::from_pairs([("cpu", 2.0)])),
+        ];
+        let one = ResourceSlots::from_pairs([("cpu", 2.0)]);
+        assert!(place(&mut free, &one, 3));
+        assert!(!place(&mut free, &one, 1));
+    }
+}
