@@ -6,18 +6,16 @@
 //! Markdown table for BENCHMARKS.md. PostgreSQL: `TEST_DATABASE_URL`, or a throwaway
 //! cluster as in the tests.
 
-#[path = "../tests/integration/support/pg.rs"]
-#[allow(dead_code)]
-mod pg;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt;
-use sea_orm::{ConnectionTrait, Database};
+use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -42,22 +40,6 @@ const PAGE: &str = "query($p: ID!, $scope: SessionScope, $after: String, $count:
 
 const RUNS: usize = 200;
 
-async fn database(backend: &str) -> (String, Option<tempfile::TempDir>) {
-    match backend {
-        "sqlite" => {
-            let dir = tempfile::tempdir().expect("tempdir");
-            (format!("sqlite://{}?mode=rwc", dir.path().join("bench.db").display()), Some(dir))
-        }
-        _ => {
-            let server = pg::server().expect("PostgreSQL for the benchmark");
-            let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
-            let admin = Database::connect(format!("{}/{}", server.base_url, server.admin_db)).await.expect("connect");
-            admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
-            (format!("{}/{name}", server.base_url), None)
-        }
-    }
-}
-
 async fn post(router: &axum::Router, token: &str, vars: &Value) -> Value {
     let req = Request::post("/graphql")
         .header("content-type", "application/json")
@@ -71,10 +53,7 @@ async fn post(router: &axum::Router, token: &str, vars: &Value) -> Value {
     v
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort();
-    xs[xs.len() / 2]
-}
+use support::{database, median};
 
 #[tokio::main]
 async fn main() {

@@ -288,7 +288,9 @@ impl Session {
     async fn requested_slots(&self) -> ApiResult<ResourceSlots> {
         Ok(ResourceSlots(Slots::from_json(&self.0.requested_slots)?))
     }
-    /// What the session holds: its request from SCHEDULED until it ends, else nothing.
+    /// What the session was allocated: its request, from SCHEDULED on (kept after it ends,
+    /// for the record; only sessions in SCHEDULED…TERMINATING count as occupancy). Empty
+    /// for a session that never started.
     async fn occupied_slots(&self) -> ApiResult<ResourceSlots> {
         Ok(ResourceSlots(Slots::from_json(&self.0.occupied_slots)?))
     }
@@ -503,6 +505,19 @@ fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// The sessions of a project the viewer may list in `scope`, filtered: what the list, the
+/// counts and the export read.
+pub async fn project_session_set(
+    ctx: &Context<'_>,
+    project_id: &ID,
+    scope: Option<SessionScope>,
+    filter: Option<SessionFilter>,
+) -> ApiResult<SessionSet> {
+    let filter = filter.unwrap_or_default().to_domain()?;
+    let scope = scope.unwrap_or_default().into();
+    Ok(dom::project_sessions(db(ctx)?, viewer(ctx)?, project_uuid(project_id)?, scope, &filter).await?)
+}
+
 #[derive(Default)]
 pub struct SessionQuery;
 
@@ -523,15 +538,7 @@ impl SessionQuery {
         last: Option<i32>,
         before: Option<String>,
     ) -> ApiResult<SessionConnection> {
-        let filter = filter.unwrap_or_default().to_domain()?;
-        let set = dom::project_sessions(
-            db(ctx)?,
-            viewer(ctx)?,
-            project_uuid(&project_id)?,
-            scope.unwrap_or_default().into(),
-            &filter,
-        )
-        .await?;
+        let set = project_session_set(ctx, &project_id, scope, filter).await?;
         session_connection(ctx, set, order_by, PageArgs { first, after, last, before }).await
     }
 
@@ -543,15 +550,7 @@ impl SessionQuery {
         #[graphql(default_with = "Some(SessionScope::Mine)")] scope: Option<SessionScope>,
         filter: Option<SessionFilter>,
     ) -> ApiResult<SessionCounts> {
-        let filter = filter.unwrap_or_default().to_domain()?;
-        let set = dom::project_sessions(
-            db(ctx)?,
-            viewer(ctx)?,
-            project_uuid(&project_id)?,
-            scope.unwrap_or_default().into(),
-            &filter,
-        )
-        .await?;
+        let set = project_session_set(ctx, &project_id, scope, filter).await?;
         let c = set.counts(db(ctx)?).await?;
         Ok(SessionCounts {
             running: count(c.running),
