@@ -80,12 +80,34 @@ pub struct ServeArgs {
     pub demo: bool,
     #[command(flatten)]
     pub http: HttpLimits,
+    #[command(flatten)]
+    pub timings: Timings,
     /// Most sessions one "Launch Multiple Sessions" may create.
     #[arg(long, env = "SESSIOND_MAX_LAUNCH_COUNT", default_value_t = DEFAULT_MAX_LAUNCH_COUNT, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_launch_count: u32,
 }
 
 pub const DEFAULT_MAX_LAUNCH_COUNT: u32 = 100;
+
+/// How fast sessions move: the scheduler's interval and the simulated runtime's delays.
+#[derive(Clone, Debug, Args)]
+pub struct Timings {
+    /// The scheduler runs at once when woken by a launch or a session's end, else this often.
+    #[arg(long, env = "SESSIOND_SCHEDULER_INTERVAL_MS", default_value_t = 2000)]
+    pub scheduler_interval_ms: u64,
+    /// Delay of each start-up step of the simulated runtime.
+    #[arg(long, env = "SESSIOND_SIM_STEP_MS", default_value_t = 1000)]
+    pub sim_step_ms: u64,
+    /// How long a simulated batch session runs before it ends with exit code 0.
+    #[arg(long, env = "SESSIOND_SIM_BATCH_MS", default_value_t = 30_000)]
+    pub sim_batch_ms: u64,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self { scheduler_interval_ms: 2000, sim_step_ms: 1000, sim_batch_ms: 30_000 }
+    }
+}
 
 /// Limits of the HTTP surface.
 #[derive(Clone, Debug, Args)]

@@ -5,9 +5,13 @@ use tokio::net::TcpListener;
 
 use sea_orm::DatabaseConnection;
 
-use crate::config::{DbArgs, ServeArgs};
+use std::time::Duration;
+
+use crate::config::{DbArgs, ServeArgs, Timings};
 use crate::db;
 use crate::domain::events::EventBus;
+use crate::domain::runtime::{self, SimulatedRuntime};
+use crate::domain::scheduling;
 use crate::domain::seed;
 use crate::graphql::launch::LaunchLimits;
 use crate::http::{AppState, app};
@@ -38,11 +42,28 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(args.bind).await?;
     let addr = listener.local_addr()?;
     tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
-    let state =
-        AppState::with(conn, EventBus::default(), args.http, LaunchLimits { max_launch_count: args.max_launch_count });
+    let bus = EventBus::default();
+    let workers = spawn_workers(&conn, &bus, &args.timings);
+    let state = AppState::with(conn, bus, args.http, LaunchLimits { max_launch_count: args.max_launch_count });
     axum::serve(listener, app(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    for w in workers {
+        w.abort();
+    }
     tracing::info!("sessiond stopped");
     Ok(())
+}
+
+/// Starts the scheduler and the simulated runtime. They resume whatever the database holds:
+/// after a restart every non-terminal session continues from its stored status.
+pub fn spawn_workers(db: &DatabaseConnection, bus: &EventBus, timings: &Timings) -> Vec<tokio::task::JoinHandle<()>> {
+    let runtime = SimulatedRuntime {
+        step: Duration::from_millis(timings.sim_step_ms),
+        batch_run: Duration::from_millis(timings.sim_batch_ms),
+    };
+    vec![
+        tokio::spawn(scheduling::run(db.clone(), bus.clone(), Duration::from_millis(timings.scheduler_interval_ms))),
+        tokio::spawn(runtime::run(runtime, db.clone(), bus.clone())),
+    ]
 }
 
 async fn shutdown_signal() {

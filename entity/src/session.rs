@@ -35,6 +35,8 @@ pub struct Model {
     pub started_at: Option<DateTimeUtc>,
     pub terminated_at: Option<DateTimeUtc>,
     pub status_changed_at: DateTimeUtc,
+    /// Place among the pending sessions of its group at the latest scheduling pass.
+    pub queue_position: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -3,6 +3,7 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_init;
+mod m20261129_000002_queue_position;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -10,6 +11,6 @@ pub struct Migrator;
 #[sea_orm_migration::async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261129_000001_init::Migration)]
+        vec![Box::new(m20261129_000001_init::Migration), Box::new(m20261129_000002_queue_position::Migration)]
     }
 }

@@ -10,9 +10,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sea_orm::{
-    ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
-};
+use sea_orm::{ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -295,7 +293,7 @@ pub async fn generate(db: &DatabaseConnection, opts: &GenerateOptions) -> Domain
     report.sessions = sessions.len() as u64;
     report.launch_groups = groups.len() as u64;
 
-    let txn = db.begin().await?;
+    let txn = super::begin_write(db).await?;
     for chunk in groups.chunks(SESSIONS_PER_INSERT) {
         launch_group::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
@@ -451,6 +449,7 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         started_at: Set(started),
         terminated_at: Set(terminated),
         status_changed_at: Set(path.last().map_or(t0, |(_, _, _, at)| *at)),
+        queue_position: Set(None),
     };
     Generated { session, transitions: path }
 }

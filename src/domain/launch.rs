@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::{
     ActiveValue::NotSet, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, Set, SqlErr, TransactionTrait,
+    QueryOrder, Set, SqlErr,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -504,7 +504,7 @@ async fn write(
     batch: bool,
     now: DateTime<Utc>,
 ) -> Result<(Launched, Vec<SessionEvent>), WriteError> {
-    let txn = db.begin().await?;
+    let txn = super::begin_write(db).await?;
     if plan.input.idempotency_key.is_some() {
         // Expired keys go first, so that an old key can be used again.
         idempotency_key::Entity::delete_many()
@@ -557,6 +557,7 @@ async fn write(
             started_at: None,
             terminated_at: None,
             status_changed_at: now,
+            queue_position: None,
         })
         .collect();
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))
@@ -676,7 +677,7 @@ pub async fn terminate(
 ) -> DomainResult<Vec<(TerminateOutcome, Option<session::Model>)>> {
     let now = clock::now();
     let wanted: Vec<Uuid> = ids.iter().flatten().copied().collect::<BTreeSet<_>>().into_iter().collect();
-    let txn = db.begin().await?;
+    let txn = super::begin_write(db).await?;
     let found = session::Entity::find().filter(session::Column::Id.is_in(wanted)).all(&txn).await?;
     let visible: HashMap<Uuid, session::Model> = found
         .into_iter()
@@ -696,7 +697,7 @@ pub async fn terminate(
         };
         if let Some(to) = to {
             let reason = if force { "force-terminated" } else { "user-requested" };
-            changes.push(Change { session: s.clone(), to, reason: Some(reason.to_owned()) });
+            changes.push(Change::new(s.clone(), to, reason.to_owned()));
         }
     }
     let (applied, events) = lifecycle::apply(&txn, changes, now).await?;

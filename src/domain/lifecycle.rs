@@ -9,7 +9,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use entity::{session, session_status_transition as transition};
 
 use super::events::SessionEvent;
-use super::status::SessionStatus;
+use super::status::{SessionResult, SessionStatus};
 use super::{DomainError, DomainResult};
 
 /// A status change to make.
@@ -18,6 +18,16 @@ pub struct Change {
     pub session: session::Model,
     pub to: SessionStatus,
     pub reason: Option<String>,
+    /// The agent it was scheduled on (with `to: SCHEDULED`).
+    pub agent: Option<String>,
+    /// How it ended (with a terminal `to`): result and exit code.
+    pub result: Option<(SessionResult, Option<i32>)>,
+}
+
+impl Change {
+    pub fn new(session: session::Model, to: SessionStatus, reason: impl Into<Option<String>>) -> Self {
+        Self { session, to, reason: reason.into(), agent: None, result: None }
+    }
 }
 
 /// Inserts transition rows in one statement and returns them with their sequence numbers.
@@ -85,7 +95,20 @@ pub async fn apply(
         if c.to == SessionStatus::Scheduled {
             update = update
                 .col_expr(session::Column::ScheduledAt, Expr::value(now))
-                .col_expr(session::Column::OccupiedSlots, Expr::value(c.session.requested_slots.clone()));
+                .col_expr(session::Column::OccupiedSlots, Expr::value(c.session.requested_slots.clone()))
+                .col_expr(session::Column::AgentId, Expr::value(c.agent.clone()))
+                .col_expr(session::Column::PendingReasons, Expr::value(serde_json::json!([])))
+                .col_expr(session::Column::QueuePosition, Expr::value(Option::<i32>::None));
+        }
+        if c.to.is_terminal() {
+            update = update
+                .col_expr(session::Column::PendingReasons, Expr::value(serde_json::json!([])))
+                .col_expr(session::Column::QueuePosition, Expr::value(Option::<i32>::None));
+        }
+        if let Some((result, exit_code)) = c.result {
+            update = update
+                .col_expr(session::Column::Result, Expr::value(result.as_str()))
+                .col_expr(session::Column::ExitCode, Expr::value(exit_code));
         }
         if c.to == SessionStatus::Running {
             update = update.col_expr(session::Column::StartedAt, Expr::value(now));

@@ -7,11 +7,15 @@ pub mod clock;
 pub mod error;
 pub mod events;
 pub mod generate;
+pub mod history;
 pub mod ids;
 pub mod launch;
 pub mod lifecycle;
 pub mod model;
 pub mod occupancy;
+pub mod runtime;
+pub mod scheduler;
+pub mod scheduling;
 pub mod seed;
 pub mod sessions;
 pub mod settings;
@@ -20,3 +24,15 @@ pub mod status;
 pub mod visibility;
 
 pub use error::{DomainError, DomainResult, InputProblem};
+
+/// Begins a transaction that will write. On SQLite it takes the write lock at once
+/// (`BEGIN IMMEDIATE`), waiting up to the busy timeout, instead of failing when a read
+/// turns into a write after another writer committed. PostgreSQL ignores the mode.
+pub async fn begin_write(db: &sea_orm::DatabaseConnection) -> Result<sea_orm::DatabaseTransaction, sea_orm::DbErr> {
+    use sea_orm::{SqliteTransactionMode, TransactionOptions, TransactionTrait};
+    db.begin_with_options(TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..Default::default()
+    })
+    .await
+}

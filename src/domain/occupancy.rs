@@ -276,3 +276,94 @@ mod tests {
         assert!(!place(&mut free, &one, 1));
     }
 }
+
+/// What every key of `column` (`keypair_id`, `project_id`, `domain_id`) holds, in one
+/// aggregate statement.
+pub async fn occupied_by(db: &impl ConnectionTrait, column: UuidColumn) -> DomainResult<HashMap<Uuid, ResourceSlots>> {
+    let column = column.as_str();
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => format!(
+            "SELECT s.{column} AS k, j.key AS slot, SUM(j.value::float8) AS amount FROM sessions s, \
+             jsonb_each_text(s.occupied_slots) j WHERE s.status IN {} GROUP BY s.{column}, j.key",
+            occupying_sql()
+        ),
+        _ => format!(
+            "SELECT s.{column} AS k, j.key AS slot, TOTAL(j.value) AS amount FROM sessions s, \
+             json_each(s.occupied_slots) j WHERE s.status IN {} GROUP BY s.{column}, j.key",
+            occupying_sql()
+        ),
+    };
+    let rows = db.query_all_raw(Statement::from_string(backend, sql)).await?;
+    let mut out: HashMap<Uuid, ResourceSlots> = HashMap::new();
+    for r in rows {
+        let k: Uuid = r.try_get("", "k")?;
+        let slot: String = r.try_get("", "slot")?;
+        let amount: f64 = r.try_get("", "amount")?;
+        out.entry(k).or_default().set(&slot, amount);
+    }
+    Ok(out)
+}
+
+/// What each owner holds in each resource group, in one aggregate statement.
+pub async fn occupied_by_group_owner(
+    db: &impl ConnectionTrait,
+) -> DomainResult<HashMap<(String, Uuid), ResourceSlots>> {
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => format!(
+            "SELECT s.resource_group AS g, s.owner_id AS k, j.key AS slot, SUM(j.value::float8) AS amount FROM sessions s, \
+             jsonb_each_text(s.occupied_slots) j WHERE s.status IN {} GROUP BY s.resource_group, s.owner_id, j.key",
+            occupying_sql()
+        ),
+        _ => format!(
+            "SELECT s.resource_group AS g, s.owner_id AS k, j.key AS slot, TOTAL(j.value) AS amount FROM sessions s, \
+             json_each(s.occupied_slots) j WHERE s.status IN {} GROUP BY s.resource_group, s.owner_id, j.key",
+            occupying_sql()
+        ),
+    };
+    let rows = db.query_all_raw(Statement::from_string(backend, sql)).await?;
+    let mut out: HashMap<(String, Uuid), ResourceSlots> = HashMap::new();
+    for r in rows {
+        let g: String = r.try_get("", "g")?;
+        let k: Uuid = r.try_get("", "k")?;
+        let slot: String = r.try_get("", "slot")?;
+        let amount: f64 = r.try_get("", "amount")?;
+        out.entry((g, k)).or_default().set(&slot, amount);
+    }
+    Ok(out)
+}
+
+/// How many sessions of each keypair hold resources now, in one statement.
+pub async fn active_by_keypair(db: &impl ConnectionTrait) -> DomainResult<HashMap<Uuid, u64>> {
+    let backend = db.get_database_backend();
+    let sql = format!(
+        "SELECT keypair_id AS k, COUNT(*) AS n FROM sessions WHERE status IN {} GROUP BY keypair_id",
+        occupying_sql()
+    );
+    let rows = db.query_all_raw(Statement::from_string(backend, sql)).await?;
+    rows.into_iter()
+        .map(|r| {
+            let k: Uuid = r.try_get("", "k")?;
+            let n: i64 = r.try_get("", "n")?;
+            Ok((k, u64::try_from(n).unwrap_or(0)))
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum UuidColumn {
+    Keypair,
+    Project,
+    Domain,
+}
+
+impl UuidColumn {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Keypair => "keypair_id",
+            Self::Project => "project_id",
+            Self::Domain => "domain_id",
+        }
+    }
+}

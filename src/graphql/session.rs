@@ -347,8 +347,8 @@ impl Session {
     }
     /// Place among the pending sessions of its resource group in scheduling order (1 is
     /// next), once the scheduler has ordered it; null when not pending.
-    async fn queue_position(&self) -> Option<i32> {
-        None
+    async fn queue_position(&self) -> ApiResult<Option<i32>> {
+        Ok(if parse_status(&self.0.status)? == DomStatus::Pending { self.0.queue_position } else { None })
     }
     /// Scheduling decisions, newest first.
     async fn scheduling_history(

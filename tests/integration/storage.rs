@@ -110,6 +110,7 @@ fn new_session(name: &str, status: &str) -> session::ActiveModel {
         started_at: Set(None),
         terminated_at: Set(None),
         status_changed_at: Set(now),
+        queue_position: Set(None),
     }
 }
 

@@ -32,6 +32,8 @@ pub struct TestApp {
     pub statements: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// The app's event bus: subscribe to see what it publishes.
     pub bus: sessiond::domain::events::EventBus,
+    /// The scheduler and runtime, when started; stopped when the app is dropped.
+    workers: Vec<tokio::task::JoinHandle<()>>,
     _dir: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
@@ -87,7 +89,26 @@ impl TestApp {
         let limits =
             sessiond::graphql::launch::LaunchLimits { max_launch_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
         let router = app(AppState::with(db.clone(), bus.clone(), HttpLimits::default(), limits));
-        TestApp { backend, url, db, router, seeded, statements, bus, _dir: dir }
+        TestApp { backend, url, db, router, seeded, statements, bus, workers: Vec::new(), _dir: dir }
+    }
+
+    /// Starts the scheduler and the simulated runtime (20 ms steps, 1.5 s batch runs).
+    pub fn start_workers(&mut self) {
+        let timings = sessiond::config::Timings { scheduler_interval_ms: 50, sim_step_ms: 20, sim_batch_ms: 1500 };
+        self.workers = sessiond::server::spawn_workers(&self.db, &self.bus, &timings);
+    }
+
+    /// Polls `query` until `done` holds for its answer (at most 30 s), and returns it.
+    pub async fn wait_for(&self, token: &str, query: &str, vars: Value, done: impl Fn(&Value) -> bool) -> Value {
+        let mut last = Value::Null;
+        for _ in 0..1500 {
+            last = self.gql(Some(token), query, vars.clone()).await;
+            if done(&last) {
+                return last;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("never reached the expected state; last answer: {last}");
     }
 
     /// The same database opened again, as after a server restart.
@@ -138,6 +159,14 @@ impl TestApp {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes))),
         )
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        for w in &self.workers {
+            w.abort();
+        }
     }
 }
 

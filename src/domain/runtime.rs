@@ -1,0 +1,285 @@
+//! Runtimes start and stop sessions on agents. [`SimulatedRuntime`], the default, walks a
+//! scheduled session through SCHEDULED → PREPARING → PULLING (only when the agent lacks the
+//! image) → PREPARED → CREATING → RUNNING, one step per `step`, writing log lines; ends
+//! batch sessions after `batch_run` (exit 0, SUCCESS) or at their batch timeout when that
+//! is shorter (exit 124, FAILURE); ends any session past its keypair policy's
+//! `max_session_lifetime`; and finishes TERMINATING sessions.
+//!
+//! It keeps no state of its own: every step is decided from the stored status and the time
+//! it was entered, so after a restart it resumes every non-terminal session where it was,
+//! and a step is taken once (the status-guarded update of [`lifecycle`] refuses a second).
+//!
+//! Tests inject a start-up failure with the session environment variable
+//! `SESSIOND_SIM_FAIL=<STATUS>`: instead of entering that status the session goes ERROR.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use serde_json::Value;
+
+use entity::{agent, keypair, keypair_resource_policy, session, session_log};
+
+use super::events::EventBus;
+use super::history::{self, Entry};
+use super::lifecycle::{self, Applied, Change};
+use super::model::SessionType;
+use super::status::{SessionResult, SessionStatus};
+use super::{DomainResult, clock};
+
+/// Exit code of a batch session stopped at its timeout (as `timeout(1)` reports).
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+const FAIL_VARIABLE: &str = "SESSIOND_SIM_FAIL";
+
+/// Starts and stops sessions. `drive` advances what is due and returns how many sessions
+/// changed status.
+pub trait Runtime: Send + Sync + 'static {
+    fn drive(&self, db: &DatabaseConnection, bus: &EventBus) -> impl Future<Output = DomainResult<usize>> + Send;
+
+    /// How often `drive` should run.
+    fn tick(&self) -> Duration;
+}
+
+#[derive(Clone, Debug)]
+pub struct SimulatedRuntime {
+    pub step: Duration,
+    pub batch_run: Duration,
+}
+
+fn delta(d: Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+fn env_var(s: &session::Model, name: &str) -> Option<String> {
+    s.environment
+        .as_array()?
+        .iter()
+        .find(|e| e.get("name").and_then(Value::as_str) == Some(name))?
+        .get("value")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// What happens next to a session, if anything is due.
+struct Next {
+    to: SessionStatus,
+    reason: Option<String>,
+    result: Option<(SessionResult, Option<i32>)>,
+    phase: &'static str,
+    log: String,
+}
+
+impl SimulatedRuntime {
+    fn next(
+        &self,
+        s: &session::Model,
+        now: DateTime<Utc>,
+        pulled: &HashMap<String, Vec<String>>,
+        lifetime: Option<i64>,
+    ) -> Option<Next> {
+        use SessionStatus::*;
+        let status = SessionStatus::parse(&s.status)?;
+        let step_due = now - s.status_changed_at >= delta(self.step);
+        let agent = s.agent_id.clone().unwrap_or_default();
+        let step = |to: SessionStatus, phase: &'static str, log: String| {
+            if env_var(s, FAIL_VARIABLE).as_deref() == Some(to.as_str()) {
+                Next {
+                    to: Error,
+                    reason: Some(format!("failed to start: injected failure entering {to}")),
+                    result: Some((SessionResult::Failure, None)),
+                    phase: "error",
+                    log: format!("error: could not enter {to} on agent {agent}"),
+                }
+            } else {
+                Next { to, reason: None, result: None, phase, log }
+            }
+        };
+        let has_image = pulled.get(&agent).is_some_and(|images| images.contains(&s.image));
+        match status {
+            Scheduled if step_due => {
+                Some(step(Preparing, "prepare", format!("preparing the environment on agent {agent}")))
+            }
+            Preparing if step_due && !has_image => {
+                Some(step(Pulling, "prepare", format!("pulling image {} on agent {agent}", s.image)))
+            }
+            Preparing | Pulling if step_due => {
+                Some(step(Prepared, "prepare", format!("image {} ready on agent {agent}", s.image)))
+            }
+            Prepared if step_due => Some(step(Creating, "start", "creating the container".to_owned())),
+            Creating if step_due => Some(step(Running, "start", "session running".to_owned())),
+            Terminating if step_due => Some(Next {
+                to: Terminated,
+                reason: s.status_info.clone(),
+                result: None,
+                phase: "terminate",
+                log: "session terminated".to_owned(),
+            }),
+            Running => {
+                let started = s.started_at.unwrap_or(s.status_changed_at);
+                let ran = now - started;
+                if let Some(limit) = lifetime.filter(|l| *l > 0)
+                    && ran >= TimeDelta::seconds(limit)
+                {
+                    return Some(Next {
+                        to: Terminating,
+                        reason: Some("max_session_lifetime exceeded".to_owned()),
+                        result: None,
+                        phase: "terminate",
+                        log: format!("the session reached its maximum lifetime of {limit} s"),
+                    });
+                }
+                if s.session_type != SessionType::Batch.as_str() {
+                    return None;
+                }
+                let run = delta(self.batch_run);
+                match s.batch_timeout_seconds.map(TimeDelta::seconds) {
+                    Some(timeout) if timeout < run && ran >= timeout => Some(Next {
+                        to: Terminated,
+                        reason: Some("batch timeout".to_owned()),
+                        result: Some((SessionResult::Failure, Some(TIMEOUT_EXIT_CODE))),
+                        phase: "terminate",
+                        log: format!("batch job stopped at its timeout; exit code {TIMEOUT_EXIT_CODE}"),
+                    }),
+                    _ if ran >= run => Some(Next {
+                        to: Terminated,
+                        reason: Some("batch finished".to_owned()),
+                        result: Some((SessionResult::Success, Some(0))),
+                        phase: "terminate",
+                        log: "batch job finished; exit code 0".to_owned(),
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Runtime for SimulatedRuntime {
+    fn tick(&self) -> Duration {
+        (self.step / 4).clamp(Duration::from_millis(5), Duration::from_millis(250))
+    }
+
+    async fn drive(&self, db: &DatabaseConnection, bus: &EventBus) -> DomainResult<usize> {
+        use SessionStatus::*;
+        let now = clock::now();
+        let driven = [Scheduled, Preparing, Pulling, Prepared, Creating, Running, Terminating];
+        let txn = super::begin_write(db).await?;
+        let sessions = session::Entity::find()
+            .filter(session::Column::Status.is_in(driven.iter().map(|s| s.as_str())))
+            .all(&txn)
+            .await?;
+        if sessions.is_empty() {
+            return Ok(0);
+        }
+        let pulled: HashMap<String, Vec<String>> = agent::Entity::find()
+            .all(&txn)
+            .await?
+            .into_iter()
+            .map(|a| {
+                let images = a
+                    .pulled_images
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| i.as_str().map(str::to_owned))
+                    .collect();
+                (a.id, images)
+            })
+            .collect();
+        let policies: HashMap<String, Option<i64>> = keypair_resource_policy::Entity::find()
+            .all(&txn)
+            .await?
+            .into_iter()
+            .map(|p| (p.name, p.max_session_lifetime_seconds))
+            .collect();
+        let lifetimes: HashMap<uuid::Uuid, Option<i64>> = keypair::Entity::find()
+            .all(&txn)
+            .await?
+            .into_iter()
+            .map(|k| (k.id, policies.get(&k.resource_policy).copied().flatten()))
+            .collect();
+
+        let mut changes = Vec::new();
+        let mut plans = Vec::new();
+        for s in sessions {
+            let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
+            if let Some(next) = self.next(&s, now, &pulled, lifetime) {
+                let mut change = Change::new(s.clone(), next.to, next.reason.clone());
+                change.result = next.result;
+                changes.push(change);
+                plans.push((s, next));
+            }
+        }
+        let (applied, events) = lifecycle::apply(&txn, changes, now).await?;
+        let mut logs = Vec::new();
+        let mut entries = Vec::new();
+        let mut newly_pulled: HashMap<String, Vec<String>> = HashMap::new();
+        for (a, (s, next)) in applied.iter().zip(plans) {
+            if !matches!(a, Applied::Changed(_)) {
+                continue; // moved meanwhile (terminated by a user, another replica)
+            }
+            let from = SessionStatus::parse(&s.status);
+            if from == Some(Pulling) && next.to == Prepared {
+                newly_pulled.entry(s.agent_id.clone().unwrap_or_default()).or_default().push(s.image.clone());
+            }
+            logs.push(session_log::ActiveModel {
+                id: NotSet,
+                session_id: Set(s.id),
+                line: Set(format!("{} {}", now.format("%Y-%m-%dT%H:%M:%S%.3fZ"), next.log)),
+                created_at: Set(now),
+            });
+            entries.push(Entry {
+                session_id: s.id,
+                phase: next.phase,
+                from,
+                to: Some(next.to),
+                result: if next.to == Error { "FAILURE" } else { "SUCCESS" },
+                error_code: (next.to == Error).then(|| "START_FAILED".to_owned()),
+                message: next.reason.unwrap_or(next.log),
+                sub_steps: Value::Array(Vec::new()),
+            });
+        }
+        for (agent_id, images) in newly_pulled {
+            let mut all = pulled.get(&agent_id).cloned().unwrap_or_default();
+            all.extend(images);
+            all.sort();
+            all.dedup();
+            agent::Entity::update_many()
+                .col_expr(agent::Column::PulledImages, Expr::value(Value::from(all)))
+                .filter(agent::Column::Id.eq(agent_id))
+                .exec(&txn)
+                .await?;
+        }
+        if !logs.is_empty() {
+            session_log::Entity::insert_many(logs).exec_without_returning(&txn).await?;
+        }
+        history::record(&txn, entries, now).await?;
+        txn.commit().await?;
+        let changed = events.len();
+        bus.publish(events);
+        Ok(changed)
+    }
+}
+
+/// Drives sessions until the process ends: every tick, and at once when a session is
+/// scheduled or asked to terminate.
+pub async fn run<R: Runtime>(runtime: R, db: DatabaseConnection, bus: EventBus) {
+    let mut events = bus.subscribe();
+    loop {
+        if let Err(e) = runtime.drive(&db, &bus).await {
+            tracing::error!(error = ?e, "runtime step failed");
+        }
+        tokio::select! {
+            woke = events.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = woke {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(runtime.tick()) => {}
+        }
+    }
+}

@@ -1,0 +1,553 @@
+//! The scheduler's pure core: from a snapshot (pending sessions, agents with free capacity,
+//! usage and limits per keypair, project and domain) to decisions. No database, no clock:
+//! the pass in [`super::scheduling`] loads the snapshot and applies the decisions.
+//!
+//! Per resource group, pending sessions are taken by priority (highest first), then by the
+//! group's strategy: FIFO (oldest first), LIFO (newest first) or DRF (the owner with the
+//! lowest dominant share first). Every check runs for every session and every failure is
+//! kept. A session that finds no agent with room blocks the rest of its priority band
+//! (`QUEUED_BEHIND`); a quota failure blocks nobody. Each allocation updates the snapshot,
+//! so one pass never over-commits an agent or a quota.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+
+use uuid::Uuid;
+
+use super::model::SchedulerStrategy;
+use super::occupancy::{LimitLayer, PendingReason, quota_failures};
+use super::slots::ResourceSlots;
+
+#[derive(Clone, Debug)]
+pub struct PendingSession {
+    pub id: Uuid,
+    pub owner: Uuid,
+    pub keypair: Uuid,
+    pub project: Uuid,
+    pub domain: Uuid,
+    pub priority: i32,
+    /// Creation order: microseconds since the epoch (ties broken by id).
+    pub created: i64,
+    pub per_container: ResourceSlots,
+    pub cluster_size: usize,
+}
+
+impl PendingSession {
+    pub fn requested(&self) -> ResourceSlots {
+        self.per_container.scale(self.cluster_size as f64)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Agent {
+    pub id: String,
+    /// Capacity minus what sessions hold now.
+    pub free: ResourceSlots,
+}
+
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub name: String,
+    pub strategy: SchedulerStrategy,
+    pub agents: Vec<Agent>,
+    pub pending: Vec<PendingSession>,
+    /// Sum of the alive agents' capacity, for DRF shares.
+    pub capacity: ResourceSlots,
+}
+
+/// A quota layer: its limit (absent slot: unlimited) and what is used now.
+#[derive(Clone, Debug, Default)]
+pub struct Quota {
+    pub limit: ResourceSlots,
+    pub used: ResourceSlots,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct KeypairQuota {
+    pub quota: Quota,
+    pub max_concurrent: u64,
+    /// Sessions holding resources now.
+    pub active: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub groups: Vec<Group>,
+    pub keypairs: HashMap<Uuid, KeypairQuota>,
+    pub projects: HashMap<Uuid, Quota>,
+    pub domains: HashMap<Uuid, Quota>,
+    /// What each owner holds now in each group, for DRF.
+    pub owner_usage: HashMap<(String, Uuid), ResourceSlots>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    pub name: &'static str,
+    pub failures: Vec<PendingReason>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Start it: one agent per container.
+    Schedule { agents: Vec<String> },
+    /// Keep it pending for these reasons, at this place in its group's queue (1 = next).
+    Wait { reasons: Vec<PendingReason>, position: usize },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub session: Uuid,
+    pub group: String,
+    pub outcome: Outcome,
+    /// Every check that ran, in order, with its failures.
+    pub checks: Vec<Check>,
+}
+
+/// The dominant share of `usage` in `capacity`: the largest fraction over the slots.
+pub fn dominant_share(usage: &ResourceSlots, capacity: &ResourceSlots) -> f64 {
+    usage
+        .iter()
+        .filter_map(|(slot, used)| capacity.limit(slot).filter(|c| *c > 0.0).map(|c| used / c))
+        .fold(0.0, f64::max)
+}
+
+/// Decides one pass over every group.
+pub fn schedule(snapshot: &Snapshot) -> Vec<Decision> {
+    let mut state = snapshot.clone();
+    let mut decisions = Vec::new();
+    for g in 0..state.groups.len() {
+        decisions.extend(schedule_group(&mut state, g));
+    }
+    decisions
+}
+
+fn by_creation(a: &PendingSession, b: &PendingSession) -> Ordering {
+    a.created.cmp(&b.created).then(a.id.cmp(&b.id))
+}
+
+/// The sessions of one priority band in the order the strategy takes them. For DRF the
+/// order depends on allocations, so it is produced step by step by [`Queue`].
+fn order_band(band: &mut [PendingSession], strategy: SchedulerStrategy) {
+    match strategy {
+        SchedulerStrategy::Lifo => band.sort_by(|a, b| by_creation(b, a)),
+        _ => band.sort_by(by_creation),
+    }
+}
+
+fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
+    let group_name = state.groups[g].name.clone();
+    let strategy = state.groups[g].strategy;
+    let capacity = state.groups[g].capacity.clone();
+    let mut bands: BTreeMap<std::cmp::Reverse<i32>, Vec<PendingSession>> = BTreeMap::new();
+    for s in std::mem::take(&mut state.groups[g].pending) {
+        bands.entry(std::cmp::Reverse(s.priority)).or_default().push(s);
+    }
+    let mut decisions = Vec::new();
+    for (_, mut band) in bands {
+        order_band(&mut band, strategy);
+        let mut blocked = false;
+        let mut queue = Queue::new(band, strategy, state, &group_name, &capacity);
+        while let Some(s) = queue.next() {
+            let mut checks = quota_checks(state, &s);
+            let quota_ok = checks.iter().all(|c| c.failures.is_empty());
+            if blocked {
+                checks.push(Check {
+                    name: "queue",
+                    failures: vec![PendingReason {
+                        code: "QUEUED_BEHIND",
+                        message: "waiting behind an earlier session of the same priority that does not fit yet".into(),
+                        layer: None,
+                        slot: None,
+                        requested: None,
+                        remaining: None,
+                    }],
+                });
+                decisions.push(wait(&s, &group_name, checks));
+                queue.taken(&s, state, &group_name, &capacity);
+                continue;
+            }
+            let placement = place(&state.groups[g].agents, &s);
+            checks.push(Check {
+                name: "capacity",
+                failures: match &placement {
+                    Some(_) => Vec::new(),
+                    None => vec![PendingReason {
+                        code: "NO_CAPACITY",
+                        message: format!("no agent of resource group `{group_name}` has room for this request now"),
+                        layer: Some(LimitLayer::ResourceGroup),
+                        slot: None,
+                        requested: None,
+                        remaining: None,
+                    }],
+                },
+            });
+            match placement {
+                Some(agents) if quota_ok => {
+                    allocate(state, g, &s, &agents, &group_name);
+                    queue.taken(&s, state, &group_name, &capacity);
+                    decisions.push(Decision {
+                        session: s.id,
+                        group: group_name.clone(),
+                        outcome: Outcome::Schedule { agents },
+                        checks,
+                    });
+                }
+                placement => {
+                    if placement.is_none() {
+                        // Head-of-line: the rest of the band waits behind it.
+                        blocked = true;
+                    }
+                    decisions.push(wait(&s, &group_name, checks));
+                    queue.taken(&s, state, &group_name, &capacity);
+                }
+            }
+        }
+    }
+    // Queue positions: the waiting sessions of the group, in the order they were taken.
+    let mut position = 0;
+    for d in decisions.iter_mut() {
+        if let Outcome::Wait { position: p, .. } = &mut d.outcome {
+            position += 1;
+            *p = position;
+        }
+    }
+    decisions
+}
+
+fn wait(s: &PendingSession, group: &str, checks: Vec<Check>) -> Decision {
+    let reasons = checks.iter().flat_map(|c| c.failures.iter().cloned()).collect();
+    Decision { session: s.id, group: group.to_owned(), outcome: Outcome::Wait { reasons, position: 0 }, checks }
+}
+
+/// The order a priority band is taken in. FIFO and LIFO are a fixed order; DRF serves,
+/// each time, the owner with the lowest dominant share (ties: the oldest waiting session),
+/// kept in a heap so that a band of n sessions costs O(n log n).
+enum Queue {
+    Fixed(std::collections::VecDeque<PendingSession>),
+    Drf {
+        /// Each owner's sessions, oldest first.
+        owners: HashMap<Uuid, std::collections::VecDeque<PendingSession>>,
+        /// (share, oldest creation, id, owner), smallest first.
+        heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF64, i64, Uuid, Uuid)>>,
+    },
+}
+
+/// An f64 with a total order, for the DRF heap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct OrdF64(f64);
+
+impl Eq for OrdF64 {}
+
+impl PartialOrd for OrdF64 {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrdF64 {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl Queue {
+    fn new(
+        band: Vec<PendingSession>,
+        strategy: SchedulerStrategy,
+        state: &Snapshot,
+        group: &str,
+        capacity: &ResourceSlots,
+    ) -> Self {
+        if strategy != SchedulerStrategy::Drf {
+            return Queue::Fixed(band.into());
+        }
+        let mut owners: HashMap<Uuid, std::collections::VecDeque<PendingSession>> = HashMap::new();
+        for s in band {
+            owners.entry(s.owner).or_default().push_back(s);
+        }
+        let mut q = Queue::Drf { owners, heap: Default::default() };
+        let ids: Vec<Uuid> = match &q {
+            Queue::Drf { owners, .. } => owners.keys().copied().collect(),
+            Queue::Fixed(_) => Vec::new(),
+        };
+        for owner in ids {
+            q.push_owner(owner, state, group, capacity);
+        }
+        q
+    }
+
+    fn push_owner(&mut self, owner: Uuid, state: &Snapshot, group: &str, capacity: &ResourceSlots) {
+        if let Queue::Drf { owners, heap } = self
+            && let Some(head) = owners.get(&owner).and_then(|q| q.front())
+        {
+            let empty = ResourceSlots::new();
+            let share = dominant_share(state.owner_usage.get(&(group.to_owned(), owner)).unwrap_or(&empty), capacity);
+            heap.push(std::cmp::Reverse((OrdF64(share), head.created, head.id, owner)));
+        }
+    }
+
+    fn next(&mut self) -> Option<PendingSession> {
+        match self {
+            Queue::Fixed(q) => q.pop_front(),
+            Queue::Drf { owners, heap } => {
+                let std::cmp::Reverse((_, _, _, owner)) = heap.pop()?;
+                owners.get_mut(&owner)?.pop_front()
+            }
+        }
+    }
+
+    /// After `s` was taken (scheduled or not), its owner's next session competes again,
+    /// with the owner's share as it now is.
+    fn taken(&mut self, s: &PendingSession, state: &Snapshot, group: &str, capacity: &ResourceSlots) {
+        self.push_owner(s.owner, state, group, capacity);
+    }
+}
+
+fn quota_checks(state: &Snapshot, s: &PendingSession) -> Vec<Check> {
+    let requested = s.requested();
+    let empty = Quota::default();
+    let kp = state.keypairs.get(&s.keypair);
+    let keypair_quota = kp.map_or(&empty, |k| &k.quota);
+    let mut concurrency = Vec::new();
+    if let Some(k) = kp
+        && k.active + 1 > k.max_concurrent
+    {
+        concurrency.push(PendingReason {
+            code: "CONCURRENCY_LIMIT",
+            message: format!("the keypair may run {} sessions at once; {} are running", k.max_concurrent, k.active),
+            layer: Some(LimitLayer::Keypair),
+            slot: None,
+            requested: Some(1.0),
+            remaining: Some(k.max_concurrent.saturating_sub(k.active) as f64),
+        });
+    }
+    let project = state.projects.get(&s.project).unwrap_or(&empty);
+    let domain = state.domains.get(&s.domain).unwrap_or(&empty);
+    vec![
+        Check {
+            name: "keypair_quota",
+            failures: quota_failures(LimitLayer::Keypair, &keypair_quota.limit, &keypair_quota.used, &requested),
+        },
+        Check {
+            name: "project_quota",
+            failures: quota_failures(LimitLayer::Project, &project.limit, &project.used, &requested),
+        },
+        Check {
+            name: "domain_quota",
+            failures: quota_failures(LimitLayer::Domain, &domain.limit, &domain.used, &requested),
+        },
+        Check { name: "concurrency", failures: concurrency },
+    ]
+}
+
+/// One agent per container: the least loaded agent (most free CPU) that fits, agents
+/// updated as containers are placed; `None` when some container fits nowhere.
+fn place(agents: &[Agent], s: &PendingSession) -> Option<Vec<String>> {
+    if s.cluster_size == 1 {
+        // The common case, without copying the agents.
+        let best = agents
+            .iter()
+            .filter(|a| s.per_container.fits_in(&a.free, false))
+            .max_by(|a, b| a.free.get("cpu").total_cmp(&b.free.get("cpu")).then_with(|| b.id.cmp(&a.id)))?;
+        return Some(vec![best.id.clone()]);
+    }
+    let mut free: Vec<(String, ResourceSlots)> = agents.iter().map(|a| (a.id.clone(), a.free.clone())).collect();
+    let mut chosen = Vec::with_capacity(s.cluster_size);
+    for _ in 0..s.cluster_size {
+        let (id, f) = free
+            .iter_mut()
+            .filter(|(_, f)| s.per_container.fits_in(f, false))
+            .max_by(|a, b| a.1.get("cpu").total_cmp(&b.1.get("cpu")).then_with(|| b.0.cmp(&a.0)))?;
+        *f = f.sub(&s.per_container);
+        chosen.push(id.clone());
+    }
+    Some(chosen)
+}
+
+fn allocate(state: &mut Snapshot, g: usize, s: &PendingSession, agents: &[String], group: &str) {
+    for id in agents {
+        if let Some(a) = state.groups[g].agents.iter_mut().find(|a| &a.id == id) {
+            a.free = a.free.sub(&s.per_container);
+        }
+    }
+    let requested = s.requested();
+    if let Some(k) = state.keypairs.get_mut(&s.keypair) {
+        k.quota.used = k.quota.used.add(&requested);
+        k.active += 1;
+    }
+    if let Some(p) = state.projects.get_mut(&s.project) {
+        p.used = p.used.add(&requested);
+    }
+    if let Some(d) = state.domains.get_mut(&s.domain) {
+        d.used = d.used.add(&requested);
+    }
+    let usage = state.owner_usage.entry((group.to_owned(), s.owner)).or_default();
+    *usage = usage.add(&requested);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uuid(n: u128) -> Uuid {
+        Uuid::from_u128(n)
+    }
+
+    fn session(n: u128, owner: u128, cpu: f64, created: i64) -> PendingSession {
+        PendingSession {
+            id: uuid(n),
+            owner: uuid(owner),
+            keypair: uuid(owner + 100),
+            project: uuid(1000),
+            domain: uuid(2000),
+            priority: 0,
+            created,
+            per_container: ResourceSlots::from_pairs([("cpu", cpu)]),
+            cluster_size: 1,
+        }
+    }
+
+    fn snapshot(strategy: SchedulerStrategy, agents: &[(&str, f64)], pending: Vec<PendingSession>) -> Snapshot {
+        let agents: Vec<Agent> = agents
+            .iter()
+            .map(|(id, cpu)| Agent { id: (*id).to_owned(), free: ResourceSlots::from_pairs([("cpu", *cpu)]) })
+            .collect();
+        let capacity = agents.iter().fold(ResourceSlots::new(), |acc, a| acc.add(&a.free));
+        Snapshot { groups: vec![Group { name: "g".into(), strategy, agents, pending, capacity }], ..Default::default() }
+    }
+
+    fn scheduled(d: &[Decision]) -> Vec<Uuid> {
+        d.iter().filter(|d| matches!(d.outcome, Outcome::Schedule { .. })).map(|d| d.session).collect()
+    }
+
+    fn codes(d: &Decision) -> Vec<&'static str> {
+        match &d.outcome {
+            Outcome::Wait { reasons, .. } => reasons.iter().map(|r| r.code).collect(),
+            Outcome::Schedule { .. } => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn fifo_takes_the_oldest_and_lifo_the_newest() {
+        let pending = vec![session(1, 1, 2.0, 30), session(2, 1, 2.0, 10), session(3, 1, 2.0, 20)];
+        let fifo = schedule(&snapshot(SchedulerStrategy::Fifo, &[("a", 4.0)], pending.clone()));
+        assert_eq!(scheduled(&fifo), [uuid(2), uuid(3)]);
+        let lifo = schedule(&snapshot(SchedulerStrategy::Lifo, &[("a", 4.0)], pending));
+        assert_eq!(scheduled(&lifo), [uuid(1), uuid(3)]);
+    }
+
+    #[test]
+    fn priority_comes_first() {
+        let mut urgent = session(9, 1, 4.0, 99);
+        urgent.priority = 10;
+        let snap = snapshot(SchedulerStrategy::Fifo, &[("a", 4.0)], vec![session(1, 1, 4.0, 1), urgent]);
+        assert_eq!(scheduled(&schedule(&snap)), [uuid(9)]);
+    }
+
+    #[test]
+    fn out_of_capacity_blocks_its_band_but_a_quota_failure_blocks_nobody() {
+        // Session 1 is over its keypair quota; 2 fits; 3 does not fit; 4 would fit but is behind 3.
+        let mut snap = snapshot(
+            SchedulerStrategy::Fifo,
+            &[("a", 4.0)],
+            vec![session(1, 1, 1.0, 1), session(2, 2, 2.0, 2), session(3, 3, 3.0, 3), session(4, 4, 1.0, 4)],
+        );
+        snap.keypairs.insert(
+            uuid(101),
+            KeypairQuota {
+                quota: Quota { limit: ResourceSlots::from_pairs([("cpu", 0.5)]), used: ResourceSlots::new() },
+                max_concurrent: 10,
+                active: 0,
+            },
+        );
+        let d = schedule(&snap);
+        assert_eq!(scheduled(&d), [uuid(2)]);
+        assert_eq!(codes(&d[0]), ["QUOTA_EXCEEDED"]);
+        assert_eq!(codes(&d[2]), ["NO_CAPACITY"]);
+        assert_eq!(codes(&d[3]), ["QUEUED_BEHIND"]);
+        let positions: Vec<usize> = d
+            .iter()
+            .filter_map(|d| if let Outcome::Wait { position, .. } = d.outcome { Some(position) } else { None })
+            .collect();
+        assert_eq!(positions, [1, 2, 3]);
+    }
+
+    #[test]
+    fn every_failing_check_is_reported() {
+        let mut snap = snapshot(SchedulerStrategy::Fifo, &[("a", 1.0)], vec![session(1, 1, 2.0, 1)]);
+        let tight = Quota { limit: ResourceSlots::from_pairs([("cpu", 1.0)]), used: ResourceSlots::new() };
+        snap.keypairs.insert(uuid(101), KeypairQuota { quota: tight.clone(), max_concurrent: 0, active: 0 });
+        snap.projects.insert(uuid(1000), tight.clone());
+        snap.domains.insert(uuid(2000), tight);
+        let d = schedule(&snap);
+        assert_eq!(
+            codes(&d[0]),
+            ["QUOTA_EXCEEDED", "QUOTA_EXCEEDED", "QUOTA_EXCEEDED", "CONCURRENCY_LIMIT", "NO_CAPACITY"]
+        );
+        let Outcome::Wait { reasons, .. } = &d[0].outcome else { panic!("waits") };
+        let layers: Vec<_> = reasons.iter().map(|r| r.layer).collect();
+        assert_eq!(
+            layers,
+            [
+                Some(LimitLayer::Keypair),
+                Some(LimitLayer::Project),
+                Some(LimitLayer::Domain),
+                Some(LimitLayer::Keypair),
+                Some(LimitLayer::ResourceGroup)
+            ]
+        );
+        assert_eq!(
+            (reasons[0].slot.as_deref(), reasons[0].requested, reasons[0].remaining),
+            (Some("cpu"), Some(2.0), Some(1.0))
+        );
+    }
+
+    #[test]
+    fn one_pass_never_overcommits_an_agent_or_a_quota() {
+        let pending: Vec<_> = (0..10).map(|i| session(i, 1, 1.0, i as i64)).collect();
+        let mut snap = snapshot(SchedulerStrategy::Fifo, &[("a", 3.0), ("b", 2.0)], pending);
+        snap.projects
+            .insert(uuid(1000), Quota { limit: ResourceSlots::from_pairs([("cpu", 4.0)]), used: ResourceSlots::new() });
+        let d = schedule(&snap);
+        assert_eq!(scheduled(&d).len(), 4, "the project quota of 4 CPUs binds before the 5 CPUs of the agents");
+        let mut per_agent: HashMap<String, usize> = HashMap::new();
+        for d in &d {
+            if let Outcome::Schedule { agents } = &d.outcome {
+                for a in agents {
+                    *per_agent.entry(a.clone()).or_default() += 1;
+                }
+            }
+        }
+        assert!(per_agent["a"] <= 3 && per_agent["b"] <= 2);
+    }
+
+    #[test]
+    fn clusters_place_one_container_per_slot_of_room() {
+        let mut big = session(1, 1, 2.0, 1);
+        big.cluster_size = 3;
+        let d = schedule(&snapshot(SchedulerStrategy::Fifo, &[("a", 4.0), ("b", 2.0)], vec![big]));
+        let Outcome::Schedule { agents } = &d[0].outcome else { panic!("scheduled") };
+        assert_eq!(agents.len(), 3);
+    }
+
+    #[test]
+    fn drf_serves_the_user_with_the_lowest_dominant_share() {
+        // Alice (1) already holds 6 of 10 CPUs; Bob (2) holds none. Both queue sessions,
+        // Alice's first. DRF gives Bob's sessions the room before Alice's next.
+        let pending = vec![session(1, 1, 2.0, 1), session(2, 1, 2.0, 2), session(3, 2, 2.0, 3), session(4, 2, 2.0, 4)];
+        let mut snap = snapshot(SchedulerStrategy::Drf, &[("a", 4.0)], pending);
+        snap.groups[0].capacity = ResourceSlots::from_pairs([("cpu", 10.0)]);
+        snap.owner_usage.insert(("g".into(), uuid(1)), ResourceSlots::from_pairs([("cpu", 6.0)]));
+        let d = schedule(&snap);
+        assert_eq!(scheduled(&d), [uuid(3), uuid(4)]);
+        // FIFO would have served Alice first.
+        snap.groups[0].strategy = SchedulerStrategy::Fifo;
+        assert_eq!(scheduled(&schedule(&snap)), [uuid(1), uuid(2)]);
+    }
+
+    #[test]
+    fn dominant_share_is_the_largest_fraction() {
+        let cap = ResourceSlots::from_pairs([("cpu", 10.0), ("mem", 100.0)]);
+        assert_eq!(dominant_share(&ResourceSlots::from_pairs([("cpu", 1.0), ("mem", 50.0)]), &cap), 0.5);
+    }
+}

@@ -1,0 +1,297 @@
+//! The scheduling pass around the pure core: load a snapshot, cancel sessions pending past
+//! their group's timeout, decide (in [`super::scheduler`]), and apply every decision of the
+//! pass in one transaction, with history rows; events are published after the commit. On
+//! PostgreSQL only one replica schedules at a time (a transaction-scoped advisory lock).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, Statement};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use entity::{agent, domain, keypair, keypair_resource_policy, project, resource_group, session};
+
+use super::events::EventBus;
+use super::history::{self, Entry};
+use super::lifecycle::{self, Change};
+use super::model::SchedulerStrategy;
+use super::occupancy::{self, PendingReason, UuidColumn};
+use super::scheduler::{self, Agent, Check, Group, KeypairQuota, Outcome, PendingSession, Quota, Snapshot};
+use super::slots::ResourceSlots;
+use super::status::SessionStatus;
+use super::{DomainResult, clock};
+
+/// The advisory lock key of the scheduler ("sessiond" in ASCII, folded).
+const SCHEDULER_LOCK: i64 = 0x7365_7373_696f_6e64;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PassReport {
+    pub scheduled: usize,
+    pub waiting: usize,
+    pub timed_out: usize,
+    /// Another replica held the lock: nothing was done.
+    pub skipped: bool,
+}
+
+pub fn reason_json(r: &PendingReason) -> Value {
+    json!({
+        "code": r.code, "message": r.message, "layer": r.layer.map(|l| l.as_str()),
+        "slot": r.slot, "requested": r.requested, "remaining": r.remaining,
+    })
+}
+
+fn sub_steps(checks: &[Check]) -> Value {
+    Value::Array(
+        checks
+            .iter()
+            .map(|c| {
+                let first = c.failures.first();
+                json!({
+                    "name": c.name,
+                    "result": if c.failures.is_empty() { "SUCCESS" } else { "FAILURE" },
+                    "errorCode": first.map(|f| f.code),
+                    "message": if c.failures.is_empty() { None } else {
+                        Some(c.failures.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("; "))
+                    },
+                })
+            })
+            .collect(),
+    )
+}
+
+/// One pass over every resource group.
+pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassReport> {
+    let now = clock::now();
+    let txn = super::begin_write(db).await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        let row = txn
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT pg_try_advisory_xact_lock($1) AS locked",
+                [SCHEDULER_LOCK.into()],
+            ))
+            .await?;
+        let locked: bool = row.map(|r| r.try_get("", "locked")).transpose()?.unwrap_or(false);
+        if !locked {
+            return Ok(PassReport { skipped: true, ..Default::default() });
+        }
+    }
+    let groups = resource_group::Entity::find().all(&txn).await?;
+    let pending =
+        session::Entity::find().filter(session::Column::Status.eq(SessionStatus::Pending.as_str())).all(&txn).await?;
+
+    // Pending too long: cancelled.
+    let timeouts: HashMap<&str, i64> = groups
+        .iter()
+        .filter_map(|g| g.pending_timeout_seconds.filter(|t| *t > 0).map(|t| (g.name.as_str(), t)))
+        .collect();
+    let (expired, pending): (Vec<_>, Vec<_>) = pending.into_iter().partition(|s| {
+        timeouts.get(s.resource_group.as_str()).is_some_and(|t| (now - s.created_at).num_seconds() >= *t)
+    });
+    let mut report = PassReport { timed_out: expired.len(), ..Default::default() };
+    let mut entries = Vec::new();
+    let mut changes = Vec::new();
+    for s in expired {
+        entries.push(Entry {
+            session_id: s.id,
+            phase: "timeout",
+            from: Some(SessionStatus::Pending),
+            to: Some(SessionStatus::Cancelled),
+            result: "EXPIRED",
+            error_code: Some("PENDING_TIMEOUT".into()),
+            message: format!("pending longer than the pending timeout of resource group `{}`", s.resource_group),
+            sub_steps: json!([]),
+        });
+        changes.push(Change::new(s, SessionStatus::Cancelled, "PENDING_TIMEOUT".to_owned()));
+    }
+
+    let snapshot = load_snapshot(&txn, &groups, &pending).await?;
+    let decisions = scheduler::schedule(&snapshot);
+    let by_id: HashMap<Uuid, &session::Model> = pending.iter().map(|s| (s.id, s)).collect();
+    for d in decisions {
+        let Some(s) = by_id.get(&d.session) else { continue };
+        match d.outcome {
+            Outcome::Schedule { agents } => {
+                report.scheduled += 1;
+                entries.push(Entry {
+                    session_id: s.id,
+                    phase: "schedule",
+                    from: Some(SessionStatus::Pending),
+                    to: Some(SessionStatus::Scheduled),
+                    result: "SUCCESS",
+                    error_code: None,
+                    message: format!("scheduled on agent {}", agents.join(", ")),
+                    sub_steps: sub_steps(&d.checks),
+                });
+                let mut change = Change::new((*s).clone(), SessionStatus::Scheduled, None);
+                change.agent = agents.first().cloned();
+                changes.push(change);
+            }
+            Outcome::Wait { reasons, position } => {
+                report.waiting += 1;
+                let stored = Value::Array(reasons.iter().map(reason_json).collect());
+                let position = i32::try_from(position).ok();
+                if s.pending_reasons != stored || s.queue_position != position {
+                    session::Entity::update_many()
+                        .col_expr(session::Column::PendingReasons, Expr::value(stored))
+                        .col_expr(session::Column::QueuePosition, Expr::value(position))
+                        .filter(session::Column::Id.eq(s.id))
+                        .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
+                        .exec(&txn)
+                        .await?;
+                }
+                entries.push(Entry {
+                    session_id: s.id,
+                    phase: "schedule",
+                    from: Some(SessionStatus::Pending),
+                    to: Some(SessionStatus::Pending),
+                    result: "NEED_RETRY",
+                    error_code: reasons.first().map(|r| r.code.to_owned()),
+                    message: reasons.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; "),
+                    sub_steps: sub_steps(&d.checks),
+                });
+            }
+        }
+    }
+    let (_, events) = lifecycle::apply(&txn, changes, now).await?;
+    history::record(&txn, entries, now).await?;
+    txn.commit().await?;
+    bus.publish(events);
+    Ok(report)
+}
+
+async fn load_snapshot(
+    db: &impl sea_orm::ConnectionTrait,
+    groups: &[resource_group::Model],
+    pending: &[session::Model],
+) -> DomainResult<Snapshot> {
+    let agents = agent::Entity::find()
+        .filter(agent::Column::Status.eq("ALIVE"))
+        .filter(agent::Column::Schedulable.eq(true))
+        .all(db)
+        .await?;
+    let mut snapshot = Snapshot::default();
+    for g in groups {
+        let held = occupancy::occupied_per_agent(db, &g.name).await?;
+        let mut capacity = ResourceSlots::new();
+        let mut group_agents = Vec::new();
+        for a in agents.iter().filter(|a| a.resource_group == g.name) {
+            let cap = ResourceSlots::from_json(&a.available_slots)?;
+            capacity = capacity.add(&cap);
+            group_agents
+                .push(Agent { id: a.id.clone(), free: cap.sub(held.get(&a.id).unwrap_or(&ResourceSlots::new())) });
+        }
+        let group_pending = pending
+            .iter()
+            .filter(|s| s.resource_group == g.name)
+            .map(|s| {
+                let requested = ResourceSlots::from_json(&s.requested_slots)?;
+                let cluster = usize::try_from(s.cluster_size).unwrap_or(1).max(1);
+                Ok(PendingSession {
+                    id: s.id,
+                    owner: s.owner_id,
+                    keypair: s.keypair_id,
+                    project: s.project_id,
+                    domain: s.domain_id,
+                    priority: s.priority,
+                    created: s.created_at.timestamp_micros(),
+                    per_container: requested.scale(1.0 / cluster as f64),
+                    cluster_size: cluster,
+                })
+            })
+            .collect::<DomainResult<Vec<_>>>()?;
+        snapshot.groups.push(Group {
+            name: g.name.clone(),
+            strategy: SchedulerStrategy::parse(&g.scheduler).unwrap_or(SchedulerStrategy::Fifo),
+            agents: group_agents,
+            pending: group_pending,
+            capacity,
+        });
+    }
+    // Limits and usage of every keypair, project and domain with a pending session.
+    let used_kp = occupancy::occupied_by(db, UuidColumn::Keypair).await?;
+    let used_project = occupancy::occupied_by(db, UuidColumn::Project).await?;
+    let used_domain = occupancy::occupied_by(db, UuidColumn::Domain).await?;
+    let active = occupancy::active_by_keypair(db).await?;
+    let policies: HashMap<String, keypair_resource_policy::Model> =
+        keypair_resource_policy::Entity::find().all(db).await?.into_iter().map(|p| (p.name.clone(), p)).collect();
+    let kp_ids: Vec<Uuid> = pending.iter().map(|s| s.keypair_id).collect();
+    let project_ids: Vec<Uuid> = pending.iter().map(|s| s.project_id).collect();
+    let domain_ids: Vec<Uuid> = pending.iter().map(|s| s.domain_id).collect();
+    for kp in keypair::Entity::find().filter(keypair::Column::Id.is_in(dedup(kp_ids))).all(db).await? {
+        let Some(policy) = policies.get(&kp.resource_policy) else { continue };
+        snapshot.keypairs.insert(
+            kp.id,
+            KeypairQuota {
+                quota: Quota {
+                    limit: ResourceSlots::from_json(&policy.total_resource_slots)?,
+                    used: used_kp.get(&kp.id).cloned().unwrap_or_default(),
+                },
+                max_concurrent: u64::try_from(policy.max_concurrent_sessions).unwrap_or(0),
+                active: active.get(&kp.id).copied().unwrap_or(0),
+            },
+        );
+    }
+    for p in project::Entity::find().filter(project::Column::Id.is_in(dedup(project_ids))).all(db).await? {
+        let quota = Quota {
+            limit: ResourceSlots::from_json(&p.total_resource_slots)?,
+            used: used_project.get(&p.id).cloned().unwrap_or_default(),
+        };
+        snapshot.projects.insert(p.id, quota);
+    }
+    for d in domain::Entity::find().filter(domain::Column::Id.is_in(dedup(domain_ids))).all(db).await? {
+        let quota = Quota {
+            limit: ResourceSlots::from_json(&d.total_resource_slots)?,
+            used: used_domain.get(&d.id).cloned().unwrap_or_default(),
+        };
+        snapshot.domains.insert(d.id, quota);
+    }
+    snapshot.owner_usage = occupancy::occupied_by_group_owner(db).await?;
+    Ok(snapshot)
+}
+
+fn dedup(mut ids: Vec<Uuid>) -> Vec<Uuid> {
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// Runs passes until the process ends: at once when woken by an event (a launch, a
+/// termination, a session ending), else every `interval`.
+pub async fn run(db: DatabaseConnection, bus: EventBus, interval: Duration) {
+    let mut events = bus.subscribe();
+    loop {
+        match pass(&db, &bus).await {
+            Ok(r) if r.scheduled + r.timed_out > 0 => {
+                tracing::debug!(
+                    scheduled = r.scheduled,
+                    waiting = r.waiting,
+                    timed_out = r.timed_out,
+                    "scheduling pass"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = ?e, "scheduling pass failed"),
+        }
+        let deadline = tokio::time::sleep(interval);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                woke = events.recv() => match woke {
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    // Lagging only means many events: one pass serves them all.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                    // New work, or resources freed: pass now. Other steps change nothing here.
+                    Ok(e) if e.to == SessionStatus::Pending || e.to.is_terminal() => break,
+                    Ok(_) => {}
+                },
+                () = &mut deadline => break,
+            }
+        }
+        // Let a burst (a batch launch, a mass termination) settle, then drain it.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        while events.try_recv().is_ok() {}
+    }
+}
