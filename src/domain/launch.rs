@@ -24,6 +24,7 @@ use super::slots::ResourceSlots;
 use super::status::{SessionResult, SessionStatus};
 use super::visibility;
 use super::{DomainError, DomainResult, InputProblem, clock};
+use super::{scheduler, scheduling};
 
 pub const NAME_MIN: usize = 4;
 pub const NAME_MAX: usize = 64;
@@ -644,15 +645,34 @@ pub async fn check(
             other => Err(other),
         };
     }
-    let ask = occupancy::Ask {
-        group: &plan.resource_group.name,
-        per_container: &plan.per_container,
-        requested: &plan.requested,
-        cluster_size: usize::try_from(plan.input.cluster_size).unwrap_or(1),
-        count: plan.names.len(),
-    };
-    let reasons = occupancy::launch_blockers(db, viewer, &plan.project, &ask).await?;
-    Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now: reasons.is_empty(), pending_reasons: reasons })
+    // The new sessions, queued behind what is pending, as the scheduler would see them.
+    let created = clock::now().timestamp_micros();
+    let extra: Vec<scheduler::PendingSession> = (0..plan.names.len())
+        .map(|i| scheduler::PendingSession {
+            id: Uuid::new_v4(),
+            owner: viewer.user_id,
+            keypair: viewer.keypair_id,
+            project: plan.project.id,
+            domain: plan.project.domain_id,
+            priority: plan.input.priority,
+            created: created + i as i64,
+            per_container: plan.per_container.clone(),
+            cluster_size: usize::try_from(plan.input.cluster_size).unwrap_or(1),
+        })
+        .collect();
+    let decisions = scheduling::dry_run(db, &plan.resource_group.name, extra).await?;
+    let mut reasons: Vec<occupancy::PendingReason> = Vec::new();
+    for d in &decisions {
+        if let scheduler::Outcome::Wait { reasons: r, .. } = &d.outcome {
+            for reason in r {
+                if !reasons.contains(reason) {
+                    reasons.push(reason.clone());
+                }
+            }
+        }
+    }
+    let fits_now = decisions.iter().all(|d| matches!(d.outcome, scheduler::Outcome::Schedule { .. }));
+    Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now, pending_reasons: reasons })
 }
 
 /// One outcome of a termination request.

@@ -4,15 +4,12 @@
 
 use std::collections::HashMap;
 
-use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, Statement, Value};
+use sea_orm::{ConnectionTrait, DbBackend, Statement, Value};
 use uuid::Uuid;
 
-use entity::{agent, domain, keypair_resource_policy, project, session};
-
-use super::auth::Viewer;
+use super::DomainResult;
 use super::slots::ResourceSlots;
 use super::status::SessionStatus;
-use super::{DomainError, DomainResult};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LimitLayer {
@@ -150,107 +147,6 @@ pub fn quota_failures(
         .collect()
 }
 
-/// Places `containers` containers of `per_container` on agents with room (least loaded
-/// that fits first), updating `free`. Whether all fit.
-pub fn place(free: &mut [(String, ResourceSlots)], per_container: &ResourceSlots, containers: usize) -> bool {
-    for _ in 0..containers {
-        let best = free
-            .iter_mut()
-            .filter(|(_, f)| per_container.fits_in(f, false))
-            .max_by(|a, b| a.1.get("cpu").total_cmp(&b.1.get("cpu")).then_with(|| b.0.cmp(&a.0)));
-        match best {
-            Some((_, f)) => *f = f.sub(per_container),
-            None => return false,
-        }
-    }
-    true
-}
-
-/// A request to place: `count` sessions of `cluster_size` containers of `per_container`
-/// (`requested` per session).
-pub struct Ask<'a> {
-    pub group: &'a str,
-    pub per_container: &'a ResourceSlots,
-    pub requested: &'a ResourceSlots,
-    pub cluster_size: usize,
-    pub count: usize,
-}
-
-/// Why the sessions of `ask` could not all start now: every failing check, empty when they
-/// would.
-pub async fn launch_blockers(
-    db: &impl ConnectionTrait,
-    viewer: &Viewer,
-    project: &project::Model,
-    ask: &Ask<'_>,
-) -> DomainResult<Vec<PendingReason>> {
-    let Ask { group, per_container, requested, cluster_size, count } = *ask;
-    let total = requested.scale(count as f64);
-    let mut reasons = Vec::new();
-    let policy = keypair_resource_policy::Entity::find_by_id(viewer.resource_policy.clone()).one(db).await?;
-    if let Some(policy) = &policy {
-        let limit = ResourceSlots::from_json(&policy.total_resource_slots)?;
-        let used = occupied(db, &Holder::Keypair(viewer.keypair_id)).await?;
-        reasons.extend(quota_failures(LimitLayer::Keypair, &limit, &used, &total));
-    }
-    let limit = ResourceSlots::from_json(&project.total_resource_slots)?;
-    let used = occupied(db, &Holder::Project(project.id)).await?;
-    reasons.extend(quota_failures(LimitLayer::Project, &limit, &used, &total));
-    let dom = domain::Entity::find_by_id(project.domain_id)
-        .one(db)
-        .await?
-        .ok_or_else(|| DomainError::invariant(format!("project {} without domain", project.id)))?;
-    let limit = ResourceSlots::from_json(&dom.total_resource_slots)?;
-    let used = occupied(db, &Holder::Domain(dom.id)).await?;
-    reasons.extend(quota_failures(LimitLayer::Domain, &limit, &used, &total));
-    if let Some(policy) = &policy {
-        let active = session::Entity::find()
-            .filter(session::Column::KeypairId.eq(viewer.keypair_id))
-            .filter(
-                session::Column::Status
-                    .is_in(SessionStatus::ALL.iter().filter(|s| s.is_occupying()).map(|s| s.as_str())),
-            )
-            .count(db)
-            .await?;
-        let limit = u64::try_from(policy.max_concurrent_sessions).unwrap_or(0);
-        if active + count as u64 > limit {
-            reasons.push(PendingReason {
-                code: "CONCURRENCY_LIMIT",
-                message: format!("your keypair may run {limit} sessions at once; {active} are running"),
-                layer: Some(LimitLayer::Keypair),
-                slot: None,
-                requested: Some(count as f64),
-                remaining: Some(limit.saturating_sub(active) as f64),
-            });
-        }
-    }
-    let agents = agent::Entity::find()
-        .filter(agent::Column::ResourceGroup.eq(group))
-        .filter(agent::Column::Status.eq("ALIVE"))
-        .filter(agent::Column::Schedulable.eq(true))
-        .all(db)
-        .await?;
-    let held = occupied_per_agent(db, group).await?;
-    let mut free = agents
-        .iter()
-        .map(|a| {
-            let cap = ResourceSlots::from_json(&a.available_slots)?;
-            Ok((a.id.clone(), cap.sub(held.get(&a.id).unwrap_or(&ResourceSlots::new()))))
-        })
-        .collect::<DomainResult<Vec<_>>>()?;
-    if !place(&mut free, per_container, cluster_size * count) {
-        reasons.push(PendingReason {
-            code: "NO_CAPACITY",
-            message: format!("no agent of resource group `{group}` has room for this request now"),
-            layer: Some(LimitLayer::ResourceGroup),
-            slot: None,
-            requested: None,
-            remaining: None,
-        });
-    }
-    Ok(reasons)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,17 +159,6 @@ mod tests {
         let f = quota_failures(LimitLayer::Project, &limit, &used, &extra);
         assert_eq!(f.len(), 1, "cpu fits, mem is unlimited, the accelerator does not fit");
         assert_eq!((f[0].slot.as_deref(), f[0].requested, f[0].remaining), (Some("cuda.device"), Some(1.0), Some(0.0)));
-    }
-
-    #[test]
-    fn placement_never_overcommits() {
-        let mut free = vec![
-            ("a".to_owned(), ResourceSlots::from_pairs([("cpu", 4.0)])),
-            ("b".to_owned(), ResourceSlots::from_pairs([("cpu", 2.0)])),
-        ];
-        let one = ResourceSlots::from_pairs([("cpu", 2.0)]);
-        assert!(place(&mut free, &one, 3));
-        assert!(!place(&mut free, &one, 1));
     }
 }
 

@@ -107,7 +107,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
         changes.push(Change::new(s, SessionStatus::Cancelled, "PENDING_TIMEOUT".to_owned()));
     }
 
-    let snapshot = load_snapshot(&txn, &groups, &pending).await?;
+    let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
     let decisions = scheduler::schedule(&snapshot);
     let by_id: HashMap<Uuid, &session::Model> = pending.iter().map(|s| (s.id, s)).collect();
     for d in decisions {
@@ -162,10 +162,29 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
     Ok(report)
 }
 
+/// What the scheduler would decide now for `extra` sessions of `group`, queued behind the
+/// sessions already pending there: the dry run of a launch, by the code that schedules.
+pub async fn dry_run(
+    db: &DatabaseConnection,
+    group: &str,
+    extra: Vec<PendingSession>,
+) -> DomainResult<Vec<scheduler::Decision>> {
+    let groups: Vec<_> = resource_group::Entity::find().filter(resource_group::Column::Name.eq(group)).all(db).await?;
+    let pending = session::Entity::find()
+        .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
+        .filter(session::Column::ResourceGroup.eq(group))
+        .all(db)
+        .await?;
+    let ids: Vec<Uuid> = extra.iter().map(|s| s.id).collect();
+    let snapshot = load_snapshot(db, &groups, &pending, extra).await?;
+    Ok(scheduler::schedule(&snapshot).into_iter().filter(|d| ids.contains(&d.session)).collect())
+}
+
 async fn load_snapshot(
     db: &impl sea_orm::ConnectionTrait,
     groups: &[resource_group::Model],
     pending: &[session::Model],
+    extra: Vec<PendingSession>,
 ) -> DomainResult<Snapshot> {
     let agents = agent::Entity::find()
         .filter(agent::Column::Status.eq("ALIVE"))
@@ -183,7 +202,7 @@ async fn load_snapshot(
             group_agents
                 .push(Agent { id: a.id.clone(), free: cap.sub(held.get(&a.id).unwrap_or(&ResourceSlots::new())) });
         }
-        let group_pending = pending
+        let mut group_pending = pending
             .iter()
             .filter(|s| s.resource_group == g.name)
             .map(|s| {
@@ -202,6 +221,9 @@ async fn load_snapshot(
                 })
             })
             .collect::<DomainResult<Vec<_>>>()?;
+        if extra_group(&g.name, groups) {
+            group_pending.extend(extra.iter().cloned());
+        }
         snapshot.groups.push(Group {
             name: g.name.clone(),
             strategy: SchedulerStrategy::parse(&g.scheduler).unwrap_or(SchedulerStrategy::Fifo),
@@ -217,9 +239,9 @@ async fn load_snapshot(
     let active = occupancy::active_by_keypair(db).await?;
     let policies: HashMap<String, keypair_resource_policy::Model> =
         keypair_resource_policy::Entity::find().all(db).await?.into_iter().map(|p| (p.name.clone(), p)).collect();
-    let kp_ids: Vec<Uuid> = pending.iter().map(|s| s.keypair_id).collect();
-    let project_ids: Vec<Uuid> = pending.iter().map(|s| s.project_id).collect();
-    let domain_ids: Vec<Uuid> = pending.iter().map(|s| s.domain_id).collect();
+    let kp_ids: Vec<Uuid> = pending.iter().map(|s| s.keypair_id).chain(extra.iter().map(|s| s.keypair)).collect();
+    let project_ids: Vec<Uuid> = pending.iter().map(|s| s.project_id).chain(extra.iter().map(|s| s.project)).collect();
+    let domain_ids: Vec<Uuid> = pending.iter().map(|s| s.domain_id).chain(extra.iter().map(|s| s.domain)).collect();
     for kp in keypair::Entity::find().filter(keypair::Column::Id.is_in(dedup(kp_ids))).all(db).await? {
         let Some(policy) = policies.get(&kp.resource_policy) else { continue };
         snapshot.keypairs.insert(
@@ -250,6 +272,11 @@ async fn load_snapshot(
     }
     snapshot.owner_usage = occupancy::occupied_by_group_owner(db).await?;
     Ok(snapshot)
+}
+
+/// Hypothetical sessions go to the one group a dry run loads.
+fn extra_group(name: &str, groups: &[resource_group::Model]) -> bool {
+    groups.len() == 1 && groups[0].name == name
 }
 
 fn dedup(mut ids: Vec<Uuid>) -> Vec<Uuid> {
