@@ -13,6 +13,7 @@ pub mod launch;
 pub mod lifecycle;
 pub mod model;
 pub mod occupancy;
+pub mod panels;
 pub mod runtime;
 pub mod scheduler;
 pub mod scheduling;

@@ -45,10 +45,28 @@ pub struct PendingReason {
 /// Whose occupancy to sum.
 #[derive(Clone, Debug)]
 pub enum Holder {
+    Owner(Uuid),
+    OwnerInGroup(Uuid, String),
     Keypair(Uuid),
     Project(Uuid),
     Domain(Uuid),
     ResourceGroup(String),
+}
+
+impl Holder {
+    /// The SQL condition on `sessions s`, with its parameters.
+    fn condition(&self) -> (String, Vec<Value>) {
+        match self {
+            Holder::Owner(id) => ("s.owner_id = ?".into(), vec![(*id).into()]),
+            Holder::OwnerInGroup(id, g) => {
+                ("(s.owner_id = ? AND s.resource_group = ?)".into(), vec![(*id).into(), g.clone().into()])
+            }
+            Holder::Keypair(id) => ("s.keypair_id = ?".into(), vec![(*id).into()]),
+            Holder::Project(id) => ("s.project_id = ?".into(), vec![(*id).into()]),
+            Holder::Domain(id) => ("s.domain_id = ?".into(), vec![(*id).into()]),
+            Holder::ResourceGroup(g) => ("s.resource_group = ?".into(), vec![g.clone().into()]),
+        }
+    }
 }
 
 fn occupying_sql() -> String {
@@ -57,33 +75,62 @@ fn occupying_sql() -> String {
     format!("({})", list.join(", "))
 }
 
-/// The slots held by `holder`'s sessions, in one aggregate statement.
-pub async fn occupied(db: &impl ConnectionTrait, holder: &Holder) -> DomainResult<ResourceSlots> {
-    let (column, value): (&str, Value) = match holder {
-        Holder::Keypair(id) => ("keypair_id", (*id).into()),
-        Holder::Project(id) => ("project_id", (*id).into()),
-        Holder::Domain(id) => ("domain_id", (*id).into()),
-        Holder::ResourceGroup(name) => ("resource_group", name.clone().into()),
-    };
+/// What each of `holders` holds, in one aggregate statement (one conditional sum per
+/// holder), in the order given.
+pub async fn occupied(db: &impl ConnectionTrait, holders: &[Holder]) -> DomainResult<Vec<ResourceSlots>> {
+    if holders.is_empty() {
+        return Ok(Vec::new());
+    }
     let backend = db.get_database_backend();
-    let sql = match backend {
-        DbBackend::Postgres => format!(
-            "SELECT j.key AS slot, SUM(j.value::float8) AS amount FROM sessions s, jsonb_each_text(s.occupied_slots) j \
-             WHERE s.status IN {} AND s.{column} = $1 GROUP BY j.key",
-            occupying_sql()
-        ),
-        _ => format!(
-            "SELECT j.key AS slot, TOTAL(j.value) AS amount FROM sessions s, json_each(s.occupied_slots) j \
-             WHERE s.status IN {} AND s.{column} = ? GROUP BY j.key",
-            occupying_sql()
-        ),
+    // SQLite's TOTAL is always a float (SUM of integers is an integer).
+    let (sum, value) = match backend {
+        DbBackend::Postgres => ("SUM", "j.value::float8"),
+        _ => ("TOTAL", "j.value"),
     };
-    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, [value])).await?;
-    let mut out = ResourceSlots::new();
+    let mut values: Vec<Value> = Vec::new();
+    let mut sums = Vec::new();
+    let mut any = Vec::new();
+    let conditions: Vec<(String, Vec<Value>)> = holders.iter().map(Holder::condition).collect();
+    for (i, (cond, params)) in conditions.iter().enumerate() {
+        sums.push(format!("{sum}(CASE WHEN {cond} THEN {value} ELSE 0 END) AS h{i}"));
+        values.extend(params.iter().cloned());
+    }
+    for (cond, params) in &conditions {
+        any.push(cond.clone());
+        values.extend(params.iter().cloned());
+    }
+    let each = match backend {
+        DbBackend::Postgres => "jsonb_each_text(s.occupied_slots)",
+        _ => "json_each(s.occupied_slots)",
+    };
+    let mut sql = format!(
+        "SELECT j.key AS slot, {} FROM sessions s, {each} j WHERE s.status IN {} AND ({}) GROUP BY j.key",
+        sums.join(", "),
+        occupying_sql(),
+        any.join(" OR ")
+    );
+    if backend == DbBackend::Postgres {
+        // Number the placeholders as PostgreSQL wants them.
+        let mut n = 0;
+        sql = sql.split('?').enumerate().fold(String::new(), |mut acc, (i, part)| {
+            if i > 0 {
+                n += 1;
+                acc.push_str(&format!("${n}"));
+            }
+            acc.push_str(part);
+            acc
+        });
+    }
+    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
+    let mut out = vec![ResourceSlots::new(); holders.len()];
     for r in rows {
         let slot: String = r.try_get("", "slot")?;
-        let amount: f64 = r.try_get("", "amount")?;
-        out.set(&slot, amount);
+        for (i, slots) in out.iter_mut().enumerate() {
+            let amount: Option<f64> = r.try_get("", &format!("h{i}"))?;
+            if let Some(a) = amount.filter(|a| *a != 0.0) {
+                slots.set(&slot, a);
+            }
+        }
     }
     Ok(out)
 }

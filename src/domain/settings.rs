@@ -1,14 +1,14 @@
 //! Per-user settings of the Sessions page: which resource panel shows, and the session
 //! table's columns (order and visibility).
 
-use sea_orm::{ConnectionTrait, EntityTrait};
+use sea_orm::{ConnectionTrait, EntityTrait, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use entity::user_setting;
 
-use super::DomainResult;
 use super::model::{ResourcePanelView, SessionColumnKey};
+use super::{DomainError, DomainResult, InputProblem, clock};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColumnSetting {
@@ -73,6 +73,74 @@ pub async fn user_settings(db: &impl ConnectionTrait, user_id: Uuid) -> DomainRe
         resource_panel_view: ResourcePanelView::parse(&row.resource_panel_view).unwrap_or(ResourcePanelView::MyTotal),
         session_list_columns: columns_from_json(&row.session_list_columns),
     })
+}
+
+async fn save(db: &impl ConnectionTrait, user_id: Uuid, settings: &UserSettings) -> DomainResult<()> {
+    use sea_orm::sea_query::OnConflict;
+    user_setting::Entity::insert(user_setting::ActiveModel {
+        user_id: Set(user_id),
+        resource_panel_view: Set(settings.resource_panel_view.as_str().to_owned()),
+        session_list_columns: Set(columns_to_json(&settings.session_list_columns)),
+        updated_at: Set(clock::now()),
+    })
+    .on_conflict(
+        OnConflict::column(user_setting::Column::UserId)
+            .update_columns([
+                user_setting::Column::ResourcePanelView,
+                user_setting::Column::SessionListColumns,
+                user_setting::Column::UpdatedAt,
+            ])
+            .to_owned(),
+    )
+    .exec_without_returning(db)
+    .await?;
+    Ok(())
+}
+
+/// Chooses the resource panel the page shows.
+pub async fn set_resource_panel_view(
+    db: &impl ConnectionTrait,
+    user_id: Uuid,
+    view: ResourcePanelView,
+) -> DomainResult<UserSettings> {
+    let mut settings = user_settings(db, user_id).await?;
+    settings.resource_panel_view = view;
+    save(db, user_id, &settings).await?;
+    Ok(settings)
+}
+
+/// Sets the session table's columns from the full ordered list the settings dialog sends.
+/// A column given twice, or NAME hidden, is refused; columns left out are appended hidden
+/// in default order.
+pub async fn update_session_list_columns(
+    db: &impl ConnectionTrait,
+    user_id: Uuid,
+    columns: &[ColumnSetting],
+) -> DomainResult<UserSettings> {
+    let mut problems = Vec::new();
+    for (i, c) in columns.iter().enumerate() {
+        if columns[..i].iter().any(|o| o.column == c.column) {
+            problems.push(InputProblem::new(
+                "DUPLICATE_COLUMN",
+                Some(format!("columns[{i}]")),
+                format!("{} is given twice", c.column),
+            ));
+        }
+        if c.column == SessionColumnKey::Name && !c.visible {
+            problems.push(InputProblem::new(
+                "NAME_ALWAYS_VISIBLE",
+                Some(format!("columns[{i}]")),
+                "the NAME column cannot be hidden",
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(DomainError::BadInput(problems));
+    }
+    let mut settings = user_settings(db, user_id).await?;
+    settings.session_list_columns = complete_columns(columns.iter().copied());
+    save(db, user_id, &settings).await?;
+    Ok(settings)
 }
 
 #[cfg(test)]

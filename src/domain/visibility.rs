@@ -132,3 +132,23 @@ pub async fn visible_launch_group(
 pub fn launch_group_scope(group: &launch_group::Model) -> Condition {
     Condition::all().add(session::Column::LaunchGroupId.eq(group.id))
 }
+
+/// The resource groups a visible project may use, its default (first) first.
+pub async fn project_resource_groups(
+    db: &impl ConnectionTrait,
+    viewer: &Viewer,
+    project_id: Uuid,
+) -> DomainResult<Vec<entity::resource_group::Model>> {
+    use entity::{resource_group, resource_group_project};
+    let project = visible_project(db, viewer, project_id).await?;
+    let links = resource_group_project::Entity::find()
+        .filter(resource_group_project::Column::ProjectId.eq(project.id))
+        .order_by_asc(resource_group_project::Column::Position)
+        .all(db)
+        .await?;
+    let groups = resource_group::Entity::find()
+        .filter(resource_group::Column::Name.is_in(links.iter().map(|l| l.resource_group.clone())))
+        .all(db)
+        .await?;
+    Ok(links.iter().filter_map(|l| groups.iter().find(|g| g.name == l.resource_group).cloned()).collect())
+}

@@ -11,6 +11,7 @@ pub mod resource;
 pub mod scalars;
 pub mod scheduling;
 pub mod session;
+pub mod settings;
 pub mod viewer;
 
 use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema, SchemaBuilder};
@@ -23,10 +24,16 @@ pub const MAX_DEPTH: usize = 24;
 pub const MAX_COMPLEXITY: usize = 20_000;
 
 #[derive(MergedObject, Default)]
-pub struct Query(viewer::ViewerQuery, node::NodeQuery, session::SessionQuery, launch::LaunchQuery);
+pub struct Query(
+    viewer::ViewerQuery,
+    node::NodeQuery,
+    session::SessionQuery,
+    launch::LaunchQuery,
+    resource::ResourceQuery,
+);
 
 #[derive(MergedObject, Default)]
-pub struct Mutation(launch::LaunchMutation);
+pub struct Mutation(launch::LaunchMutation, settings::SettingsMutation);
 
 pub type AppSchema = Schema<Query, Mutation, EmptySubscription>;
 

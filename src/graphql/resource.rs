@@ -1,12 +1,14 @@
 //! Resource groups, images and limit layers as the API shows them.
 
-use async_graphql::{Enum, Object};
+use async_graphql::{Context, Enum, ID, Object, SimpleObject};
 
-use crate::domain::model;
 use crate::domain::slots::ResourceSlots as Slots;
+use crate::domain::{model, occupancy, panels, visibility};
 
+use super::context::{db, viewer};
 use super::errors::ApiResult;
-use super::session::{SessionType, SlotAmount};
+use super::session::{SessionType, SlotAmount, project_uuid};
+use super::viewer::ResourcePanelView;
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::model::SchedulerStrategy")]
@@ -82,5 +84,101 @@ impl Image {
     /// Applications a running session offers, e.g. jupyter, terminal.
     async fn apps(&self) -> Vec<String> {
         strings(&self.0.apps)
+    }
+}
+
+impl From<occupancy::LimitLayer> for LimitLayer {
+    fn from(l: occupancy::LimitLayer) -> Self {
+        match l {
+            occupancy::LimitLayer::Keypair => Self::Keypair,
+            occupancy::LimitLayer::Project => Self::Project,
+            occupancy::LimitLayer::Domain => Self::Domain,
+            occupancy::LimitLayer::ResourceGroup => Self::ResourceGroup,
+        }
+    }
+}
+
+/// One layer's figures for a slot. `limit: null` is unlimited.
+#[derive(SimpleObject)]
+pub struct LayerUsage {
+    pub layer: LimitLayer,
+    pub limit: Option<f64>,
+    pub used: f64,
+    pub remaining: Option<f64>,
+}
+
+/// A slot of the panel: what is used, and what remains under the strictest layer.
+#[derive(SimpleObject)]
+pub struct SlotUsage {
+    pub slot: String,
+    pub used: f64,
+    /// `used + remaining`; null when every layer is unlimited.
+    pub limit: Option<f64>,
+    pub remaining: Option<f64>,
+    /// The layer that leaves the least.
+    pub binding_layer: Option<LimitLayer>,
+    pub layers: Vec<LayerUsage>,
+}
+
+#[derive(SimpleObject)]
+pub struct ResourcePanel {
+    pub view: ResourcePanelView,
+    pub resource_group: Option<String>,
+    pub slots: Vec<SlotUsage>,
+}
+
+#[derive(Default)]
+pub struct ResourceQuery;
+
+#[Object]
+impl ResourceQuery {
+    /// The resource summary panel of the Sessions page. `resourceGroup` defaults to the
+    /// project's first allowed group (MY_TOTAL spans every group).
+    async fn resource_panel(
+        &self,
+        ctx: &Context<'_>,
+        project_id: ID,
+        view: ResourcePanelView,
+        resource_group: Option<String>,
+    ) -> ApiResult<ResourcePanel> {
+        let panel = panels::resource_panel(
+            db(ctx)?,
+            viewer(ctx)?,
+            project_uuid(&project_id)?,
+            view.into(),
+            resource_group.as_deref(),
+        )
+        .await?;
+        Ok(ResourcePanel {
+            view: panel.view.into(),
+            resource_group: panel.resource_group,
+            slots: panel
+                .slots
+                .into_iter()
+                .map(|s| SlotUsage {
+                    slot: s.slot,
+                    used: s.used,
+                    limit: s.limit,
+                    remaining: s.remaining,
+                    binding_layer: s.binding_layer.map(Into::into),
+                    layers: s
+                        .layers
+                        .into_iter()
+                        .map(|l| LayerUsage {
+                            layer: l.layer.into(),
+                            limit: l.limit,
+                            used: l.used,
+                            remaining: l.remaining,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// The resource groups a project may use, its default first.
+    async fn resource_groups(&self, ctx: &Context<'_>, project_id: ID) -> ApiResult<Vec<ResourceGroup>> {
+        let groups = visibility::project_resource_groups(db(ctx)?, viewer(ctx)?, project_uuid(&project_id)?).await?;
+        Ok(groups.into_iter().map(ResourceGroup).collect())
     }
 }

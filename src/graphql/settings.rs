@@ -1,0 +1,39 @@
+//! The viewer's page settings: which resource panel shows, and the session table's columns.
+
+use async_graphql::{Context, InputObject, Object};
+
+use crate::domain::settings::{self, ColumnSetting};
+
+use super::context::{db, viewer};
+use super::errors::ApiResult;
+use super::viewer::{ResourcePanelView, SessionColumnKey, UserSettings};
+
+/// One column in the order the table should show it.
+#[derive(InputObject)]
+pub struct SessionColumnInput {
+    pub column: SessionColumnKey,
+    pub visible: bool,
+}
+
+#[derive(Default)]
+pub struct SettingsMutation;
+
+#[Object]
+impl SettingsMutation {
+    /// Chooses the resource panel the Sessions page shows.
+    async fn set_resource_panel_view(&self, ctx: &Context<'_>, view: ResourcePanelView) -> ApiResult<UserSettings> {
+        Ok(UserSettings(settings::set_resource_panel_view(db(ctx)?, viewer(ctx)?.user_id, view.into()).await?))
+    }
+
+    /// Sets the session table's columns: the full list in display order. A column given
+    /// twice or NAME hidden is refused; columns left out are appended hidden.
+    async fn update_session_list_columns(
+        &self,
+        ctx: &Context<'_>,
+        columns: Vec<SessionColumnInput>,
+    ) -> ApiResult<UserSettings> {
+        let columns: Vec<ColumnSetting> =
+            columns.into_iter().map(|c| ColumnSetting { column: c.column.into(), visible: c.visible }).collect();
+        Ok(UserSettings(settings::update_session_list_columns(db(ctx)?, viewer(ctx)?.user_id, &columns).await?))
+    }
+}
