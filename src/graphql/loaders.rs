@@ -31,7 +31,10 @@ pub type Loaders = DataLoader<DbLoader, HashMapCache>;
 const MAX_BATCH: usize = 1000;
 
 pub fn loaders(db: DatabaseConnection) -> Loaders {
-    DataLoader::with_cache(DbLoader { db }, tokio::spawn, HashMapCache::default()).max_batch_size(MAX_BATCH)
+    // No batching window: list pages prefetch (see above), so waiting only adds latency.
+    DataLoader::with_cache(DbLoader { db }, tokio::spawn, HashMapCache::default())
+        .max_batch_size(MAX_BATCH)
+        .delay(std::time::Duration::ZERO)
 }
 
 /// Loads, for all `rows` at once, each relation the query selects on them.
