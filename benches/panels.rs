@@ -43,8 +43,11 @@ async fn main() {
     println!("|---|---|---|---|---|");
     for backend in ["sqlite", "postgres"] {
         let (url, _dir) = database(backend).await;
-        let (mut db, _) = open_database(&DbArgs { database_url: url, db_max_connections: 8 }, true).await.expect("open");
-        generate(&db, &GenerateOptions { sessions: 100_000, seed: 1, now: sessiond::domain::clock::now() }).await.expect("generate");
+        let (mut db, _) =
+            open_database(&DbArgs { database_url: url, db_max_connections: 8 }, true).await.expect("open");
+        generate(&db, &GenerateOptions { sessions: 100_000, seed: 1, now: sessiond::domain::clock::now() })
+            .await
+            .expect("generate");
         if backend == "postgres" {
             db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
         }

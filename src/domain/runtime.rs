@@ -167,16 +167,16 @@ impl Runtime for SimulatedRuntime {
         use SessionStatus::*;
         let now = clock::now();
         let driven = [Scheduled, Preparing, Pulling, Prepared, Creating, Running, Terminating];
-        let txn = super::begin_write(db).await?;
+        // Read first, outside any transaction: most ticks find nothing due and take no lock.
         let sessions = session::Entity::find()
             .filter(session::Column::Status.is_in(driven.iter().map(|s| s.as_str())))
-            .all(&txn)
+            .all(db)
             .await?;
         if sessions.is_empty() {
             return Ok(0);
         }
         let pulled: HashMap<String, Vec<String>> = agent::Entity::find()
-            .all(&txn)
+            .all(db)
             .await?
             .into_iter()
             .map(|a| {
@@ -191,13 +191,13 @@ impl Runtime for SimulatedRuntime {
             })
             .collect();
         let policies: HashMap<String, Option<i64>> = keypair_resource_policy::Entity::find()
-            .all(&txn)
+            .all(db)
             .await?
             .into_iter()
             .map(|p| (p.name, p.max_session_lifetime_seconds))
             .collect();
         let lifetimes: HashMap<uuid::Uuid, Option<i64>> = keypair::Entity::find()
-            .all(&txn)
+            .all(db)
             .await?
             .into_iter()
             .map(|k| (k.id, policies.get(&k.resource_policy).copied().flatten()))
@@ -214,6 +214,12 @@ impl Runtime for SimulatedRuntime {
                 plans.push((s, next));
             }
         }
+        if changes.is_empty() {
+            return Ok(0);
+        }
+        // The updates are guarded by the status read above: a session that moved meanwhile
+        // (terminated by its owner, driven by another replica) is left alone.
+        let txn = super::begin_write(db).await?;
         let (applied, events) = lifecycle::apply(&txn, changes, now).await?;
         let mut logs = Vec::new();
         let mut entries = Vec::new();

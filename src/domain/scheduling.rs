@@ -64,6 +64,12 @@ fn sub_steps(checks: &[Check]) -> Value {
 /// One pass over every resource group.
 pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassReport> {
     let now = clock::now();
+    // Nothing pending: nothing to decide, and no write lock to take.
+    let waiting =
+        session::Entity::find().filter(session::Column::Status.eq(SessionStatus::Pending.as_str())).one(db).await?;
+    if waiting.is_none() {
+        return Ok(PassReport::default());
+    }
     let txn = super::begin_write(db).await?;
     if txn.get_database_backend() == DbBackend::Postgres {
         let row = txn

@@ -217,6 +217,19 @@ async fn a_failed_start_is_an_error(mut app: TestApp) {
     assert_eq!(s["schedulingHistory"]["edges"][0]["node"]["errorCode"], "START_FAILED");
 }
 
+async fn the_lifetime_limit_ends_sessions(mut app: TestApp) {
+    app.db
+        .execute_unprepared("UPDATE keypair_resource_policies SET max_session_lifetime_seconds = 1")
+        .await
+        .expect("policy");
+    app.start_workers();
+    let id = launch(&app, "demo-alice", input("short-lived", 1.0)).await;
+    let s = wait_status(&app, "demo-alice", &id, "TERMINATED").await;
+    assert_eq!(s["statusInfo"], "max_session_lifetime exceeded");
+    let p = path(&s);
+    assert_eq!(p[p.len() - 3..], ["RUNNING".to_owned(), "TERMINATING".to_owned(), "TERMINATED".to_owned()]);
+}
+
 async fn a_restart_resumes_mid_start(app: TestApp) {
     // No workers yet: one scheduling pass by hand leaves the session SCHEDULED.
     let id = launch(&app, "demo-alice", input("resume-me", 1.0)).await;
@@ -252,5 +265,6 @@ db_tests!(
     ending_a_session_frees_room_for_the_next,
     pending_too_long_is_cancelled,
     a_failed_start_is_an_error,
+    the_lifetime_limit_ends_sessions,
     a_restart_resumes_mid_start,
 );
