@@ -11,12 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use axum::body::Body;
-use axum::http::Request;
-use http_body_util::BodyExt;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use sessiond::config::{DbArgs, HttpLimits};
 use sessiond::domain::events::EventBus;
@@ -35,18 +31,10 @@ async fn launch(router: &axum::Router, name: &str, n: i64) -> Value {
         "name": name, "image": "python:3.12",
         "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": 1u64 << 30}],
     });
-    let req = Request::post("/graphql")
-        .header("content-type", "application/json")
-        .header("authorization", "Bearer demo-alice")
-        .body(Body::from(json!({"query": LAUNCH, "variables": {"i": input, "n": n}}).to_string()))
-        .expect("request");
-    let resp = router.clone().oneshot(req).await.expect("response");
-    let v: Value = serde_json::from_slice(&resp.into_body().collect().await.expect("body").to_bytes()).expect("json");
-    assert!(v.get("errors").is_none(), "{v}");
-    v
+    graphql(router, "demo-alice", LAUNCH, json!({"i": input, "n": n})).await
 }
 
-use support::{database, median};
+use support::{database, graphql, median};
 
 #[tokio::main]
 async fn main() {

@@ -7,12 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use axum::body::Body;
-use axum::http::Request;
-use http_body_util::BodyExt;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use sessiond::config::{DbArgs, HttpLimits};
 use sessiond::domain::generate::{GenerateOptions, generate};
@@ -20,21 +16,14 @@ use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 use sessiond::http::{AppState, app};
 use sessiond::server::open_database;
-use support::{database, median};
+use support::{database, graphql, median};
 
 const PANEL: &str = "query($p: ID!, $view: ResourcePanelView!) {
   resourcePanel(projectId: $p, view: $view) { resourceGroup slots { slot used limit remaining bindingLayer layers { layer limit used remaining } } }
 }";
 
 async fn post(router: &axum::Router, vars: &Value) {
-    let req = Request::post("/graphql")
-        .header("content-type", "application/json")
-        .header("authorization", "Bearer demo-alice")
-        .body(Body::from(json!({"query": PANEL, "variables": vars}).to_string()))
-        .expect("request");
-    let resp = router.clone().oneshot(req).await.expect("response");
-    let v: Value = serde_json::from_slice(&resp.into_body().collect().await.expect("body").to_bytes()).expect("json");
-    assert!(v.get("errors").is_none(), "{v}");
+    graphql(router, "demo-alice", PANEL, vars.clone()).await;
 }
 
 #[tokio::main]

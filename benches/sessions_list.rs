@@ -12,12 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use axum::body::Body;
-use axum::http::Request;
-use http_body_util::BodyExt;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use sessiond::config::{DbArgs, HttpLimits};
 use sessiond::domain::generate::{GenerateOptions, generate};
@@ -41,19 +37,10 @@ const PAGE: &str = "query($p: ID!, $scope: SessionScope, $after: String, $count:
 const RUNS: usize = 200;
 
 async fn post(router: &axum::Router, token: &str, vars: &Value) -> Value {
-    let req = Request::post("/graphql")
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {token}"))
-        .body(Body::from(json!({"query": PAGE, "variables": vars}).to_string()))
-        .expect("request");
-    let resp = router.clone().oneshot(req).await.expect("response");
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    let v: Value = serde_json::from_slice(&bytes).expect("json");
-    assert!(v.get("errors").is_none(), "{v}");
-    v
+    graphql(router, token, PAGE, vars.clone()).await
 }
 
-use support::{database, median};
+use support::{database, graphql, median};
 
 #[tokio::main]
 async fn main() {

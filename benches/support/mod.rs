@@ -6,7 +6,12 @@ mod pg;
 
 use std::time::Duration;
 
+use axum::body::Body;
+use axum::http::Request;
+use http_body_util::BodyExt;
 use sea_orm::{ConnectionTrait, Database};
+use serde_json::{Value, json};
+use tower::ServiceExt;
 
 /// A fresh, empty database URL: a temporary SQLite file, or a new database on the
 /// PostgreSQL server the tests use (`TEST_DATABASE_URL` or a throwaway cluster).
@@ -29,4 +34,17 @@ pub async fn database(backend: &str) -> (String, Option<tempfile::TempDir>) {
 pub fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs[xs.len() / 2]
+}
+
+/// POSTs a GraphQL request as `token` through the router; a response with errors panics.
+pub async fn graphql(router: &axum::Router, token: &str, query: &str, variables: Value) -> Value {
+    let req = Request::post("/graphql")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Body::from(json!({"query": query, "variables": variables}).to_string()))
+        .expect("request");
+    let resp = router.clone().oneshot(req).await.expect("response");
+    let v: Value = serde_json::from_slice(&resp.into_body().collect().await.expect("body").to_bytes()).expect("json");
+    assert!(v.get("errors").is_none(), "{v}");
+    v
 }

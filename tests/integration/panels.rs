@@ -1,20 +1,17 @@
 //! The resource panels (each limit layer binding in turn, unlimited layers, figures equal
 //! to sums over the session list) and the per-user page settings.
 
-use chrono::Utc;
 use rand::{Rng, SeedableRng};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
+use sea_orm::{ActiveModelTrait, ConnectionTrait};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use entity::session;
-use sessiond::domain::ids::stable_id;
-use sessiond::domain::seed::{demo_project_id, demo_user_id};
+use sessiond::domain::seed::demo_project_id;
 use sessiond::domain::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, encode};
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes};
+use crate::support::{TestApp, error_codes, session_row};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -29,41 +26,10 @@ async fn hold(app: &TestApp, email: &str, project: &str, status: SessionStatus, 
     if gpu > 0.0 {
         slots["cuda.device"] = json!(gpu);
     }
-    let now = Utc::now();
-    session::ActiveModel {
-        id: Set(Uuid::new_v4()),
-        name: Set(format!("held-{}", Uuid::new_v4().simple())),
-        session_type: Set("INTERACTIVE".into()),
-        status: Set(status.as_str().into()),
-        status_info: Set(None),
-        result: Set("UNDEFINED".into()),
-        exit_code: Set(None),
-        owner_id: Set(demo_user_id(email)),
-        keypair_id: Set(stable_id("keypair", email)),
-        project_id: Set(demo_project_id(project)),
-        domain_id: Set(stable_id("domain", project.split('/').next().expect("domain"))),
-        resource_group: Set(if project.starts_with("other") { "other" } else { "default" }.into()),
-        image: Set("python:3.12".into()),
-        requested_slots: Set(slots.clone()),
-        occupied_slots: Set(if status == SessionStatus::Pending { json!({}) } else { slots }),
-        cluster_size: Set(1),
-        environment: Set(json!([])),
-        startup_command: Set(None),
-        batch_timeout_seconds: Set(None),
-        priority: Set(0),
-        agent_id: Set(None),
-        launch_group_id: Set(None),
-        pending_reasons: Set(json!([])),
-        created_at: Set(now),
-        scheduled_at: Set(None),
-        started_at: Set(None),
-        terminated_at: Set(status.is_terminal().then_some(now)),
-        status_changed_at: Set(now),
-        queue_position: Set(None),
-    }
-    .insert(&app.db)
-    .await
-    .expect("insert a session");
+    session_row(email, project, &format!("held-{}", Uuid::new_v4().simple()), status.as_str(), slots)
+        .insert(&app.db)
+        .await
+        .expect("insert a session");
 }
 
 const PANEL: &str = "query($p: ID!, $view: ResourcePanelView!, $g: String) {

@@ -2,16 +2,14 @@
 //! that a database failure never reaches a client as text.
 
 use axum::http::StatusCode;
-use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryOrder, Set, SqlErr};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use entity::{agent, domain, image, keypair, project, project_member, resource_group, session, slot_type, user};
-use sessiond::domain::seed::{demo_project_id, demo_user_id};
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes};
+use crate::support::{TestApp, error_codes, session_row};
 
 const TABLES: &[&str] = &[
     "domains",
@@ -79,39 +77,7 @@ async fn demo_seed_is_idempotent(app: TestApp) {
 }
 
 fn new_session(name: &str, status: &str) -> session::ActiveModel {
-    let alice = demo_user_id("alice@example.com");
-    let now = Utc::now();
-    session::ActiveModel {
-        id: Set(Uuid::new_v4()),
-        name: Set(name.to_owned()),
-        session_type: Set("INTERACTIVE".into()),
-        status: Set(status.into()),
-        status_info: Set(None),
-        result: Set("UNDEFINED".into()),
-        exit_code: Set(None),
-        owner_id: Set(alice),
-        keypair_id: Set(sessiond::domain::ids::stable_id("keypair", "alice@example.com")),
-        project_id: Set(demo_project_id("default/default")),
-        domain_id: Set(sessiond::domain::ids::stable_id("domain", "default")),
-        resource_group: Set("default".into()),
-        image: Set("python:3.12".into()),
-        requested_slots: Set(json!({"cpu": 1, "mem": 1073741824_i64})),
-        occupied_slots: Set(json!({})),
-        cluster_size: Set(1),
-        environment: Set(json!([])),
-        startup_command: Set(None),
-        batch_timeout_seconds: Set(None),
-        priority: Set(0),
-        agent_id: Set(None),
-        launch_group_id: Set(None),
-        pending_reasons: Set(json!([])),
-        created_at: Set(now),
-        scheduled_at: Set(None),
-        started_at: Set(None),
-        terminated_at: Set(None),
-        status_changed_at: Set(now),
-        queue_position: Set(None),
-    }
+    session_row("alice@example.com", "default/default", name, status, json!({"cpu": 1, "mem": 1073741824_i64}))
 }
 
 async fn live_session_names_are_unique_per_owner(app: TestApp) {

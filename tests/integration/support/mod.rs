@@ -170,6 +170,46 @@ impl Drop for TestApp {
     }
 }
 
+/// A session row of the demo user `email` in the demo project `project` (`domain/name`),
+/// requesting `slots` and holding them unless it is PENDING, for tests that need sessions
+/// in a given state without driving them there.
+pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: Value) -> entity::session::ActiveModel {
+    use sea_orm::Set;
+    use sessiond::domain::ids::stable_id;
+    let now = chrono::Utc::now();
+    entity::session::ActiveModel {
+        id: Set(uuid::Uuid::new_v4()),
+        name: Set(name.to_owned()),
+        session_type: Set("INTERACTIVE".into()),
+        status: Set(status.into()),
+        status_info: Set(None),
+        result: Set("UNDEFINED".into()),
+        exit_code: Set(None),
+        owner_id: Set(sessiond::domain::seed::demo_user_id(email)),
+        keypair_id: Set(stable_id("keypair", email)),
+        project_id: Set(sessiond::domain::seed::demo_project_id(project)),
+        domain_id: Set(stable_id("domain", project.split('/').next().unwrap_or(project))),
+        resource_group: Set(if project.starts_with("other/") { "other" } else { "default" }.into()),
+        image: Set("python:3.12".into()),
+        requested_slots: Set(slots.clone()),
+        occupied_slots: Set(if status == "PENDING" { json!({}) } else { slots }),
+        cluster_size: Set(1),
+        environment: Set(json!([])),
+        startup_command: Set(None),
+        batch_timeout_seconds: Set(None),
+        priority: Set(0),
+        agent_id: Set(None),
+        launch_group_id: Set(None),
+        pending_reasons: Set(json!([])),
+        created_at: Set(now),
+        scheduled_at: Set(None),
+        started_at: Set(None),
+        terminated_at: Set(["TERMINATED", "CANCELLED", "ERROR"].contains(&status).then_some(now)),
+        status_changed_at: Set(now),
+        queue_position: Set(None),
+    }
+}
+
 /// The codes of a response's errors, in order.
 pub fn error_codes(resp: &Value) -> Vec<String> {
     resp["errors"]
