@@ -82,8 +82,9 @@ pub struct ServeArgs {
     pub http: HttpLimits,
     #[command(flatten)]
     pub timings: Timings,
-    /// Most sessions one "Launch Multiple Sessions" may create.
-    #[arg(long, env = "SESSIOND_MAX_LAUNCH_COUNT", default_value_t = DEFAULT_MAX_LAUNCH_COUNT, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// Most sessions one "Launch Multiple Sessions" may create (at most 1000: one batch is
+    /// one insert statement per table).
+    #[arg(long, env = "SESSIOND_MAX_LAUNCH_COUNT", default_value_t = DEFAULT_MAX_LAUNCH_COUNT, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_launch_count: u32,
 }
 

@@ -349,7 +349,8 @@ pub async fn validate(
             )
         }));
     }
-    let requested = per_container.scale(f64::from(input.cluster_size));
+    let requested = per_container;
+    let per_container = requested.scale(1.0 / f64::from(input.cluster_size.max(1)));
     Ok(Plan { project, image, resource_group, per_container, requested, names, input: input.clone() })
 }
 
@@ -365,8 +366,9 @@ pub struct Launched {
     pub sessions: Vec<session::Model>,
 }
 
-fn stored_result(l: &Launched) -> Value {
+fn stored_result(l: &Launched, batch: bool) -> Value {
     json!({
+        "batch": batch,
         "launchGroupId": l.launch_group.as_ref().map(|g| g.id),
         "sessionIds": l.sessions.iter().map(|s| s.id).collect::<Vec<_>>(),
     })
@@ -385,15 +387,27 @@ async fn replay(db: &impl ConnectionTrait, stored: &Value) -> DomainResult<Launc
     Ok(Launched { launch_group, sessions })
 }
 
+/// The result of an earlier launch with this key, if it is recent enough. A key first used
+/// for a single launch cannot replay a batch launch, or the reverse.
 async fn remembered(
     db: &impl ConnectionTrait,
     viewer: &Viewer,
     key: &str,
+    batch: bool,
     now: DateTime<Utc>,
 ) -> DomainResult<Option<Launched>> {
     let row = idempotency_key::Entity::find_by_id((viewer.user_id, key.to_owned())).one(db).await?;
     match row {
-        Some(r) if now - r.created_at < IDEMPOTENCY_RETENTION => Ok(Some(replay(db, &r.response).await?)),
+        Some(r) if now - r.created_at < IDEMPOTENCY_RETENTION => {
+            if r.response["batch"].as_bool() != Some(batch) {
+                return Err(DomainError::bad_input(
+                    "IDEMPOTENCY_KEY_REUSED",
+                    Some("input.idempotencyKey".to_owned()),
+                    "this idempotency key was used for another kind of launch",
+                ));
+            }
+            Ok(Some(replay(db, &r.response).await?))
+        }
         _ => Ok(None),
     }
 }
@@ -409,23 +423,19 @@ pub async fn launch(
 ) -> DomainResult<Launched> {
     let now = clock::now();
     if let Some(key) = input.idempotency_key.as_deref()
-        && let Some(previous) = remembered(db, viewer, key, now).await?
+        && let Some(previous) = remembered(db, viewer, key, count.is_some(), now).await?
     {
         return Ok(previous);
     }
     let plan = validate(db, viewer, input, count, max_count).await?;
-    let outcome = match admissible(db, viewer, &plan).await {
-        Ok(()) => write(db, viewer, &plan, count.is_some(), now).await,
-        Err(DomainError::NameTaken(name)) => Err(WriteError::Taken(name)),
-        Err(e) => Err(WriteError::Other(e)),
-    };
+    let outcome = write(db, viewer, &plan, count.is_some(), now).await;
     let (launched, events) = match outcome {
         Ok(done) => done,
         Err(WriteError::Taken(name)) => {
             // Another request won: maybe a retry with the same idempotency key, which must
             // get that request's result; otherwise the name is taken.
             if let Some(key) = input.idempotency_key.as_deref()
-                && let Some(previous) = remembered(db, viewer, key, now).await?
+                && let Some(previous) = remembered(db, viewer, key, count.is_some(), now).await?
             {
                 return Ok(previous);
             }
@@ -506,6 +516,22 @@ async fn write(
     now: DateTime<Utc>,
 ) -> Result<(Launched, Vec<SessionEvent>), WriteError> {
     let txn = super::begin_write(db).await?;
+    // The admission checks count this keypair's sessions: serialise launches of one keypair
+    // (SQLite's write lock already does; PostgreSQL takes a transaction-scoped lock).
+    if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        let key = i64::from_be_bytes(viewer.keypair_id.as_bytes()[..8].try_into().unwrap_or([0; 8]));
+        txn.execute_raw(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            "SELECT pg_advisory_xact_lock($1)",
+            [key.into()],
+        ))
+        .await?;
+    }
+    match admissible(&txn, viewer, plan).await {
+        Ok(()) => {}
+        Err(DomainError::NameTaken(name)) => return Err(WriteError::Taken(name)),
+        Err(e) => return Err(WriteError::Other(e)),
+    }
     if plan.input.idempotency_key.is_some() {
         // Expired keys go first, so that an old key can be used again.
         idempotency_key::Entity::delete_many()
@@ -593,7 +619,7 @@ async fn write(
         idempotency_key::Entity::insert(idempotency_key::ActiveModel {
             user_id: Set(viewer.user_id),
             key: Set(key.clone()),
-            response: Set(stored_result(&launched)),
+            response: Set(stored_result(&launched, batch)),
             created_at: Set(now),
         })
         .exec_without_returning(&txn)
@@ -704,34 +730,57 @@ pub async fn terminate(
         .filter(|s| visibility::may_see_session(viewer, s.owner_id, s.domain_id))
         .map(|s| (s.id, s))
         .collect();
-    let mut changes = Vec::new();
-    for s in visible.values() {
+    // A session may move between the read and the update (the scheduler, the runtime):
+    // then the change is worked out again from where it now is.
+    let target = |s: &session::Model| -> DomainResult<Option<SessionStatus>> {
         let status = SessionStatus::parse(&s.status)
             .ok_or_else(|| DomainError::invariant(format!("stored status {}", s.status)))?;
-        let to = match status {
+        Ok(match status {
             SessionStatus::Pending => Some(SessionStatus::Cancelled),
             s if s.is_terminal() => None,
             SessionStatus::Terminating if !force => None,
             _ if force => Some(SessionStatus::Terminated),
             _ => Some(SessionStatus::Terminating),
-        };
-        if let Some(to) = to {
-            let reason = if force { "force-terminated" } else { "user-requested" };
-            changes.push(Change::new(s.clone(), to, reason.to_owned()));
+        })
+    };
+    let reason = if force { "force-terminated" } else { "user-requested" };
+    let mut current = visible;
+    let mut changed: BTreeSet<Uuid> = BTreeSet::new();
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        let mut changes = Vec::new();
+        for s in current.values().filter(|s| !changed.contains(&s.id)) {
+            if let Some(to) = target(s)? {
+                changes.push(Change::new(s.clone(), to, reason.to_owned()));
+            }
+        }
+        if changes.is_empty() {
+            break;
+        }
+        let (applied, more) = lifecycle::apply(&txn, changes, now).await?;
+        events.extend(more);
+        let mut moved = false;
+        for a in applied {
+            match a {
+                Applied::Changed(s) => {
+                    changed.insert(s.id);
+                    current.insert(s.id, s);
+                }
+                Applied::Moved(s) => {
+                    moved = true;
+                    current.insert(s.id, s);
+                }
+            }
+        }
+        if !moved {
+            break;
         }
     }
-    let (applied, events) = lifecycle::apply(&txn, changes, now).await?;
     txn.commit().await?;
     bus.publish(events);
 
-    let mut after: HashMap<Uuid, (bool, session::Model)> =
-        visible.into_iter().map(|(id, s)| (id, (false, s))).collect();
-    for a in applied {
-        match a {
-            Applied::Changed(s) => after.insert(s.id, (true, s)),
-            Applied::Moved(s) => after.insert(s.id, (false, s)),
-        };
-    }
+    let after: HashMap<Uuid, (bool, session::Model)> =
+        current.into_iter().map(|(id, s)| (id, (changed.contains(&id), s))).collect();
     Ok(ids
         .iter()
         .map(|id| match id.and_then(|id| after.get(&id)) {

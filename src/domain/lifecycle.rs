@@ -69,11 +69,16 @@ pub enum Applied {
 
 /// Applies `changes` inside the caller's transaction. Each update is guarded by the status
 /// the change was computed from, so a concurrent change is detected, not overwritten.
+///
+/// Rows are updated in session-id order, whoever calls, so that two transactions changing
+/// the same sessions lock them in the same order and cannot deadlock. `Applied` comes back
+/// in that order too.
 pub async fn apply(
     txn: &impl ConnectionTrait,
-    changes: Vec<Change>,
+    mut changes: Vec<Change>,
     now: DateTime<Utc>,
 ) -> DomainResult<(Vec<Applied>, Vec<SessionEvent>)> {
+    changes.sort_by_key(|c| c.session.id);
     let mut applied = Vec::with_capacity(changes.len());
     let mut rows = Vec::new();
     let mut changed = Vec::new();

@@ -121,7 +121,7 @@ impl SimulatedRuntime {
                 let started = s.started_at.unwrap_or(s.status_changed_at);
                 let ran = now - started;
                 if let Some(limit) = lifetime.filter(|l| *l > 0)
-                    && ran >= TimeDelta::seconds(limit)
+                    && ran >= TimeDelta::try_seconds(limit).unwrap_or(TimeDelta::MAX)
                 {
                     return Some(Next {
                         to: Terminating,
@@ -135,7 +135,7 @@ impl SimulatedRuntime {
                     return None;
                 }
                 let run = delta(self.batch_run);
-                match s.batch_timeout_seconds.map(TimeDelta::seconds) {
+                match s.batch_timeout_seconds.and_then(TimeDelta::try_seconds) {
                     Some(timeout) if timeout < run && ran >= timeout => Some(Next {
                         to: Terminated,
                         reason: Some("batch timeout".to_owned()),

@@ -193,8 +193,9 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                     });
                 }
                 placement => {
-                    if placement.is_none() {
-                        // Head-of-line: the rest of the band waits behind it.
+                    if placement.is_none() && quota_ok {
+                        // Head-of-line: the rest of the band waits behind it. A session that
+                        // may not start anyway (over a quota) blocks nobody.
                         blocked = true;
                     }
                     decisions.push(wait(&s, &group_name, checks));
@@ -340,28 +341,16 @@ fn quota_checks(state: &Snapshot, s: &PendingSession) -> Vec<Check> {
     ]
 }
 
-/// One agent per container: the least loaded agent (most free CPU) that fits, agents
-/// updated as containers are placed; `None` when some container fits nowhere.
+/// The agent a session goes to: the least loaded one (most free CPU) with room for all of
+/// its containers. Clusters are single-node: every container on that agent, so that the
+/// agent's occupancy is exactly what the session holds.
 fn place(agents: &[Agent], s: &PendingSession) -> Option<Vec<String>> {
-    if s.cluster_size == 1 {
-        // The common case, without copying the agents.
-        let best = agents
-            .iter()
-            .filter(|a| s.per_container.fits_in(&a.free, false))
-            .max_by(|a, b| a.free.get("cpu").total_cmp(&b.free.get("cpu")).then_with(|| b.id.cmp(&a.id)))?;
-        return Some(vec![best.id.clone()]);
-    }
-    let mut free: Vec<(String, ResourceSlots)> = agents.iter().map(|a| (a.id.clone(), a.free.clone())).collect();
-    let mut chosen = Vec::with_capacity(s.cluster_size);
-    for _ in 0..s.cluster_size {
-        let (id, f) = free
-            .iter_mut()
-            .filter(|(_, f)| s.per_container.fits_in(f, false))
-            .max_by(|a, b| a.1.get("cpu").total_cmp(&b.1.get("cpu")).then_with(|| b.0.cmp(&a.0)))?;
-        *f = f.sub(&s.per_container);
-        chosen.push(id.clone());
-    }
-    Some(chosen)
+    let total = s.requested();
+    let best = agents
+        .iter()
+        .filter(|a| total.fits_in(&a.free, false))
+        .max_by(|a, b| a.free.get("cpu").total_cmp(&b.free.get("cpu")).then_with(|| b.id.cmp(&a.id)))?;
+    Some(vec![best.id.clone(); s.cluster_size])
 }
 
 fn allocate(state: &mut Snapshot, g: usize, s: &PendingSession, agents: &[String], group: &str) {
@@ -522,12 +511,31 @@ mod tests {
     }
 
     #[test]
-    fn clusters_place_one_container_per_slot_of_room() {
+    fn a_cluster_goes_to_one_agent_with_room_for_all_of_it() {
         let mut big = session(1, 1, 2.0, 1);
         big.cluster_size = 3;
-        let d = schedule(&snapshot(SchedulerStrategy::Fifo, &[("a", 4.0), ("b", 2.0)], vec![big]));
+        let d = schedule(&snapshot(SchedulerStrategy::Fifo, &[("a", 4.0), ("b", 4.0)], vec![big.clone()]));
+        assert_eq!(codes(&d[0]), ["NO_CAPACITY"], "6 CPUs fit no single agent");
+        let d = schedule(&snapshot(SchedulerStrategy::Fifo, &[("a", 4.0), ("b", 6.0)], vec![big]));
         let Outcome::Schedule { agents } = &d[0].outcome else { panic!("scheduled") };
-        assert_eq!(agents.len(), 3);
+        assert_eq!(agents, &["b", "b", "b"]);
+    }
+
+    #[test]
+    fn a_session_over_its_quota_blocks_nobody_even_without_room() {
+        let mut snap =
+            snapshot(SchedulerStrategy::Fifo, &[("a", 2.0)], vec![session(1, 1, 4.0, 1), session(2, 2, 2.0, 2)]);
+        snap.keypairs.insert(
+            uuid(101),
+            KeypairQuota {
+                quota: Quota { limit: ResourceSlots::from_pairs([("cpu", 1.0)]), used: ResourceSlots::new() },
+                max_concurrent: 10,
+                active: 0,
+            },
+        );
+        let d = schedule(&snap);
+        assert_eq!(codes(&d[0]), ["QUOTA_EXCEEDED", "NO_CAPACITY"]);
+        assert_eq!(scheduled(&d), [uuid(2)]);
     }
 
     #[test]

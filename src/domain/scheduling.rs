@@ -96,20 +96,26 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
     let (expired, pending): (Vec<_>, Vec<_>) = pending.into_iter().partition(|s| {
         timeouts.get(s.resource_group.as_str()).is_some_and(|t| (now - s.created_at).num_seconds() >= *t)
     });
-    let mut report = PassReport { timed_out: expired.len(), ..Default::default() };
+    let mut report = PassReport::default();
+    // Entries of status changes are recorded only for the changes that happen.
+    let mut change_entries: HashMap<Uuid, Entry> = HashMap::new();
     let mut entries = Vec::new();
     let mut changes = Vec::new();
+    let mut waits = Vec::new();
     for s in expired {
-        entries.push(Entry {
-            session_id: s.id,
-            phase: "timeout",
-            from: Some(SessionStatus::Pending),
-            to: Some(SessionStatus::Cancelled),
-            result: "EXPIRED",
-            error_code: Some("PENDING_TIMEOUT".into()),
-            message: format!("pending longer than the pending timeout of resource group `{}`", s.resource_group),
-            sub_steps: json!([]),
-        });
+        change_entries.insert(
+            s.id,
+            Entry {
+                session_id: s.id,
+                phase: "timeout",
+                from: Some(SessionStatus::Pending),
+                to: Some(SessionStatus::Cancelled),
+                result: "EXPIRED",
+                error_code: Some("PENDING_TIMEOUT".into()),
+                message: format!("pending longer than the pending timeout of resource group `{}`", s.resource_group),
+                sub_steps: json!([]),
+            },
+        );
         changes.push(Change::new(s, SessionStatus::Cancelled, "PENDING_TIMEOUT".to_owned()));
     }
 
@@ -120,17 +126,19 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
         let Some(s) = by_id.get(&d.session) else { continue };
         match d.outcome {
             Outcome::Schedule { agents } => {
-                report.scheduled += 1;
-                entries.push(Entry {
-                    session_id: s.id,
-                    phase: "schedule",
-                    from: Some(SessionStatus::Pending),
-                    to: Some(SessionStatus::Scheduled),
-                    result: "SUCCESS",
-                    error_code: None,
-                    message: format!("scheduled on agent {}", agents.join(", ")),
-                    sub_steps: sub_steps(&d.checks),
-                });
+                change_entries.insert(
+                    s.id,
+                    Entry {
+                        session_id: s.id,
+                        phase: "schedule",
+                        from: Some(SessionStatus::Pending),
+                        to: Some(SessionStatus::Scheduled),
+                        result: "SUCCESS",
+                        error_code: None,
+                        message: format!("scheduled on agent {}", agents.join(", ")),
+                        sub_steps: sub_steps(&d.checks),
+                    },
+                );
                 let mut change = Change::new((*s).clone(), SessionStatus::Scheduled, None);
                 change.agent = agents.first().cloned();
                 changes.push(change);
@@ -140,13 +148,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                 let stored = Value::Array(reasons.iter().map(reason_json).collect());
                 let position = i32::try_from(position).ok();
                 if s.pending_reasons != stored || s.queue_position != position {
-                    session::Entity::update_many()
-                        .col_expr(session::Column::PendingReasons, Expr::value(stored))
-                        .col_expr(session::Column::QueuePosition, Expr::value(position))
-                        .filter(session::Column::Id.eq(s.id))
-                        .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
-                        .exec(&txn)
-                        .await?;
+                    waits.push((s.id, stored, position));
                 }
                 entries.push(Entry {
                     session_id: s.id,
@@ -161,7 +163,28 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
             }
         }
     }
-    let (_, events) = lifecycle::apply(&txn, changes, now).await?;
+    // Rows in id order, as every writer does, so concurrent transactions cannot deadlock.
+    waits.sort_by_key(|w| w.0);
+    for (id, stored, position) in waits {
+        session::Entity::update_many()
+            .col_expr(session::Column::PendingReasons, Expr::value(stored))
+            .col_expr(session::Column::QueuePosition, Expr::value(position))
+            .filter(session::Column::Id.eq(id))
+            .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
+            .exec(&txn)
+            .await?;
+    }
+    let (applied, events) = lifecycle::apply(&txn, changes, now).await?;
+    for a in applied {
+        if let lifecycle::Applied::Changed(s) = a {
+            if s.status == SessionStatus::Scheduled.as_str() {
+                report.scheduled += 1;
+            } else {
+                report.timed_out += 1;
+            }
+            entries.extend(change_entries.remove(&s.id));
+        }
+    }
     history::record(&txn, entries, now).await?;
     txn.commit().await?;
     bus.publish(events);

@@ -445,11 +445,18 @@ fn micros_to_time(us: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(us).unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
+/// Instants a cursor may carry: years 1900 to 9999, which both databases hold.
+fn plausible_micros(us: i64) -> Option<DateTime<Utc>> {
+    const MIN: i64 = -2_208_988_800_000_000; // 1900-01-01
+    const MAX: i64 = 253_402_300_799_000_000; // 9999-12-31
+    (MIN..=MAX).contains(&us).then(|| DateTime::from_timestamp_micros(us)).flatten()
+}
+
 /// The cursor's value of a key as an SQL value of the key's type.
 fn bind(field: SessionOrderField, v: &serde_json::Value) -> Option<Value> {
     use SessionOrderField::*;
     match field {
-        CreatedAt | TerminatedAt => v.as_i64().and_then(DateTime::from_timestamp_micros).map(Value::from),
+        CreatedAt | TerminatedAt => v.as_i64().and_then(plausible_micros).map(Value::from),
         Name => v.as_str().map(|s| Value::from(s.to_owned())),
         Status | Type => v.as_i64().and_then(|n| i32::try_from(n).ok()).map(Value::from),
         Elapsed => v.as_i64().map(Value::from),
@@ -514,7 +521,7 @@ impl Cursor {
         if cursor.o != signature {
             return Err(bad("the cursor belongs to another ordering; start again from the first page"));
         }
-        if cursor.k.len() != signature.split(',').count() {
+        if cursor.k.len() != signature.split(',').count() || cursor.now.is_some_and(|n| plausible_micros(n).is_none()) {
             return Err(bad("malformed cursor"));
         }
         Ok(cursor)

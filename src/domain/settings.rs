@@ -75,7 +75,14 @@ pub async fn user_settings(db: &impl ConnectionTrait, user_id: Uuid) -> DomainRe
     })
 }
 
-async fn save(db: &impl ConnectionTrait, user_id: Uuid, settings: &UserSettings) -> DomainResult<()> {
+/// Writes the settings; on an existing row only `changed` is updated, so that two changes
+/// of different settings made at once both stay.
+async fn save(
+    db: &impl ConnectionTrait,
+    user_id: Uuid,
+    settings: &UserSettings,
+    changed: user_setting::Column,
+) -> DomainResult<()> {
     use sea_orm::sea_query::OnConflict;
     user_setting::Entity::insert(user_setting::ActiveModel {
         user_id: Set(user_id),
@@ -85,11 +92,7 @@ async fn save(db: &impl ConnectionTrait, user_id: Uuid, settings: &UserSettings)
     })
     .on_conflict(
         OnConflict::column(user_setting::Column::UserId)
-            .update_columns([
-                user_setting::Column::ResourcePanelView,
-                user_setting::Column::SessionListColumns,
-                user_setting::Column::UpdatedAt,
-            ])
+            .update_columns([changed, user_setting::Column::UpdatedAt])
             .to_owned(),
     )
     .exec_without_returning(db)
@@ -105,7 +108,7 @@ pub async fn set_resource_panel_view(
 ) -> DomainResult<UserSettings> {
     let mut settings = user_settings(db, user_id).await?;
     settings.resource_panel_view = view;
-    save(db, user_id, &settings).await?;
+    save(db, user_id, &settings, user_setting::Column::ResourcePanelView).await?;
     Ok(settings)
 }
 
@@ -139,7 +142,7 @@ pub async fn update_session_list_columns(
     }
     let mut settings = user_settings(db, user_id).await?;
     settings.session_list_columns = complete_columns(columns.iter().copied());
-    save(db, user_id, &settings).await?;
+    save(db, user_id, &settings, user_setting::Column::SessionListColumns).await?;
     Ok(settings)
 }
 

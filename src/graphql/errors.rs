@@ -135,11 +135,11 @@ pub fn finalize_errors(errors: &mut [ServerError], request_id: &str) {
 fn classify_uncoded(err: &ServerError) -> &'static str {
     let msg = err.message.as_str();
     let limit = ["nested too deep", "too complex", "recursion depth", "too many"];
-    if limit.iter().any(|needle| msg.contains(needle)) {
-        LIMIT_EXCEEDED
-    } else if err.path.is_empty()
-        || ["Failed to parse", "Invalid value", "Expected input type"].iter().any(|p| msg.starts_with(p))
-    {
+    if err.path.is_empty() {
+        // Nothing ran: the request itself was refused.
+        if limit.iter().any(|needle| msg.contains(needle)) { LIMIT_EXCEEDED } else { BAD_USER_INPUT }
+    } else if ["Failed to parse", "Expected input type"].iter().any(|p| msg.starts_with(p)) {
+        // async-graphql's own argument coercion, while resolving.
         BAD_USER_INPUT
     } else {
         INTERNAL

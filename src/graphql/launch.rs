@@ -12,7 +12,9 @@ use super::context::{db, viewer};
 use super::errors::{ApiResult, code_of};
 use super::ids::{NodeKind, decode_uuid, encode};
 use super::resource::{Image, LimitLayer};
-use super::session::{PendingReason, Session, SessionConnection, SessionType, project_uuid, session_connection};
+use super::session::{
+    PendingReason, Session, SessionConnection, SessionType, page_complexity, project_uuid, session_connection,
+};
 
 pub struct LaunchGroup(pub entity::launch_group::Model);
 
@@ -32,6 +34,7 @@ impl LaunchGroup {
         self.0.created_at
     }
     /// The group's sessions, newest first.
+    #[graphql(complexity = "page_complexity(first, child_complexity)")]
     async fn sessions(
         &self,
         ctx: &Context<'_>,

@@ -21,7 +21,9 @@ use crate::domain::events::EventBus;
 
 /// Deep enough for GraphiQL's introspection query (~13 levels) with room to spare.
 pub const MAX_DEPTH: usize = 24;
-pub const MAX_COMPLEXITY: usize = 20_000;
+/// Room for a 500-session page with every field but the detail-panel ones
+/// (`schedulingHistory`, `logs`), which a query may select for about 100 sessions.
+pub const MAX_COMPLEXITY: usize = 60_000;
 
 #[derive(MergedObject, Default)]
 pub struct Query(

@@ -350,7 +350,9 @@ impl Session {
     async fn queue_position(&self) -> ApiResult<Option<i32>> {
         Ok(if parse_status(&self.0.status)? == DomStatus::Pending { self.0.queue_position } else { None })
     }
-    /// Scheduling decisions, newest first.
+    /// Scheduling decisions, newest first. For the detail panel: costly in long lists (it
+    /// is not batched), so a query may ask for it on about 100 sessions at once.
+    #[graphql(complexity = "DETAIL_COST + child_complexity")]
     async fn scheduling_history(
         &self,
         ctx: &Context<'_>,
@@ -389,7 +391,9 @@ impl Session {
             .map(|name| SessionApp { name: name.to_owned(), url: None })
             .collect())
     }
-    /// The last `tail` log lines (1–1000), oldest first.
+    /// The last `tail` log lines (1–1000), oldest first. For the detail panel, like
+    /// `schedulingHistory`.
+    #[graphql(complexity = "DETAIL_COST")]
     async fn logs(
         &self,
         ctx: &Context<'_>,
@@ -416,6 +420,16 @@ impl Session {
         lines.reverse();
         Ok(lines)
     }
+}
+
+/// The complexity of a field no list page should select for hundreds of sessions.
+pub const DETAIL_COST: usize = 500;
+
+/// A page of sessions costs its size times what each session selects. A size over the
+/// maximum counts as the maximum: the resolver refuses it with BAD_USER_INPUT.
+pub fn page_complexity(size: Option<i32>, per_session: usize) -> usize {
+    let size = size.map_or(dom::DEFAULT_PAGE_SIZE, |n| u64::try_from(n).unwrap_or(0).min(dom::MAX_PAGE_SIZE)) as usize;
+    size.max(1).saturating_mul(per_session).saturating_add(1)
 }
 
 pub fn elapsed_seconds(s: &session::Model, now: DateTime<Utc>) -> i64 {
@@ -526,6 +540,7 @@ impl SessionQuery {
     /// Sessions of a project: the caller's own (MINE) or everyone's (PROJECT, for
     /// administrators). Newest first unless `orderBy` says otherwise; ties by id.
     #[allow(clippy::too_many_arguments)]
+    #[graphql(complexity = "page_complexity(first.or(last), child_complexity)")]
     async fn sessions(
         &self,
         ctx: &Context<'_>,

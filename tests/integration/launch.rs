@@ -308,6 +308,10 @@ async fn an_idempotent_retry_creates_nothing(app: TestApp) {
     }
     assert_eq!(groups.len(), 1, "every retry answers with the first launch");
     assert_eq!(session_count(&app).await, 4);
+    // A key used for a single launch does not replay a batch.
+    let resp = app.gql(Some("demo-alice"), LAUNCH_MANY, json!({"i": i, "n": 2})).await;
+    assert_eq!(error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
+    assert_eq!(resp["errors"][0]["extensions"]["field"], "input.idempotencyKey");
     // The key is the user's: another user with the same key launches their own.
     let resp = app.gql(Some("demo-bob"), LAUNCH, json!({"i": i})).await;
     assert_ne!(resp["data"]["launchSession"]["session"]["id"], first["data"]["launchSession"]["session"]["id"]);

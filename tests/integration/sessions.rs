@@ -169,6 +169,12 @@ async fn bad_input_gets_codes_not_sql(app: TestApp) {
             assert!(!text.contains(sql), "SQL text leaked for {vars}: {resp}");
         }
     }
+    // Detail-panel fields are not batched: a long page may not ask for them.
+    let detail = "query($p: ID!, $n: Int) { sessions(projectId: $p, scope: PROJECT, first: $n) { edges { node { logs schedulingHistory { totalCount } } } } }";
+    let resp = app.gql(Some("demo-admin"), detail, json!({"p": p, "n": 500})).await;
+    assert_eq!(error_codes(&resp), ["LIMIT_EXCEEDED"], "{resp}");
+    let resp = app.gql(Some("demo-admin"), detail, json!({"p": p, "n": 20})).await;
+    assert!(resp.get("errors").is_none(), "{resp}");
     let resp = app
         .gql(Some("demo-alice"), LIST, json!({"p": p, "scope": "MINE", "filter": {"ownerEmail": "bob@example.com"}}))
         .await;
