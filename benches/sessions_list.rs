@@ -6,21 +6,15 @@
 //! Markdown table for BENCHMARKS.md. PostgreSQL: `TEST_DATABASE_URL`, or a throwaway
 //! cluster as in the tests.
 
+#[allow(dead_code)] // each benchmark uses a part of it
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use sessiond::config::{DbArgs, HttpLimits};
-use sessiond::domain::generate::{GenerateOptions, generate};
 use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
-use sessiond::http::{AppState, app};
-use sessiond::server::open_database;
 
 const PAGE: &str = "query($p: ID!, $scope: SessionScope, $after: String, $count: Boolean!) {
   sessions(projectId: $p, scope: $scope, first: 50, after: $after) {
@@ -40,7 +34,7 @@ async fn post(router: &axum::Router, token: &str, vars: &Value) -> Value {
     graphql(router, token, PAGE, vars.clone()).await
 }
 
-use support::{database, graphql, median};
+use support::{Bench, graphql, median};
 
 #[tokio::main]
 async fn main() {
@@ -52,24 +46,8 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     for backend in ["sqlite", "postgres"] {
         for &n in sizes {
-            let (url, _dir) = database(backend).await;
-            let (mut db, _) =
-                open_database(&DbArgs { database_url: url, db_max_connections: 8 }, true).await.expect("open");
-            let t = Instant::now();
-            generate(&db, &GenerateOptions { sessions: n, seed: 1, now: sessiond::domain::clock::now() })
-                .await
-                .expect("generate");
-            eprintln!("{backend}: generated {n} sessions in {:.1}s", t.elapsed().as_secs_f64());
-            if backend == "postgres" {
-                // Steady state: what autovacuum would have done after a bulk load.
-                db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
-            }
-            let statements = Arc::new(AtomicUsize::new(0));
-            let counter = statements.clone();
-            db.set_metric_callback(move |_| {
-                counter.fetch_add(1, Ordering::Relaxed);
-            });
-            let router = app(AppState::new(db.clone(), HttpLimits::default()));
+            let bench = Bench::new(backend, n).await;
+            let router = &bench.router;
             let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
             for (scope, token, count) in [
                 ("MINE", "demo-alice", false),
@@ -79,15 +57,15 @@ async fn main() {
             ] {
                 let vars = json!({"p": p, "scope": scope, "count": count});
                 for _ in 0..20 {
-                    post(&router, token, &vars).await;
+                    post(router, token, &vars).await;
                 }
-                let before = statements.load(Ordering::Relaxed);
-                post(&router, token, &vars).await;
-                let per_page = statements.load(Ordering::Relaxed) - before;
+                let before = bench.statements();
+                post(router, token, &vars).await;
+                let per_page = bench.statements() - before;
                 let mut times = Vec::with_capacity(RUNS);
                 for _ in 0..RUNS {
                     let t = Instant::now();
-                    post(&router, token, &vars).await;
+                    post(router, token, &vars).await;
                     times.push(t.elapsed());
                 }
                 let mut sorted = times.clone();
@@ -96,15 +74,14 @@ async fn main() {
                 // A page deep in the list costs the same (keyset, not OFFSET).
                 let mut after = Value::Null;
                 for _ in 0..2 {
-                    let v =
-                        post(&router, token, &json!({"p": p, "scope": scope, "after": after, "count": false})).await;
+                    let v = post(router, token, &json!({"p": p, "scope": scope, "after": after, "count": false})).await;
                     after = v["data"]["sessions"]["pageInfo"]["endCursor"].clone();
                 }
                 let deep_vars = json!({"p": p, "scope": scope, "after": after, "count": count});
                 let mut deep = Vec::with_capacity(RUNS / 2);
                 for _ in 0..RUNS / 2 {
                     let t = Instant::now();
-                    post(&router, token, &deep_vars).await;
+                    post(router, token, &deep_vars).await;
                     deep.push(t.elapsed());
                 }
                 println!(

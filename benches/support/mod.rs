@@ -4,7 +4,9 @@
 #[allow(dead_code)]
 mod pg;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::Request;
@@ -47,4 +49,46 @@ pub async fn graphql(router: &axum::Router, token: &str, query: &str, variables:
     let v: Value = serde_json::from_slice(&resp.into_body().collect().await.expect("body").to_bytes()).expect("json");
     assert!(v.get("errors").is_none(), "{v}");
     v
+}
+
+/// A demo database of `backend` with `sessions` generated sessions (seed 1), served by the
+/// in-process router, with a count of the statements it runs.
+pub struct Bench {
+    pub router: axum::Router,
+    pub db: sea_orm::DatabaseConnection,
+    statements: Arc<AtomicUsize>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Bench {
+    pub async fn new(backend: &str, sessions: u64) -> Bench {
+        use sessiond::config::{DbArgs, HttpLimits};
+        use sessiond::domain::generate::{GenerateOptions, generate};
+        let (url, dir) = database(backend).await;
+        let (mut db, _) = sessiond::server::open_database(&DbArgs { database_url: url, db_max_connections: 8 }, true)
+            .await
+            .expect("open");
+        if sessions > 0 {
+            let t = Instant::now();
+            let opts = GenerateOptions { sessions, seed: 1, now: sessiond::domain::clock::now() };
+            generate(&db, &opts).await.expect("generate");
+            eprintln!("{backend}: generated {sessions} sessions in {:.1}s", t.elapsed().as_secs_f64());
+        }
+        if backend == "postgres" {
+            // Steady state: what autovacuum would have done after a bulk load.
+            db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
+        }
+        let statements = Arc::new(AtomicUsize::new(0));
+        let counter = statements.clone();
+        db.set_metric_callback(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
+        let router = sessiond::http::app(sessiond::http::AppState::new(db.clone(), HttpLimits::default()));
+        Bench { router, db, statements, _dir: dir }
+    }
+
+    /// Statements run so far.
+    pub fn statements(&self) -> usize {
+        self.statements.load(Ordering::Relaxed)
+    }
 }

@@ -8,27 +8,17 @@ use sea_orm::{ConnectionTrait, DbBackend, Statement, Value};
 use uuid::Uuid;
 
 use super::DomainResult;
+use super::model::string_enum;
 use super::slots::ResourceSlots;
 use super::status::SessionStatus;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LimitLayer {
-    Keypair,
-    Project,
-    Domain,
-    ResourceGroup,
-}
+string_enum!(
+    /// Which limit a figure or a pending reason is about.
+    LimitLayer { Keypair = "KEYPAIR", Project = "PROJECT", Domain = "DOMAIN", ResourceGroup = "RESOURCE_GROUP" }
+);
 
-impl LimitLayer {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Keypair => "KEYPAIR",
-            Self::Project => "PROJECT",
-            Self::Domain => "DOMAIN",
-            Self::ResourceGroup => "RESOURCE_GROUP",
-        }
-    }
-}
+/// The codes of pending reasons.
+pub const PENDING_CODES: &[&str] = &["QUOTA_EXCEEDED", "CONCURRENCY_LIMIT", "NO_CAPACITY", "QUEUED_BEHIND"];
 
 /// Why a session cannot start now: a stable code and its parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,6 +30,38 @@ pub struct PendingReason {
     pub slot: Option<String>,
     pub requested: Option<f64>,
     pub remaining: Option<f64>,
+}
+
+impl PendingReason {
+    /// The form stored with a pending session (`sessions.pending_reasons`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "code": self.code, "message": self.message, "layer": self.layer.map(LimitLayer::as_str),
+            "slot": self.slot, "requested": self.requested, "remaining": self.remaining,
+        })
+    }
+
+    /// Reads what [`Self::to_json`] stored; entries with an unknown code are skipped.
+    pub fn list_from_json(stored: &serde_json::Value) -> Vec<PendingReason> {
+        let text = |r: &serde_json::Value, k: &str| r.get(k).and_then(serde_json::Value::as_str).map(str::to_owned);
+        let number = |r: &serde_json::Value, k: &str| r.get(k).and_then(serde_json::Value::as_f64);
+        stored
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| {
+                let code = r.get("code")?.as_str()?;
+                Some(PendingReason {
+                    code: PENDING_CODES.iter().copied().find(|c| *c == code)?,
+                    message: text(r, "message").unwrap_or_default(),
+                    layer: r.get("layer").and_then(serde_json::Value::as_str).and_then(LimitLayer::parse),
+                    slot: text(r, "slot"),
+                    requested: number(r, "requested"),
+                    remaining: number(r, "remaining"),
+                })
+            })
+            .collect()
+    }
 }
 
 /// Whose occupancy to sum.
@@ -75,6 +97,48 @@ fn occupying_sql() -> String {
     format!("({})", list.join(", "))
 }
 
+/// An aggregate over the slots held by occupying sessions (`sessions s`, slots `j`):
+/// `SELECT keys, slot, sums … GROUP BY group_by, slot`. `sum` in `sums` stands for the
+/// backend's float sum of a slot amount expression; `?` placeholders are numbered for
+/// PostgreSQL. Every occupancy query is built here, so the occupying statuses, the JSON
+/// expansion and the summing are written once.
+fn slot_sums_sql(backend: DbBackend, keys: &[&str], sums: &[String], condition: &str, group_by: &[&str]) -> String {
+    let each = match backend {
+        DbBackend::Postgres => "jsonb_each_text(s.occupied_slots)",
+        _ => "json_each(s.occupied_slots)",
+    };
+    let select: Vec<String> =
+        keys.iter().map(|k| (*k).to_owned()).chain(["j.key AS slot".to_owned()]).chain(sums.iter().cloned()).collect();
+    let group: Vec<&str> = group_by.iter().copied().chain(["j.key"]).collect();
+    let sql = format!(
+        "SELECT {} FROM sessions s, {each} j WHERE s.status IN {} AND ({condition}) GROUP BY {}",
+        select.join(", "),
+        occupying_sql(),
+        group.join(", ")
+    );
+    if backend != DbBackend::Postgres {
+        return sql;
+    }
+    let mut n = 0;
+    sql.split('?').enumerate().fold(String::new(), |mut acc, (i, part)| {
+        if i > 0 {
+            n += 1;
+            acc.push_str(&format!("${n}"));
+        }
+        acc.push_str(part);
+        acc
+    })
+}
+
+/// The backend's float sum of `what` (an expression of the slot amount `v`).
+fn float_sum(backend: DbBackend, what: impl Fn(&str) -> String) -> String {
+    match backend {
+        DbBackend::Postgres => format!("SUM({})", what("j.value::float8")),
+        // SQLite's TOTAL is always a float (SUM of integers is an integer).
+        _ => format!("TOTAL({})", what("j.value")),
+    }
+}
+
 /// What each of `holders` holds, in one aggregate statement (one conditional sum per
 /// holder), in the order given.
 pub async fn occupied(db: &impl ConnectionTrait, holders: &[Holder]) -> DomainResult<Vec<ResourceSlots>> {
@@ -82,45 +146,18 @@ pub async fn occupied(db: &impl ConnectionTrait, holders: &[Holder]) -> DomainRe
         return Ok(Vec::new());
     }
     let backend = db.get_database_backend();
-    // SQLite's TOTAL is always a float (SUM of integers is an integer).
-    let (sum, value) = match backend {
-        DbBackend::Postgres => ("SUM", "j.value::float8"),
-        _ => ("TOTAL", "j.value"),
-    };
-    let mut values: Vec<Value> = Vec::new();
-    let mut sums = Vec::new();
-    let mut any = Vec::new();
     let conditions: Vec<(String, Vec<Value>)> = holders.iter().map(Holder::condition).collect();
-    for (i, (cond, params)) in conditions.iter().enumerate() {
-        sums.push(format!("{sum}(CASE WHEN {cond} THEN {value} ELSE 0 END) AS h{i}"));
-        values.extend(params.iter().cloned());
-    }
-    for (cond, params) in &conditions {
-        any.push(cond.clone());
-        values.extend(params.iter().cloned());
-    }
-    let each = match backend {
-        DbBackend::Postgres => "jsonb_each_text(s.occupied_slots)",
-        _ => "json_each(s.occupied_slots)",
-    };
-    let mut sql = format!(
-        "SELECT j.key AS slot, {} FROM sessions s, {each} j WHERE s.status IN {} AND ({}) GROUP BY j.key",
-        sums.join(", "),
-        occupying_sql(),
-        any.join(" OR ")
-    );
-    if backend == DbBackend::Postgres {
-        // Number the placeholders as PostgreSQL wants them.
-        let mut n = 0;
-        sql = sql.split('?').enumerate().fold(String::new(), |mut acc, (i, part)| {
-            if i > 0 {
-                n += 1;
-                acc.push_str(&format!("${n}"));
-            }
-            acc.push_str(part);
-            acc
-        });
-    }
+    let sums: Vec<String> = conditions
+        .iter()
+        .enumerate()
+        .map(|(i, (cond, _))| {
+            format!("{} AS h{i}", float_sum(backend, |v| format!("CASE WHEN {cond} THEN {v} ELSE 0 END")))
+        })
+        .collect();
+    let any: Vec<&str> = conditions.iter().map(|(c, _)| c.as_str()).collect();
+    // Parameters in placeholder order: the sums', then the filter's.
+    let values: Vec<Value> = conditions.iter().chain(&conditions).flat_map(|(_, p)| p.iter().cloned()).collect();
+    let sql = slot_sums_sql(backend, &[], &sums, &any.join(" OR "), &[]);
     let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
     let mut out = vec![ResourceSlots::new(); holders.len()];
     for r in rows {
@@ -135,35 +172,65 @@ pub async fn occupied(db: &impl ConnectionTrait, holders: &[Holder]) -> DomainRe
     Ok(out)
 }
 
+/// Runs a grouped occupancy query and folds its rows by `key`.
+async fn grouped<K: std::hash::Hash + Eq>(
+    db: &impl ConnectionTrait,
+    keys: &[&str],
+    condition: &str,
+    group_by: &[&str],
+    values: Vec<Value>,
+    key: impl Fn(&sea_orm::QueryResult) -> Result<K, sea_orm::DbErr>,
+) -> DomainResult<HashMap<K, ResourceSlots>> {
+    let backend = db.get_database_backend();
+    let sum = format!("{} AS amount", float_sum(backend, str::to_owned));
+    let sql = slot_sums_sql(backend, keys, &[sum], condition, group_by);
+    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
+    let mut out: HashMap<K, ResourceSlots> = HashMap::new();
+    for r in rows {
+        let slot: String = r.try_get("", "slot")?;
+        let amount: f64 = r.try_get("", "amount")?;
+        out.entry(key(&r)?).or_default().set(&slot, amount);
+    }
+    Ok(out)
+}
+
 /// What each agent of a group holds, in one aggregate statement.
 pub async fn occupied_per_agent(
     db: &impl ConnectionTrait,
     group: &str,
 ) -> DomainResult<HashMap<String, ResourceSlots>> {
-    let backend = db.get_database_backend();
-    let sql = match backend {
-        DbBackend::Postgres => format!(
-            "SELECT s.agent_id AS agent, j.key AS slot, SUM(j.value::float8) AS amount FROM sessions s, \
-             jsonb_each_text(s.occupied_slots) j WHERE s.status IN {} AND s.resource_group = $1 AND s.agent_id IS NOT NULL \
-             GROUP BY s.agent_id, j.key",
-            occupying_sql()
-        ),
-        _ => format!(
-            "SELECT s.agent_id AS agent, j.key AS slot, TOTAL(j.value) AS amount FROM sessions s, \
-             json_each(s.occupied_slots) j WHERE s.status IN {} AND s.resource_group = ? AND s.agent_id IS NOT NULL \
-             GROUP BY s.agent_id, j.key",
-            occupying_sql()
-        ),
-    };
-    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, [Value::from(group.to_owned())])).await?;
-    let mut out: HashMap<String, ResourceSlots> = HashMap::new();
-    for r in rows {
-        let agent: String = r.try_get("", "agent")?;
-        let slot: String = r.try_get("", "slot")?;
-        let amount: f64 = r.try_get("", "amount")?;
-        out.entry(agent).or_default().set(&slot, amount);
-    }
-    Ok(out)
+    grouped(
+        db,
+        &["s.agent_id AS agent"],
+        "s.resource_group = ? AND s.agent_id IS NOT NULL",
+        &["s.agent_id"],
+        vec![group.to_owned().into()],
+        |r| r.try_get("", "agent"),
+    )
+    .await
+}
+
+/// What every key of `column` (`keypair_id`, `project_id`, `domain_id`) holds, in one
+/// aggregate statement.
+pub async fn occupied_by(db: &impl ConnectionTrait, column: UuidColumn) -> DomainResult<HashMap<Uuid, ResourceSlots>> {
+    let key = format!("s.{} AS k", column.as_str());
+    let group = format!("s.{}", column.as_str());
+    grouped(db, &[&key], "TRUE", &[&group], Vec::new(), |r| r.try_get("", "k")).await
+}
+
+/// What each owner holds in each resource group, in one aggregate statement.
+pub async fn occupied_by_group_owner(
+    db: &impl ConnectionTrait,
+) -> DomainResult<HashMap<(String, Uuid), ResourceSlots>> {
+    grouped(
+        db,
+        &["s.resource_group AS g", "s.owner_id AS k"],
+        "TRUE",
+        &["s.resource_group", "s.owner_id"],
+        Vec::new(),
+        |r| Ok((r.try_get("", "g")?, r.try_get("", "k")?)),
+    )
+    .await
 }
 
 /// The quota failures of adding `extra` to `used` under `limit` (absent slot: unlimited).
@@ -192,78 +259,6 @@ pub fn quota_failures(
             })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quota_failures_name_layer_slot_and_amounts() {
-        let limit = ResourceSlots::from_pairs([("cpu", 16.0), ("cuda.device", 2.0)]);
-        let used = ResourceSlots::from_pairs([("cpu", 10.0), ("cuda.device", 2.0)]);
-        let extra = ResourceSlots::from_pairs([("cpu", 4.0), ("cuda.device", 1.0), ("mem", 1e12)]);
-        let f = quota_failures(LimitLayer::Project, &limit, &used, &extra);
-        assert_eq!(f.len(), 1, "cpu fits, mem is unlimited, the accelerator does not fit");
-        assert_eq!((f[0].slot.as_deref(), f[0].requested, f[0].remaining), (Some("cuda.device"), Some(1.0), Some(0.0)));
-    }
-}
-
-/// What every key of `column` (`keypair_id`, `project_id`, `domain_id`) holds, in one
-/// aggregate statement.
-pub async fn occupied_by(db: &impl ConnectionTrait, column: UuidColumn) -> DomainResult<HashMap<Uuid, ResourceSlots>> {
-    let column = column.as_str();
-    let backend = db.get_database_backend();
-    let sql = match backend {
-        DbBackend::Postgres => format!(
-            "SELECT s.{column} AS k, j.key AS slot, SUM(j.value::float8) AS amount FROM sessions s, \
-             jsonb_each_text(s.occupied_slots) j WHERE s.status IN {} GROUP BY s.{column}, j.key",
-            occupying_sql()
-        ),
-        _ => format!(
-            "SELECT s.{column} AS k, j.key AS slot, TOTAL(j.value) AS amount FROM sessions s, \
-             json_each(s.occupied_slots) j WHERE s.status IN {} GROUP BY s.{column}, j.key",
-            occupying_sql()
-        ),
-    };
-    let rows = db.query_all_raw(Statement::from_string(backend, sql)).await?;
-    let mut out: HashMap<Uuid, ResourceSlots> = HashMap::new();
-    for r in rows {
-        let k: Uuid = r.try_get("", "k")?;
-        let slot: String = r.try_get("", "slot")?;
-        let amount: f64 = r.try_get("", "amount")?;
-        out.entry(k).or_default().set(&slot, amount);
-    }
-    Ok(out)
-}
-
-/// What each owner holds in each resource group, in one aggregate statement.
-pub async fn occupied_by_group_owner(
-    db: &impl ConnectionTrait,
-) -> DomainResult<HashMap<(String, Uuid), ResourceSlots>> {
-    let backend = db.get_database_backend();
-    let sql = match backend {
-        DbBackend::Postgres => format!(
-            "SELECT s.resource_group AS g, s.owner_id AS k, j.key AS slot, SUM(j.value::float8) AS amount FROM sessions s, \
-             jsonb_each_text(s.occupied_slots) j WHERE s.status IN {} GROUP BY s.resource_group, s.owner_id, j.key",
-            occupying_sql()
-        ),
-        _ => format!(
-            "SELECT s.resource_group AS g, s.owner_id AS k, j.key AS slot, TOTAL(j.value) AS amount FROM sessions s, \
-             json_each(s.occupied_slots) j WHERE s.status IN {} GROUP BY s.resource_group, s.owner_id, j.key",
-            occupying_sql()
-        ),
-    };
-    let rows = db.query_all_raw(Statement::from_string(backend, sql)).await?;
-    let mut out: HashMap<(String, Uuid), ResourceSlots> = HashMap::new();
-    for r in rows {
-        let g: String = r.try_get("", "g")?;
-        let k: Uuid = r.try_get("", "k")?;
-        let slot: String = r.try_get("", "slot")?;
-        let amount: f64 = r.try_get("", "amount")?;
-        out.entry((g, k)).or_default().set(&slot, amount);
-    }
-    Ok(out)
 }
 
 /// How many sessions of each keypair hold resources now, in one statement.
@@ -297,5 +292,45 @@ impl UuidColumn {
             Self::Project => "project_id",
             Self::Domain => "domain_id",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_reasons_round_trip_through_their_stored_form() {
+        let reasons = vec![
+            PendingReason {
+                code: "QUOTA_EXCEEDED",
+                message: "over".into(),
+                layer: Some(LimitLayer::Project),
+                slot: Some("cpu".into()),
+                requested: Some(2.0),
+                remaining: Some(0.5),
+            },
+            PendingReason {
+                code: "QUEUED_BEHIND",
+                message: "behind".into(),
+                layer: None,
+                slot: None,
+                requested: None,
+                remaining: None,
+            },
+        ];
+        let stored = serde_json::Value::Array(reasons.iter().map(PendingReason::to_json).collect());
+        assert_eq!(PendingReason::list_from_json(&stored), reasons);
+        assert!(PendingReason::list_from_json(&serde_json::json!([{"code": "MADE_UP"}])).is_empty());
+    }
+
+    #[test]
+    fn quota_failures_name_layer_slot_and_amounts() {
+        let limit = ResourceSlots::from_pairs([("cpu", 16.0), ("cuda.device", 2.0)]);
+        let used = ResourceSlots::from_pairs([("cpu", 10.0), ("cuda.device", 2.0)]);
+        let extra = ResourceSlots::from_pairs([("cpu", 4.0), ("cuda.device", 1.0), ("mem", 1e12)]);
+        let f = quota_failures(LimitLayer::Project, &limit, &used, &extra);
+        assert_eq!(f.len(), 1, "cpu fits, mem is unlimited, the accelerator does not fit");
+        assert_eq!((f[0].slot.as_deref(), f[0].requested, f[0].remaining), (Some("cuda.device"), Some(1.0), Some(0.0)));
     }
 }

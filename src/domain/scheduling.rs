@@ -35,13 +35,6 @@ pub struct PassReport {
     pub skipped: bool,
 }
 
-pub fn reason_json(r: &PendingReason) -> Value {
-    json!({
-        "code": r.code, "message": r.message, "layer": r.layer.map(|l| l.as_str()),
-        "slot": r.slot, "requested": r.requested, "remaining": r.remaining,
-    })
-}
-
 fn sub_steps(checks: &[Check]) -> Value {
     Value::Array(
         checks
@@ -145,7 +138,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
             }
             Outcome::Wait { reasons, position } => {
                 report.waiting += 1;
-                let stored = Value::Array(reasons.iter().map(reason_json).collect());
+                let stored = Value::Array(reasons.iter().map(PendingReason::to_json).collect());
                 let position = i32::try_from(position).ok();
                 if s.pending_reasons != stored || s.queue_position != position {
                     waits.push((s.id, stored, position));

@@ -11,7 +11,7 @@ use crate::domain::{DomainError, launch, occupancy};
 use super::context::{db, viewer};
 use super::errors::{ApiResult, code_of};
 use super::ids::{NodeKind, decode_uuid, encode};
-use super::resource::{Image, LimitLayer};
+use super::resource::Image;
 use super::session::{
     PendingReason, Session, SessionConnection, SessionType, page_complexity, project_uuid, session_connection,
 };
@@ -181,12 +181,7 @@ pub(crate) fn reason(r: occupancy::PendingReason) -> PendingReason {
     PendingReason {
         code: r.code.to_owned(),
         message: r.message,
-        layer: r.layer.map(|l| match l {
-            occupancy::LimitLayer::Keypair => LimitLayer::Keypair,
-            occupancy::LimitLayer::Project => LimitLayer::Project,
-            occupancy::LimitLayer::Domain => LimitLayer::Domain,
-            occupancy::LimitLayer::ResourceGroup => LimitLayer::ResourceGroup,
-        }),
+        layer: r.layer.map(Into::into),
         slot: r.slot,
         requested: r.requested,
         remaining: r.remaining,

@@ -3,7 +3,7 @@
 use async_graphql::{Context, Enum, ID, Object, SimpleObject};
 
 use crate::domain::slots::ResourceSlots as Slots;
-use crate::domain::{model, occupancy, panels, visibility};
+use crate::domain::{model, panels, visibility};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;
@@ -20,6 +20,7 @@ pub enum SchedulerStrategy {
 
 /// Which limit a figure or a pending reason is about.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(remote = "crate::domain::occupancy::LimitLayer")]
 pub enum LimitLayer {
     Keypair,
     Project,
@@ -84,17 +85,6 @@ impl Image {
     /// Applications a running session offers, e.g. jupyter, terminal.
     async fn apps(&self) -> Vec<String> {
         strings(&self.0.apps)
-    }
-}
-
-impl From<occupancy::LimitLayer> for LimitLayer {
-    fn from(l: occupancy::LimitLayer) -> Self {
-        match l {
-            occupancy::LimitLayer::Keypair => Self::Keypair,
-            occupancy::LimitLayer::Project => Self::Project,
-            occupancy::LimitLayer::Domain => Self::Domain,
-            occupancy::LimitLayer::ResourceGroup => Self::ResourceGroup,
-        }
     }
 }
 

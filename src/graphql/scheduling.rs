@@ -11,38 +11,18 @@ use uuid::Uuid;
 use entity::scheduling_history;
 
 use crate::domain::DomainError;
+use crate::domain::occupancy;
 use crate::domain::sessions::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::domain::status::SessionStatus as DomStatus;
 
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
-use super::resource::LimitLayer;
+use super::launch::reason;
 use super::session::{PageInfo, PendingReason, SessionStatus};
 
-/// Reads the pending reasons the scheduler stored with a session.
+/// The pending reasons the scheduler stored with a session.
 pub fn pending_reasons(stored: &serde_json::Value) -> Vec<PendingReason> {
-    let layer = |v: Option<&serde_json::Value>| match v.and_then(|l| l.as_str()) {
-        Some("KEYPAIR") => Some(LimitLayer::Keypair),
-        Some("PROJECT") => Some(LimitLayer::Project),
-        Some("DOMAIN") => Some(LimitLayer::Domain),
-        Some("RESOURCE_GROUP") => Some(LimitLayer::ResourceGroup),
-        _ => None,
-    };
-    stored
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| {
-            Some(PendingReason {
-                code: r.get("code")?.as_str()?.to_owned(),
-                message: r.get("message").and_then(|m| m.as_str()).unwrap_or_default().to_owned(),
-                layer: layer(r.get("layer")),
-                slot: r.get("slot").and_then(|s| s.as_str()).map(str::to_owned),
-                requested: r.get("requested").and_then(|v| v.as_f64()),
-                remaining: r.get("remaining").and_then(|v| v.as_f64()),
-            })
-        })
-        .collect()
+    occupancy::PendingReason::list_from_json(stored).into_iter().map(reason).collect()
 }
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]

@@ -93,12 +93,13 @@ async fn a_session_starts_and_offers_its_apps(mut app: TestApp) {
         .collect();
     assert_eq!(steps, ["keypair_quota", "project_quota", "domain_quota", "concurrency", "capacity"]);
 
-    // The same image on the same agent is not pulled again.
-    let second = launch(&app, "demo-bob", input("nb-second", 2.0)).await;
+    // The same image on the same agent is not pulled again. 40 GiB fit only a3.
+    let mut second = input("nb-second", 2.0);
+    second["resources"][1]["amount"] = json!(40 * GIB);
+    let second = launch(&app, "demo-bob", second).await;
     let s = wait_status(&app, "demo-bob", &second, "RUNNING").await;
-    if s["agent"] == "a3" {
-        assert!(!path(&s).contains(&"PULLING".to_owned()), "{s}");
-    }
+    assert_eq!(s["agent"], "a3");
+    assert_eq!(path(&s), ["PENDING", "SCHEDULED", "PREPARING", "PREPARED", "CREATING", "RUNNING"], "no PULLING: {s}");
 }
 
 async fn batch_sessions_end_with_their_exit_code(mut app: TestApp) {
