@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use sessiond::domain::model::SchedulerStrategy;
 use sessiond::domain::scheduler::{Agent, Group, KeypairQuota, Outcome, PendingSession, Quota, Snapshot, schedule};
-use sessiond::domain::slots::ResourceSlots;
+use sessiond::domain::slots::{ResourceRequest, ResourceSlots};
 use uuid::Uuid;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -48,8 +48,7 @@ fn snapshot(n: usize, strategy: SchedulerStrategy) -> Snapshot {
                 domain: domain(i),
                 priority: [0, 0, 0, 10][i % 4],
                 created: i as i64,
-                per_container: per,
-                cluster_size: 1,
+                request: ResourceRequest::new(per, 1),
             }
         })
         .collect();

@@ -10,10 +10,10 @@ use std::time::Duration;
 use crate::config::{DbArgs, ServeArgs, Timings};
 use crate::db;
 use crate::domain::events::EventBus;
+use crate::domain::launch::LaunchLimits;
 use crate::domain::runtime::{self, SimulatedRuntime};
 use crate::domain::scheduling;
 use crate::domain::seed;
-use crate::graphql::launch::LaunchLimits;
 use crate::http::{AppState, app};
 
 /// Connects, migrates and, with `demo`, seeds an empty database: everything `serve` does
@@ -44,7 +44,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
     let bus = EventBus::default();
     let workers = spawn_workers(&conn, &bus, &args.timings);
-    let state = AppState::with(conn, bus, args.http, LaunchLimits { max_launch_count: args.max_launch_count });
+    let state = AppState::with(conn, bus, args.http, LaunchLimits { max_count: args.max_launch_count });
     axum::serve(listener, app(state)).with_graceful_shutdown(shutdown_signal()).await?;
     for w in workers {
         w.abort();

@@ -41,13 +41,6 @@ pub fn hash_token(token: &str) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The token of an `Authorization: Bearer <token>` header value.
-pub fn bearer_token(header: &str) -> Option<&str> {
-    let (scheme, token) = header.trim().split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
 /// The viewer a token stands for; `Unauthenticated` for an unknown or inactive one.
 pub async fn authenticate(db: &impl ConnectionTrait, token: &str) -> DomainResult<Viewer> {
     let Some(kp) = keypair::Entity::find()
@@ -136,15 +129,6 @@ pub async fn create_token(db: &impl ConnectionTrait, email: &str, policy: Option
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bearer_header_parsing() {
-        assert_eq!(bearer_token("Bearer demo-alice"), Some("demo-alice"));
-        assert_eq!(bearer_token("bearer  demo-alice "), Some("demo-alice"));
-        assert_eq!(bearer_token("Basic abc"), None);
-        assert_eq!(bearer_token("Bearer "), None);
-        assert_eq!(bearer_token("demo-alice"), None);
-    }
 
     #[test]
     fn tokens_are_random_and_hashes_stable() {

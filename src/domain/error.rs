@@ -8,7 +8,8 @@ use std::sync::Arc;
 pub struct InputProblem {
     /// Stable machine-readable code, e.g. `INVALID_NAME`.
     pub code: String,
-    /// Path of the offending field, e.g. `input.name` or `columns[2]`.
+    /// The offending field in the domain's terms, e.g. `name`, `resources[1]` or
+    /// `columns[2]`; each transport maps it to its own path or parameter.
     pub field: Option<String>,
     pub message: String,
 }
@@ -21,7 +22,7 @@ impl InputProblem {
 
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum DomainError {
-    #[error("authentication required: send a valid `Authorization: Bearer <token>` header")]
+    #[error("authentication required: send a valid bearer token")]
     Unauthenticated,
     #[error("{0}")]
     Forbidden(String),

@@ -6,14 +6,100 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
-use sea_orm::{ActiveValue::NotSet, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
-use serde_json::Value;
+use sea_orm::{
+    ActiveValue::NotSet, ColumnTrait, ConnectionTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use entity::scheduling_history as history;
 
 use super::DomainResult;
+use super::model::string_enum;
+use super::paging::{Page, PageRequest};
 use super::status::SessionStatus;
+
+string_enum!(
+    /// How a scheduling decision (or one of its checks) came out.
+    SchedulingResult {
+        Success = "SUCCESS",
+        Failure = "FAILURE",
+        NeedRetry = "NEED_RETRY",
+        Expired = "EXPIRED",
+        GiveUp = "GIVE_UP",
+        Skipped = "SKIPPED",
+    }
+);
+
+/// One check within a decision, as stored in the entry's `sub_steps`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubStep {
+    pub name: String,
+    pub result: SchedulingResult,
+    pub error_code: Option<String>,
+    pub message: Option<String>,
+    pub duration_ms: Option<f64>,
+}
+
+impl SubStep {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "result": self.result.as_str(),
+            "errorCode": self.error_code,
+            "message": self.message,
+            "durationMs": self.duration_ms,
+        })
+    }
+
+    /// The sub-steps stored with an entry; malformed ones are left out.
+    pub fn list_from_json(stored: &Value) -> Vec<SubStep> {
+        stored
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| {
+                Some(SubStep {
+                    name: s.get("name")?.as_str()?.to_owned(),
+                    result: SchedulingResult::parse(s.get("result")?.as_str()?)?,
+                    error_code: s.get("errorCode").and_then(|v| v.as_str()).map(str::to_owned),
+                    message: s.get("message").and_then(|v| v.as_str()).map(str::to_owned),
+                    duration_ms: s.get("durationMs").and_then(|v| v.as_f64()),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A page of one session's history, newest first, with the number of entries in all.
+pub struct HistoryPage {
+    /// Each entry with its position (its id).
+    pub page: Page<history::Model>,
+    pub total: u64,
+}
+
+/// One page of the history of a session the caller may see (visibility is checked by
+/// whoever found the session), newest first; positions are entry ids.
+pub async fn page(
+    db: &impl ConnectionTrait,
+    session_id: Uuid,
+    request: &PageRequest<i64>,
+) -> DomainResult<HistoryPage> {
+    let base = history::Entity::find().filter(history::Column::SessionId.eq(session_id));
+    let total = base.clone().count(db).await?;
+    // Newest first; reading backwards walks oldest first and the page is flipped back.
+    let mut query = base
+        .order_by(history::Column::Id, if request.backward { Order::Asc } else { Order::Desc })
+        .limit(request.fetch_limit());
+    if let Some(id) = request.after {
+        query = query.filter(history::Column::Id.lt(id));
+    }
+    if let Some(id) = request.before {
+        query = query.filter(history::Column::Id.gt(id));
+    }
+    Ok(HistoryPage { page: request.finish(query.all(db).await?), total })
+}
 
 /// One decision to record.
 #[derive(Clone, Debug)]
@@ -23,8 +109,7 @@ pub struct Entry {
     pub phase: &'static str,
     pub from: Option<SessionStatus>,
     pub to: Option<SessionStatus>,
-    /// `SUCCESS`, `FAILURE`, `NEED_RETRY`, `EXPIRED`, `GIVE_UP`, `SKIPPED`.
-    pub result: &'static str,
+    pub result: SchedulingResult,
     pub error_code: Option<String>,
     pub message: String,
     pub sub_steps: Value,
@@ -60,7 +145,7 @@ pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTim
                     .col_expr(history::Column::UpdatedAt, Expr::value(now))
                     .col_expr(history::Column::Message, Expr::value(e.message))
                     .col_expr(history::Column::SubSteps, Expr::value(e.sub_steps))
-                    .col_expr(history::Column::Result, Expr::value(e.result))
+                    .col_expr(history::Column::Result, Expr::value(e.result.as_str()))
                     .filter(history::Column::Id.eq(prev.id))
                     .exec(db)
                     .await?;
@@ -71,7 +156,7 @@ pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTim
                 phase: Set(e.phase.to_owned()),
                 from_status: Set(e.from.map(|s| s.as_str().to_owned())),
                 to_status: Set(to),
-                result: Set(e.result.to_owned()),
+                result: Set(e.result.as_str().to_owned()),
                 error_code: Set(e.error_code),
                 message: Set(e.message),
                 sub_steps: Set(e.sub_steps),

@@ -83,8 +83,7 @@ pub async fn apply(
     let mut rows = Vec::new();
     let mut changed = Vec::new();
     for c in changes {
-        let from = SessionStatus::parse(&c.session.status)
-            .ok_or_else(|| DomainError::invariant(format!("stored status {}", c.session.status)))?;
+        let from = SessionStatus::stored(&c.session.status)?;
         if !from.can_become(c.to) {
             return Err(DomainError::invariant(format!("illegal transition {from} → {} of {}", c.to, c.session.id)));
         }

@@ -1,8 +1,9 @@
-//! The rules of sessiond. Nothing here knows GraphQL or HTTP: functions take a database
-//! connection or transaction and return [`DomainError`]s, which exactly one place in the
-//! GraphQL layer turns into public error codes.
+//! The rules of sessiond, in the page's language. Nothing here knows a transport (its
+//! names, paths, headers or cursors): functions take a database connection or transaction
+//! and return [`DomainError`]s, which each transport maps to its public codes in one place.
 
 pub mod auth;
+pub mod catalog;
 pub mod clock;
 pub mod error;
 pub mod events;
@@ -11,9 +12,12 @@ pub mod history;
 pub mod ids;
 pub mod launch;
 pub mod lifecycle;
+pub mod logs;
 pub mod model;
 pub mod occupancy;
+pub mod paging;
 pub mod panels;
+pub mod relations;
 pub mod runtime;
 pub mod scheduler;
 pub mod scheduling;
@@ -22,6 +26,7 @@ pub mod sessions;
 pub mod settings;
 pub mod slots;
 pub mod status;
+pub mod terminate;
 pub mod visibility;
 
 pub use error::{DomainError, DomainResult, InputProblem};

@@ -20,6 +20,14 @@ macro_rules! string_enum {
             pub fn parse(text: &str) -> Option<Self> {
                 match text { $($text => Some($name::$variant),)+ _ => None }
             }
+
+            /// A value read back from the database: anything else there is a broken
+            /// invariant (corrupted data or a bug), never the client's fault.
+            pub fn stored(text: &str) -> $crate::domain::DomainResult<Self> {
+                Self::parse(text).ok_or_else(|| {
+                    $crate::domain::DomainError::invariant(format!("stored {} `{text}`", stringify!($name)))
+                })
+            }
         }
 
         impl std::fmt::Display for $name {

@@ -6,16 +6,16 @@
 
 use std::collections::BTreeSet;
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ConnectionTrait, EntityTrait, QueryOrder};
 use uuid::Uuid;
 
-use entity::{agent, domain, keypair_resource_policy, resource_group_project, slot_type};
+use entity::{domain, keypair_resource_policy, slot_type};
 
 use super::auth::Viewer;
 use super::model::ResourcePanelView;
 use super::occupancy::{self, Holder, LimitLayer};
 use super::slots::ResourceSlots;
-use super::{DomainError, DomainResult, visibility};
+use super::{DomainError, DomainResult, catalog, visibility};
 
 /// One layer's figures for one slot; `limit: None` is unlimited.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,14 +72,8 @@ pub async fn resource_panel(
     resource_group: Option<&str>,
 ) -> DomainResult<Panel> {
     let project = visibility::visible_project(db, viewer, project_id).await?;
-    let allowed: Vec<String> = resource_group_project::Entity::find()
-        .filter(resource_group_project::Column::ProjectId.eq(project.id))
-        .order_by_asc(resource_group_project::Column::Position)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|g| g.resource_group)
-        .collect();
+    let allowed: Vec<String> =
+        catalog::project_resource_groups(db, project.id).await?.into_iter().map(|g| g.name).collect();
     let group = match resource_group {
         Some(g) if allowed.iter().any(|a| a == g) => Some(g.to_owned()),
         Some(_) => return Err(DomainError::NotFound("resource group")),
@@ -91,15 +85,8 @@ pub async fn resource_panel(
     // for the slots MY_TOTAL lists).
     let scope: Vec<String> = group.iter().cloned().collect::<Vec<_>>();
     let scope = if scope.is_empty() { allowed.clone() } else { scope };
-    let agents = agent::Entity::find()
-        .filter(agent::Column::ResourceGroup.is_in(scope))
-        .filter(agent::Column::Status.eq("ALIVE"))
-        .filter(agent::Column::Schedulable.eq(true))
-        .all(db)
-        .await?;
-    let capacity = agents.iter().try_fold(ResourceSlots::new(), |acc, a| {
-        Ok::<_, DomainError>(acc.add(&ResourceSlots::from_json(&a.available_slots)?))
-    })?;
+    let agents = catalog::schedulable_agents(db, Some(&scope)).await?;
+    let capacity = agents.iter().fold(ResourceSlots::new(), |acc, a| acc.add(&a.capacity));
 
     let mut holders = vec![
         Holder::Owner(viewer.user_id),

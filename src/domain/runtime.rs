@@ -24,7 +24,7 @@ use serde_json::Value;
 use entity::{agent, keypair, keypair_resource_policy, session, session_log};
 
 use super::events::EventBus;
-use super::history::{self, Entry};
+use super::history::{self, Entry, SchedulingResult};
 use super::lifecycle::{self, Applied, Change};
 use super::model::SessionType;
 use super::status::{SessionResult, SessionStatus};
@@ -243,7 +243,7 @@ impl Runtime for SimulatedRuntime {
                 phase: next.phase,
                 from,
                 to: Some(next.to),
-                result: if next.to == Error { "FAILURE" } else { "SUCCESS" },
+                result: if next.to == Error { SchedulingResult::Failure } else { SchedulingResult::Success },
                 error_code: (next.to == Error).then(|| "START_FAILED".to_owned()),
                 message: next.reason.unwrap_or(next.log),
                 sub_steps: Value::Array(Vec::new()),

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::model::SchedulerStrategy;
 use super::occupancy::{LimitLayer, PendingReason, quota_failures};
-use super::slots::ResourceSlots;
+use super::slots::{ResourceRequest, ResourceSlots};
 
 #[derive(Clone, Debug)]
 pub struct PendingSession {
@@ -28,14 +28,7 @@ pub struct PendingSession {
     pub priority: i32,
     /// Creation order: microseconds since the epoch (ties broken by id).
     pub created: i64,
-    pub per_container: ResourceSlots,
-    pub cluster_size: usize,
-}
-
-impl PendingSession {
-    pub fn requested(&self) -> ResourceSlots {
-        self.per_container.scale(self.cluster_size as f64)
-    }
+    pub request: ResourceRequest,
 }
 
 #[derive(Clone, Debug)]
@@ -305,7 +298,7 @@ impl Queue {
 }
 
 fn quota_checks(state: &Snapshot, s: &PendingSession) -> Vec<Check> {
-    let requested = s.requested();
+    let requested = s.request.total();
     let empty = Quota::default();
     let kp = state.keypairs.get(&s.keypair);
     let keypair_quota = kp.map_or(&empty, |k| &k.quota);
@@ -345,21 +338,21 @@ fn quota_checks(state: &Snapshot, s: &PendingSession) -> Vec<Check> {
 /// its containers. Clusters are single-node: every container on that agent, so that the
 /// agent's occupancy is exactly what the session holds.
 fn place(agents: &[Agent], s: &PendingSession) -> Option<Vec<String>> {
-    let total = s.requested();
+    let total = s.request.total();
     let best = agents
         .iter()
         .filter(|a| total.fits_in(&a.free, false))
         .max_by(|a, b| a.free.get("cpu").total_cmp(&b.free.get("cpu")).then_with(|| b.id.cmp(&a.id)))?;
-    Some(vec![best.id.clone(); s.cluster_size])
+    Some(vec![best.id.clone(); s.request.cluster_size as usize])
 }
 
 fn allocate(state: &mut Snapshot, g: usize, s: &PendingSession, agents: &[String], group: &str) {
     for id in agents {
         if let Some(a) = state.groups[g].agents.iter_mut().find(|a| &a.id == id) {
-            a.free = a.free.sub(&s.per_container);
+            a.free = a.free.sub(&s.request.per_container);
         }
     }
-    let requested = s.requested();
+    let requested = s.request.total();
     if let Some(k) = state.keypairs.get_mut(&s.keypair) {
         k.quota.used = k.quota.used.add(&requested);
         k.active += 1;
@@ -391,8 +384,7 @@ mod tests {
             domain: uuid(2000),
             priority: 0,
             created,
-            per_container: ResourceSlots::from_pairs([("cpu", cpu)]),
-            cluster_size: 1,
+            request: ResourceRequest::new(ResourceSlots::from_pairs([("cpu", cpu)]), 1),
         }
     }
 
@@ -513,7 +505,7 @@ mod tests {
     #[test]
     fn a_cluster_goes_to_one_agent_with_room_for_all_of_it() {
         let mut big = session(1, 1, 2.0, 1);
-        big.cluster_size = 3;
+        big.request.cluster_size = 3;
         let d = schedule(&snapshot(SchedulerStrategy::Fifo, &[("a", 4.0), ("b", 4.0)], vec![big.clone()]));
         assert_eq!(codes(&d[0]), ["NO_CAPACITY"], "6 CPUs fit no single agent");
         let d = schedule(&snapshot(SchedulerStrategy::Fifo, &[("a", 4.0), ("b", 6.0)], vec![big]));

@@ -11,17 +11,17 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, Entit
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use entity::{agent, domain, keypair, keypair_resource_policy, project, resource_group, session};
+use entity::{domain, keypair, keypair_resource_policy, project, resource_group, session};
 
 use super::events::EventBus;
-use super::history::{self, Entry};
+use super::history::{self, Entry, SchedulingResult, SubStep};
 use super::lifecycle::{self, Change};
 use super::model::SchedulerStrategy;
 use super::occupancy::{self, PendingReason, UuidColumn};
 use super::scheduler::{self, Agent, Check, Group, KeypairQuota, Outcome, PendingSession, Quota, Snapshot};
-use super::slots::ResourceSlots;
+use super::slots::{ResourceRequest, ResourceSlots};
 use super::status::SessionStatus;
-use super::{DomainResult, clock};
+use super::{DomainResult, catalog, clock};
 
 /// The advisory lock key of the scheduler ("sessiond" in ASCII, folded).
 const SCHEDULER_LOCK: i64 = 0x7365_7373_696f_6e64;
@@ -40,15 +40,15 @@ fn sub_steps(checks: &[Check]) -> Value {
         checks
             .iter()
             .map(|c| {
-                let first = c.failures.first();
-                json!({
-                    "name": c.name,
-                    "result": if c.failures.is_empty() { "SUCCESS" } else { "FAILURE" },
-                    "errorCode": first.map(|f| f.code),
-                    "message": if c.failures.is_empty() { None } else {
-                        Some(c.failures.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("; "))
-                    },
-                })
+                SubStep {
+                    name: c.name.to_owned(),
+                    result: if c.failures.is_empty() { SchedulingResult::Success } else { SchedulingResult::Failure },
+                    error_code: c.failures.first().map(|f| f.code.to_owned()),
+                    message: (!c.failures.is_empty())
+                        .then(|| c.failures.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("; ")),
+                    duration_ms: None,
+                }
+                .to_json()
             })
             .collect(),
     )
@@ -103,7 +103,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                 phase: "timeout",
                 from: Some(SessionStatus::Pending),
                 to: Some(SessionStatus::Cancelled),
-                result: "EXPIRED",
+                result: SchedulingResult::Expired,
                 error_code: Some("PENDING_TIMEOUT".into()),
                 message: format!("pending longer than the pending timeout of resource group `{}`", s.resource_group),
                 sub_steps: json!([]),
@@ -126,7 +126,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                         phase: "schedule",
                         from: Some(SessionStatus::Pending),
                         to: Some(SessionStatus::Scheduled),
-                        result: "SUCCESS",
+                        result: SchedulingResult::Success,
                         error_code: None,
                         message: format!("scheduled on agent {}", agents.join(", ")),
                         sub_steps: sub_steps(&d.checks),
@@ -148,7 +148,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                     phase: "schedule",
                     from: Some(SessionStatus::Pending),
                     to: Some(SessionStatus::Pending),
-                    result: "NEED_RETRY",
+                    result: SchedulingResult::NeedRetry,
                     error_code: reasons.first().map(|r| r.code.to_owned()),
                     message: reasons.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; "),
                     sub_steps: sub_steps(&d.checks),
@@ -208,28 +208,33 @@ async fn load_snapshot(
     pending: &[session::Model],
     extra: Vec<PendingSession>,
 ) -> DomainResult<Snapshot> {
-    let agents = agent::Entity::find()
-        .filter(agent::Column::Status.eq("ALIVE"))
-        .filter(agent::Column::Schedulable.eq(true))
-        .all(db)
-        .await?;
+    let group_names: Vec<String> = groups.iter().map(|g| g.name.clone()).collect();
+    let agents = catalog::schedulable_agents(db, Some(&group_names)).await?;
     let mut snapshot = Snapshot::default();
     for g in groups {
+        // A group whose strategy is not one of ours is left alone (its sessions keep
+        // waiting), loudly, rather than scheduled by a rule nobody chose.
+        let strategy = match SchedulerStrategy::stored(&g.scheduler) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(group = %g.name, error = ?e, "resource group not scheduled");
+                continue;
+            }
+        };
         let held = occupancy::occupied_per_agent(db, &g.name).await?;
         let mut capacity = ResourceSlots::new();
         let mut group_agents = Vec::new();
         for a in agents.iter().filter(|a| a.resource_group == g.name) {
-            let cap = ResourceSlots::from_json(&a.available_slots)?;
-            capacity = capacity.add(&cap);
-            group_agents
-                .push(Agent { id: a.id.clone(), free: cap.sub(held.get(&a.id).unwrap_or(&ResourceSlots::new())) });
+            capacity = capacity.add(&a.capacity);
+            group_agents.push(Agent {
+                id: a.id.clone(),
+                free: a.capacity.sub(held.get(&a.id).unwrap_or(&ResourceSlots::new())),
+            });
         }
         let mut group_pending = pending
             .iter()
             .filter(|s| s.resource_group == g.name)
             .map(|s| {
-                let requested = ResourceSlots::from_json(&s.requested_slots)?;
-                let cluster = usize::try_from(s.cluster_size).unwrap_or(1).max(1);
                 Ok(PendingSession {
                     id: s.id,
                     owner: s.owner_id,
@@ -238,8 +243,7 @@ async fn load_snapshot(
                     domain: s.domain_id,
                     priority: s.priority,
                     created: s.created_at.timestamp_micros(),
-                    per_container: requested.scale(1.0 / cluster as f64),
-                    cluster_size: cluster,
+                    request: ResourceRequest::from_stored(&s.requested_slots, s.cluster_size)?,
                 })
             })
             .collect::<DomainResult<Vec<_>>>()?;
@@ -248,7 +252,7 @@ async fn load_snapshot(
         }
         snapshot.groups.push(Group {
             name: g.name.clone(),
-            strategy: SchedulerStrategy::parse(&g.scheduler).unwrap_or(SchedulerStrategy::Fifo),
+            strategy,
             agents: group_agents,
             pending: group_pending,
             capacity,

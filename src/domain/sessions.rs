@@ -1,15 +1,14 @@
 //! Reading session lists: filters, tabs, ordering, keyset pagination and counts.
 //!
 //! A [`SessionSet`] is the sessions a viewer may see (from [`visibility`]) narrowed by a
-//! [`SessionFilter`]; the list, the counts and later the CSV export all read through it.
-//! Pages are keyset (seek) pages: a cursor holds the sort-key values of its row, so a page
-//! costs the same whatever its position. The sort-key values are computed by the database
-//! and read back with the row, so a cursor compares exactly as the database orders.
+//! [`SessionFilter`]; the list and its counts read through it.
+//! Pages are keyset (seek) pages ([`super::paging`]): a [`SessionPosition`] holds the
+//! sort-key values of its row, so a page costs the same wherever it is. The sort-key values
+//! are computed by the database and read back with the row, so a position compares exactly
+//! as the database orders.
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, TimeZone, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Func, LikeExpr, Query};
 use sea_orm::{
@@ -23,12 +22,11 @@ use entity::{session, user};
 
 use super::auth::Viewer;
 use super::model::{SessionType, string_enum};
+use super::paging::{Page, PageRequest};
 use super::status::SessionStatus;
 use super::visibility::{self, SessionScope};
 use super::{DomainError, DomainResult, InputProblem};
 
-pub const DEFAULT_PAGE_SIZE: u64 = 50;
-pub const MAX_PAGE_SIZE: u64 = 500;
 const MAX_NAME_FILTER: usize = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,21 +81,12 @@ impl SessionOrder {
     pub const DEFAULT: SessionOrder = SessionOrder { field: SessionOrderField::CreatedAt, descending: true };
 }
 
-/// Relay paging arguments as the client sent them.
-#[derive(Clone, Debug, Default)]
-pub struct PageArgs {
-    pub first: Option<i32>,
-    pub after: Option<String>,
-    pub last: Option<i32>,
-    pub before: Option<String>,
-}
+/// A page of sessions, each with its position (where the next page starts).
+pub type SessionPage = Page<(session::Model, SessionPosition)>;
 
-/// One page of sessions, each with its cursor.
-#[derive(Debug)]
-pub struct SessionPage {
-    pub rows: Vec<(session::Model, String)>,
-    pub has_next_page: bool,
-    pub has_previous_page: bool,
+/// Whole seconds from creation to termination, or to `now` while not terminated.
+pub fn elapsed_seconds(s: &session::Model, now: DateTime<Utc>) -> i64 {
+    std::cmp::max((s.terminated_at.unwrap_or(now) - s.created_at).num_seconds(), 0)
 }
 
 /// Badge counts of a session set.
@@ -128,14 +117,14 @@ pub async fn project_sessions(
     if scope == SessionScope::Mine && filter.owner_email.is_some() {
         problems.push(InputProblem::new(
             "OWNER_FILTER_NEEDS_PROJECT_SCOPE",
-            Some("filter.ownerEmail".to_owned()),
+            Some("owner_email".to_owned()),
             "`ownerEmail` filters the PROJECT scope; the MINE scope lists only your own sessions",
         ));
     }
     if filter.name_contains.as_ref().is_some_and(|n| n.chars().count() > MAX_NAME_FILTER) {
         problems.push(InputProblem::new(
             "TOO_LONG",
-            Some("filter.nameContains".to_owned()),
+            Some("name_contains".to_owned()),
             format!("`nameContains` is limited to {MAX_NAME_FILTER} characters"),
         ));
     }
@@ -144,7 +133,7 @@ pub async fn project_sessions(
     {
         problems.push(InputProblem::new(
             "EMPTY_RANGE",
-            Some("filter.createdAfter".to_owned()),
+            Some("created_after".to_owned()),
             "`createdAfter` is later than `createdBefore`",
         ));
     }
@@ -251,10 +240,8 @@ impl SessionSet {
         let mut by_type: BTreeMap<SessionType, u64> = SessionType::ALL.iter().map(|t| (*t, 0)).collect();
         for g in groups {
             let n = u64::try_from(g.n).unwrap_or(0);
-            let status = SessionStatus::parse(&g.status)
-                .ok_or_else(|| DomainError::invariant(format!("stored status {}", g.status)))?;
-            let ty = SessionType::parse(&g.session_type)
-                .ok_or_else(|| DomainError::invariant(format!("stored type {}", g.session_type)))?;
+            let status = SessionStatus::stored(&g.status)?;
+            let ty = SessionType::stored(&g.session_type)?;
             if status.is_terminal() {
                 counts.finished += n;
             } else {
@@ -267,22 +254,22 @@ impl SessionSet {
         Ok(counts)
     }
 
-    /// One page in `orders` (then by id), per Relay's `first`/`after`/`last`/`before`.
+    /// One page in `orders` (then by id), after or before a position of the same ordering.
     pub async fn page(
         &self,
         db: &impl ConnectionTrait,
         orders: &[SessionOrder],
-        args: &PageArgs,
+        request: &PageRequest<SessionPosition>,
         now: DateTime<Utc>,
     ) -> DomainResult<SessionPage> {
         let keys = order_keys(orders);
-        let (limit, backward) = page_size(args)?;
         let signature = signature(&keys);
-        let after = args.after.as_deref().map(|c| Cursor::decode(c, &signature, "after")).transpose()?;
-        let before = args.before.as_deref().map(|c| Cursor::decode(c, &signature, "before")).transpose()?;
+        let after = request.after.as_ref().map(|p| p.check(&signature, "after")).transpose()?;
+        let before = request.before.as_ref().map(|p| p.check(&signature, "before")).transpose()?;
         // Elapsed time is measured against one instant for the whole walk through the list,
-        // carried by the cursors, so that pages stay consistent while time passes.
-        let now = after.as_ref().or(before.as_ref()).and_then(|c| c.now).map_or(now, micros_to_time);
+        // carried by the positions, so that pages stay consistent while time passes.
+        let now = after.or(before).and_then(|p| p.now).map_or(now, micros_to_time);
+        let backward = request.backward;
 
         let backend = db.get_database_backend();
         let exprs: Vec<Expr> = keys.iter().map(|k| sort_expr(k.field, backend, now)).collect();
@@ -290,43 +277,35 @@ impl SessionSet {
         for (i, expr) in exprs.iter().enumerate() {
             query = query.expr_as(expr.clone(), format!("sk{i}"));
         }
-        if let Some(c) = &after {
-            query = query.filter(seek(&keys, &exprs, c, true)?);
+        if let Some(p) = after {
+            query = query.filter(seek(&keys, &exprs, p, true)?);
         }
-        if let Some(c) = &before {
-            query = query.filter(seek(&keys, &exprs, c, false)?);
+        if let Some(p) = before {
+            query = query.filter(seek(&keys, &exprs, p, false)?);
         }
         for (key, expr) in keys.iter().zip(&exprs) {
-            // Reading backwards: walk the reversed order, then flip the page.
+            // Reading backwards: walk the reversed order; the page is flipped back at the end.
             query = query.order_by(expr.clone(), if key.descending != backward { Order::Desc } else { Order::Asc });
         }
         let id_desc = keys.first().is_some_and(|k| k.descending);
         query = query.order_by(session::Column::Id, if id_desc != backward { Order::Desc } else { Order::Asc });
-        query = query.limit(limit + 1);
+        query = query.limit(request.fetch_limit());
 
         let rows = db.query_all_raw(query.build(backend)).await?;
-        let has_more = rows.len() as u64 > limit;
-        let mut page = Vec::with_capacity(rows.len().min(limit as usize));
-        for row in rows.iter().take(limit as usize) {
+        let mut walked = Vec::with_capacity(rows.len());
+        for row in &rows {
             let model = session::Model::from_query_result(row, "")?;
             let values =
                 keys.iter().enumerate().map(|(i, k)| key_value(row, i, k.field)).collect::<DomainResult<Vec<_>>>()?;
-            let cursor = Cursor {
+            let position = SessionPosition {
                 o: signature.clone(),
                 k: values,
                 id: model.id,
                 now: keys.iter().any(|k| k.field == SessionOrderField::Elapsed).then(|| now.timestamp_micros()),
             };
-            page.push((model, cursor.encode()));
+            walked.push((model, position));
         }
-        if backward {
-            page.reverse();
-        }
-        Ok(SessionPage {
-            rows: page,
-            has_next_page: if backward { before.is_some() } else { has_more },
-            has_previous_page: if backward { has_more } else { after.is_some() },
-        })
+        Ok(request.finish(walked))
     }
 }
 
@@ -349,33 +328,6 @@ fn signature(keys: &[SessionOrder]) -> String {
         .map(|k| format!("{}:{}", k.field, if k.descending { "DESC" } else { "ASC" }))
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// The page size and whether the page is read backwards (`last`).
-fn page_size(args: &PageArgs) -> DomainResult<(u64, bool)> {
-    let check = |n: i32, field: &str| -> DomainResult<u64> {
-        let n = u64::try_from(n).map_err(|_| {
-            DomainError::bad_input("OUT_OF_RANGE", Some(field.to_owned()), format!("`{field}` cannot be negative"))
-        })?;
-        if n > MAX_PAGE_SIZE {
-            return Err(DomainError::bad_input(
-                "OUT_OF_RANGE",
-                Some(field.to_owned()),
-                format!("`{field}` is at most {MAX_PAGE_SIZE}"),
-            ));
-        }
-        Ok(n)
-    };
-    match (args.first, args.last) {
-        (Some(_), Some(_)) => Err(DomainError::bad_input(
-            "AMBIGUOUS_PAGE",
-            Some("last".to_owned()),
-            "give `first` (with `after`) or `last` (with `before`), not both",
-        )),
-        (Some(n), None) => Ok((check(n, "first")?, false)),
-        (None, Some(n)) => Ok((check(n, "last")?, true)),
-        (None, None) => Ok((DEFAULT_PAGE_SIZE, args.before.is_some() && args.after.is_none())),
-    }
 }
 
 /// Far past any real session: unterminated sessions sort after terminated ones ascending.
@@ -445,14 +397,14 @@ fn micros_to_time(us: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(us).unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
-/// Instants a cursor may carry: years 1900 to 9999, which both databases hold.
+/// Instants a position may carry: years 1900 to 9999, which both databases hold.
 fn plausible_micros(us: i64) -> Option<DateTime<Utc>> {
     const MIN: i64 = -2_208_988_800_000_000; // 1900-01-01
     const MAX: i64 = 253_402_300_799_000_000; // 9999-12-31
     (MIN..=MAX).contains(&us).then(|| DateTime::from_timestamp_micros(us)).flatten()
 }
 
-/// The cursor's value of a key as an SQL value of the key's type.
+/// A position's value of a key as an SQL value of the key's type.
 fn bind(field: SessionOrderField, v: &serde_json::Value) -> Option<Value> {
     use SessionOrderField::*;
     match field {
@@ -463,18 +415,18 @@ fn bind(field: SessionOrderField, v: &serde_json::Value) -> Option<Value> {
     }
 }
 
-/// Rows strictly after (or before) the cursor's row in the keys' order, then by id.
-fn seek(keys: &[SessionOrder], exprs: &[Expr], cursor: &Cursor, after: bool) -> DomainResult<Condition> {
+/// Rows strictly after (or before) the position's row in the keys' order, then by id.
+fn seek(keys: &[SessionOrder], exprs: &[Expr], position: &SessionPosition, after: bool) -> DomainResult<Condition> {
     let malformed = || {
         DomainError::bad_input(
             "INVALID_CURSOR",
             Some(if after { "after" } else { "before" }.to_owned()),
-            "malformed cursor",
+            "malformed position",
         )
     };
     let values = keys
         .iter()
-        .zip(&cursor.k)
+        .zip(&position.k)
         .map(|(k, v)| bind(k.field, v).ok_or_else(malformed))
         .collect::<DomainResult<Vec<_>>>()?;
     let beyond = |expr: Expr, descending: bool, value: Value| -> Expr {
@@ -490,17 +442,18 @@ fn seek(keys: &[SessionOrder], exprs: &[Expr], cursor: &Cursor, after: bool) -> 
             all.add(beyond(exprs[i].clone(), keys[i].descending, values[i].clone()))
         } else {
             let id_desc = keys.first().is_some_and(|k| k.descending);
-            all.add(beyond(Expr::col((session::Entity, session::Column::Id)), id_desc, Value::from(cursor.id)))
+            all.add(beyond(Expr::col((session::Entity, session::Column::Id)), id_desc, Value::from(position.id)))
         };
         any = any.add(all);
     }
     Ok(any)
 }
 
-/// What a cursor carries: the ordering it belongs to, its row's sort values and id, and the
-/// instant elapsed times are measured against.
-#[derive(Debug, Serialize, Deserialize)]
-struct Cursor {
+/// Where a page starts: the ordering it belongs to, a row's sort values and id, and the
+/// instant elapsed times are measured against. Clients get it back opaquely and return it
+/// unchanged; [`SessionPosition::check`] refuses one that was tampered with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionPosition {
     o: String,
     k: Vec<serde_json::Value>,
     id: Uuid,
@@ -508,40 +461,23 @@ struct Cursor {
     now: Option<i64>,
 }
 
-impl Cursor {
-    fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
-    }
-
-    fn decode(text: &str, signature: &str, field: &str) -> DomainResult<Cursor> {
+impl SessionPosition {
+    fn check(&self, signature: &str, field: &str) -> DomainResult<&Self> {
         let bad =
             |why: &str| DomainError::bad_input("INVALID_CURSOR", Some(field.to_owned()), format!("`{field}`: {why}"));
-        let bytes = URL_SAFE_NO_PAD.decode(text.as_bytes()).map_err(|_| bad("malformed cursor"))?;
-        let cursor: Cursor = serde_json::from_slice(&bytes).map_err(|_| bad("malformed cursor"))?;
-        if cursor.o != signature {
-            return Err(bad("the cursor belongs to another ordering; start again from the first page"));
+        if self.o != signature {
+            return Err(bad("it belongs to another ordering; start again from the first page"));
         }
-        if cursor.k.len() != signature.split(',').count() || cursor.now.is_some_and(|n| plausible_micros(n).is_none()) {
-            return Err(bad("malformed cursor"));
+        if self.k.len() != signature.split(',').count() || self.now.is_some_and(|n| plausible_micros(n).is_none()) {
+            return Err(bad("malformed position"));
         }
-        Ok(cursor)
+        Ok(self)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn page_sizes_are_bounded() {
-        let args = |first, last| PageArgs { first, last, ..Default::default() };
-        assert_eq!(page_size(&args(None, None)).ok(), Some((50, false)));
-        assert_eq!(page_size(&args(Some(500), None)).ok(), Some((500, false)));
-        assert_eq!(page_size(&args(None, Some(3))).ok(), Some((3, true)));
-        assert!(page_size(&args(Some(501), None)).is_err());
-        assert!(page_size(&args(Some(-1), None)).is_err());
-        assert!(page_size(&args(Some(1), Some(1))).is_err());
-    }
 
     #[test]
     fn order_keys_default_and_deduplicate() {
@@ -552,13 +488,14 @@ mod tests {
     }
 
     #[test]
-    fn cursors_round_trip_and_belong_to_one_ordering() {
-        let c = Cursor { o: "NAME:ASC".into(), k: vec!["x".into()], id: Uuid::nil(), now: None };
-        let text = c.encode();
-        assert!(Cursor::decode(&text, "NAME:ASC", "after").is_ok());
-        assert!(Cursor::decode(&text, "CREATED_AT:DESC", "after").is_err());
-        assert!(Cursor::decode("!!", "NAME:ASC", "after").is_err());
-        assert!(Cursor::decode(&URL_SAFE_NO_PAD.encode("{}"), "NAME:ASC", "after").is_err());
+    fn positions_belong_to_one_ordering() {
+        let p = SessionPosition { o: "NAME:ASC".into(), k: vec!["x".into()], id: Uuid::nil(), now: None };
+        assert!(p.check("NAME:ASC", "after").is_ok());
+        assert!(matches!(p.check("CREATED_AT:DESC", "after"), Err(DomainError::BadInput(_))));
+        let short = SessionPosition { k: vec![], ..p.clone() };
+        assert!(matches!(short.check("NAME:ASC", "after"), Err(DomainError::BadInput(_))));
+        let far = SessionPosition { now: Some(i64::MAX), ..p };
+        assert!(matches!(far.check("NAME:ASC", "before"), Err(DomainError::BadInput(_))));
     }
 
     #[test]

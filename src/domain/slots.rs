@@ -107,6 +107,35 @@ impl ResourceSlots {
     }
 }
 
+/// What a session asks for: the same slots for each of its `cluster_size` containers. The
+/// launcher's input is per container; quotas, occupancy and the stored `requested_slots`
+/// are the whole session's [`total`](Self::total). This is the one place the two meet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResourceRequest {
+    pub per_container: ResourceSlots,
+    pub cluster_size: u32,
+}
+
+impl ResourceRequest {
+    pub fn new(per_container: ResourceSlots, cluster_size: u32) -> Self {
+        Self { per_container, cluster_size: cluster_size.max(1) }
+    }
+
+    /// The whole session: per container × cluster size.
+    pub fn total(&self) -> ResourceSlots {
+        self.per_container.scale(f64::from(self.cluster_size))
+    }
+
+    /// The request of a stored session, from its total and cluster size.
+    pub fn from_stored(total: &Value, cluster_size: i32) -> Result<Self, DomainError> {
+        let cluster_size = u32::try_from(cluster_size)
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| DomainError::invariant(format!("stored cluster size {cluster_size}")))?;
+        Ok(Self::new(ResourceSlots::from_json(total)?.scale(1.0 / f64::from(cluster_size)), cluster_size))
+    }
+}
+
 /// Whole amounts are stored as JSON integers (bytes of memory exceed f64's pretty range).
 fn amount_to_json(amount: f64) -> Value {
     if amount.fract() == 0.0 && amount.abs() < 9.0e15 { Value::from(amount as i64) } else { Value::from(amount) }
@@ -136,6 +165,15 @@ mod tests {
         assert!(request.fits_in(&agent, true), "a limit without the slot is unlimited");
         let tight = ResourceSlots::from_pairs([(CPU, 0.1 + 0.2)]);
         assert!(tight.fits_in(&ResourceSlots::from_pairs([(CPU, 0.3)]), false));
+    }
+
+    #[test]
+    fn a_request_totals_its_containers() {
+        let request = ResourceRequest::new(ResourceSlots::from_pairs([(CPU, 4.0), (MEM, 1024.0)]), 2);
+        assert_eq!(request.total(), ResourceSlots::from_pairs([(CPU, 8.0), (MEM, 2048.0)]));
+        let stored = ResourceRequest::from_stored(&request.total().to_json(), 2).ok();
+        assert_eq!(stored, Some(request));
+        assert!(ResourceRequest::from_stored(&serde_json::json!({"cpu": 1}), 0).is_err());
     }
 
     #[test]

@@ -35,20 +35,59 @@ fn member_projects(user_id: Uuid) -> sea_orm::sea_query::SelectStatement {
         .take()
 }
 
-/// The project `id` if the viewer may see it, else `NOT_FOUND`.
-pub async fn visible_project(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid) -> DomainResult<project::Model> {
+/// A project the viewer may see, and whether the viewer is one of its members.
+#[derive(Clone, Debug)]
+pub struct ProjectAccess {
+    pub project: project::Model,
+    /// Known once asked: a member sees the project through its membership, so that is
+    /// known at once; an administrator's membership is looked up only when a rule needs it.
+    member: Option<bool>,
+}
+
+impl ProjectAccess {
+    /// Whether the viewer is a member of the project (looked up at most once).
+    pub async fn is_member(&mut self, db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<bool> {
+        if let Some(member) = self.member {
+            return Ok(member);
+        }
+        let member = is_member(db, viewer.user_id, self.project.id).await?;
+        self.member = Some(member);
+        Ok(member)
+    }
+
+    /// Refuses a viewer who is not a member: launching needs membership, even for an ADMIN.
+    pub async fn require_member(&mut self, db: &impl ConnectionTrait, viewer: &Viewer, why: &str) -> DomainResult<()> {
+        if self.is_member(db, viewer).await? {
+            Ok(())
+        } else {
+            Err(DomainError::Forbidden(format!("you are not a member of project `{}`: {why}", self.project.name)))
+        }
+    }
+}
+
+/// The project `id` with the viewer's access to it, if the viewer may see it (a member, an
+/// ADMIN of its domain, a SUPERADMIN), else `NOT_FOUND`.
+pub async fn project_access(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid) -> DomainResult<ProjectAccess> {
     let not_found = DomainError::NotFound("project");
-    let Some(p) = project::Entity::find_by_id(id).one(db).await? else {
+    let Some(project) = project::Entity::find_by_id(id).one(db).await? else {
         return Err(not_found);
     };
-    if viewer.administers_domain(p.domain_id) || is_member(db, viewer.user_id, id).await? {
-        Ok(p)
+    if viewer.administers_domain(project.domain_id) {
+        return Ok(ProjectAccess { project, member: None });
+    }
+    if is_member(db, viewer.user_id, id).await? {
+        Ok(ProjectAccess { project, member: Some(true) })
     } else {
         Err(not_found)
     }
 }
 
-pub async fn is_member(db: &impl ConnectionTrait, user_id: Uuid, project_id: Uuid) -> DomainResult<bool> {
+/// The project `id` if the viewer may see it, else `NOT_FOUND`.
+pub async fn visible_project(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid) -> DomainResult<project::Model> {
+    Ok(project_access(db, viewer, id).await?.project)
+}
+
+async fn is_member(db: &impl ConnectionTrait, user_id: Uuid, project_id: Uuid) -> DomainResult<bool> {
     Ok(project_member::Entity::find_by_id((project_id, user_id)).one(db).await?.is_some())
 }
 
@@ -73,23 +112,19 @@ pub enum SessionScope {
 
 /// The condition selecting the sessions of `project_id` the viewer may list in `scope`:
 /// `NOT_FOUND` for a project the viewer cannot see, `FORBIDDEN` for a scope it may not use.
-/// Every list path (list, counts, CSV, subscriptions) starts here.
+/// Every session list starts here.
 pub async fn session_scope(
     db: &impl ConnectionTrait,
     viewer: &Viewer,
     project_id: Uuid,
     scope: SessionScope,
 ) -> DomainResult<Condition> {
-    let project = visible_project(db, viewer, project_id).await?;
+    let mut access = project_access(db, viewer, project_id).await?;
+    let project = access.project.clone();
     let in_project = session::Column::ProjectId.eq(project.id);
     match scope {
         SessionScope::Mine => {
-            if !is_member(db, viewer.user_id, project.id).await? {
-                return Err(DomainError::Forbidden(format!(
-                    "you are not a member of project `{}`: its administrators list its sessions with scope PROJECT",
-                    project.name
-                )));
-            }
+            access.require_member(db, viewer, "its administrators list its sessions with scope PROJECT").await?;
             Ok(Condition::all().add(in_project).add(session::Column::OwnerId.eq(viewer.user_id)))
         }
         SessionScope::Project if viewer.administers_domain(project.domain_id) => Ok(Condition::all().add(in_project)),
@@ -139,16 +174,6 @@ pub async fn project_resource_groups(
     viewer: &Viewer,
     project_id: Uuid,
 ) -> DomainResult<Vec<entity::resource_group::Model>> {
-    use entity::{resource_group, resource_group_project};
     let project = visible_project(db, viewer, project_id).await?;
-    let links = resource_group_project::Entity::find()
-        .filter(resource_group_project::Column::ProjectId.eq(project.id))
-        .order_by_asc(resource_group_project::Column::Position)
-        .all(db)
-        .await?;
-    let groups = resource_group::Entity::find()
-        .filter(resource_group::Column::Name.is_in(links.iter().map(|l| l.resource_group.clone())))
-        .all(db)
-        .await?;
-    Ok(links.iter().filter_map(|l| groups.iter().find(|g| g.name == l.resource_group).cloned()).collect())
+    super::catalog::project_resource_groups(db, project.id).await
 }

@@ -46,6 +46,35 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
+/// The GraphQL spelling of a domain field name: `startup_command` → `startupCommand`,
+/// `resources[1]` → `resources[1]`.
+pub fn camel(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The same error with each input problem's domain field name replaced by its path in
+/// this API, as `path` gives it.
+pub fn with_paths(err: DomainError, path: impl Fn(&str) -> String) -> DomainError {
+    match err {
+        DomainError::BadInput(problems) => DomainError::BadInput(
+            problems.into_iter().map(|p| InputProblem { field: p.field.as_deref().map(&path), ..p }).collect(),
+        ),
+        other => other,
+    }
+}
+
 /// The public code of a domain error.
 pub fn code_of(err: &DomainError) -> &'static str {
     match err {
@@ -154,6 +183,17 @@ pub fn error_body(message: &str, code: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn domain_fields_become_api_paths() {
+        assert_eq!(camel("startup_command"), "startupCommand");
+        assert_eq!(camel("resources[1]"), "resources[1]");
+        let err = DomainError::bad_input("TOO_LONG", Some("name_contains".to_owned()), "long");
+        let DomainError::BadInput(problems) = with_paths(err, |f| format!("filter.{}", camel(f))) else {
+            panic!("still bad input")
+        };
+        assert_eq!(problems[0].field.as_deref(), Some("filter.nameContains"));
+    }
 
     #[test]
     fn internal_errors_are_masked() {

@@ -41,6 +41,12 @@ pub fn decode(id: &str) -> Option<(NodeKind, String)> {
     Some((kind, key.to_owned()))
 }
 
+/// A project id argument: anything that does not name a project is `NOT_FOUND`, exactly
+/// like a project the viewer may not see.
+pub fn project_uuid(id: &str) -> super::errors::ApiResult<Uuid> {
+    decode_uuid(id, NodeKind::Project).ok_or_else(|| crate::domain::DomainError::NotFound("project").into())
+}
+
 /// The UUID of a global id of `kind`, if it is one.
 pub fn decode_uuid(id: &str, kind: NodeKind) -> Option<Uuid> {
     match decode(id)? {

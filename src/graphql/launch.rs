@@ -1,55 +1,16 @@
-//! Launch groups: the sessions created together by one "Launch Multiple Sessions".
+//! Launching sessions (one or many), the dry run, and ending sessions.
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
-use chrono::{DateTime, Utc};
-use sea_orm::{EntityTrait, QueryOrder};
 
 use crate::domain::events::EventBus;
-use crate::domain::sessions::{PageArgs, SessionSet};
-use crate::domain::{DomainError, launch, occupancy};
+use crate::domain::launch::{self, LaunchLimits};
+use crate::domain::{DomainError, terminate};
 
 use super::context::{db, viewer};
-use super::errors::{ApiResult, code_of};
-use super::ids::{NodeKind, decode_uuid, encode};
-use super::resource::Image;
-use super::session::{
-    PendingReason, Session, SessionConnection, SessionType, page_complexity, project_uuid, session_connection,
-};
-
-pub struct LaunchGroup(pub entity::launch_group::Model);
-
-#[Object]
-impl LaunchGroup {
-    pub async fn id(&self) -> ID {
-        encode(NodeKind::LaunchGroup, self.0.id)
-    }
-    async fn name(&self) -> &str {
-        &self.0.name
-    }
-    /// How many sessions were launched together.
-    async fn count(&self) -> i32 {
-        self.0.count
-    }
-    async fn created_at(&self) -> DateTime<Utc> {
-        self.0.created_at
-    }
-    /// The group's sessions, newest first.
-    #[graphql(complexity = "page_complexity(first, child_complexity)")]
-    async fn sessions(
-        &self,
-        ctx: &Context<'_>,
-        first: Option<i32>,
-        after: Option<String>,
-    ) -> ApiResult<SessionConnection> {
-        session_connection(
-            ctx,
-            SessionSet::of_launch_group(&self.0),
-            None,
-            PageArgs { first, after, ..Default::default() },
-        )
-        .await
-    }
-}
+use super::errors::{ApiResult, camel, code_of, with_paths};
+use super::ids::{NodeKind, decode_uuid, project_uuid};
+use super::session::{LaunchGroup, Session};
+use super::types::{PendingReason, SessionType};
 
 /// One resource request: e.g. `{slot: "mem", amount: 1073741824}` (bytes).
 #[derive(InputObject)]
@@ -87,9 +48,18 @@ pub struct LaunchSessionInput {
     pub idempotency_key: Option<String>,
 }
 
+/// The API path of a domain field of a launch: `count` as it is, the rest inside `input`.
+fn launch_path(field: &str) -> String {
+    match field {
+        "count" => field.to_owned(),
+        "session_type" => "input.type".to_owned(),
+        _ => format!("input.{}", camel(field)),
+    }
+}
+
 impl LaunchSessionInput {
-    fn to_domain(&self) -> ApiResult<launch::LaunchInput> {
-        Ok(launch::LaunchInput {
+    fn to_domain(&self) -> ApiResult<launch::LaunchRequest> {
+        Ok(launch::LaunchRequest {
             project_id: project_uuid(&self.project_id)?,
             name: self.name.clone(),
             session_type: self.session_type.unwrap_or(SessionType::Interactive).into(),
@@ -140,7 +110,7 @@ pub struct LaunchCheck {
 }
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(remote = "crate::domain::launch::TerminateOutcome")]
+#[graphql(remote = "crate::domain::terminate::TerminateOutcome")]
 pub enum TerminateOutcome {
     Cancelled,
     Terminating,
@@ -163,29 +133,15 @@ pub struct TerminateSessionsPayload {
     pub results: Vec<TerminateResult>,
 }
 
-/// How many sessions one `launchSessions` may create.
-#[derive(Clone, Copy, Debug)]
-pub struct LaunchLimits {
-    pub max_launch_count: u32,
-}
-
-fn limits(ctx: &Context<'_>) -> u32 {
-    ctx.data_opt::<LaunchLimits>().map_or(100, |l| l.max_launch_count)
+/// The launch bounds the server was configured with.
+fn limits<'a>(ctx: &Context<'a>) -> ApiResult<LaunchLimits> {
+    ctx.data_opt::<LaunchLimits>()
+        .copied()
+        .ok_or_else(|| DomainError::invariant("the schema was built without launch limits").into())
 }
 
 fn bus<'a>(ctx: &Context<'a>) -> ApiResult<&'a EventBus> {
     ctx.data_opt::<EventBus>().ok_or_else(|| DomainError::invariant("the schema was built without an event bus").into())
-}
-
-pub(crate) fn reason(r: occupancy::PendingReason) -> PendingReason {
-    PendingReason {
-        code: r.code.to_owned(),
-        message: r.message,
-        layer: r.layer.map(Into::into),
-        slot: r.slot,
-        requested: r.requested,
-        remaining: r.remaining,
-    }
 }
 
 #[derive(Default)]
@@ -193,13 +149,6 @@ pub struct LaunchQuery;
 
 #[Object]
 impl LaunchQuery {
-    /// The images the launcher offers.
-    async fn images(&self, ctx: &Context<'_>) -> ApiResult<Vec<Image>> {
-        viewer(ctx)?;
-        let rows = entity::image::Entity::find().order_by_asc(entity::image::Column::Name).all(db(ctx)?).await?;
-        Ok(rows.into_iter().map(Image).collect())
-    }
-
     /// A dry run of `launchSession` (count 1) or `launchSessions`: the same checks and
     /// codes, nothing written.
     async fn check_launch(
@@ -211,11 +160,11 @@ impl LaunchQuery {
         let count = count.unwrap_or(1);
         let dom_input = input.to_domain()?;
         let count = (count != 1).then_some(i64::from(count));
-        let check = launch::check(db(ctx)?, viewer(ctx)?, &dom_input, count, limits(ctx)).await?;
+        let check = launch::check(db(ctx)?, viewer(ctx)?, &dom_input, count, limits(ctx)?).await?;
         let mut problems: Vec<InputProblem> = check
             .problems
             .into_iter()
-            .map(|p| InputProblem { code: p.code, field: p.field, message: p.message })
+            .map(|p| InputProblem { code: p.code, field: p.field.as_deref().map(launch_path), message: p.message })
             .collect();
         if let Some(refusal) = check.refusal {
             problems.push(InputProblem {
@@ -228,7 +177,7 @@ impl LaunchQuery {
             valid: problems.is_empty(),
             problems,
             fits_now: check.fits_now,
-            pending_reasons: check.pending_reasons.into_iter().map(reason).collect(),
+            pending_reasons: check.pending_reasons.into_iter().map(Into::into).collect(),
         })
     }
 }
@@ -241,7 +190,9 @@ impl LaunchMutation {
     /// Launches one session; it starts PENDING and the scheduler takes it from there.
     async fn launch_session(&self, ctx: &Context<'_>, input: LaunchSessionInput) -> ApiResult<LaunchSessionPayload> {
         let dom_input = input.to_domain()?;
-        let launched = launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, None, limits(ctx)).await?;
+        let launched = launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, None, limits(ctx)?)
+            .await
+            .map_err(|e| with_paths(e, launch_path))?;
         let session =
             launched.sessions.into_iter().next().ok_or_else(|| DomainError::invariant("a launch without session"))?;
         Ok(LaunchSessionPayload { session: Session(session) })
@@ -257,7 +208,9 @@ impl LaunchMutation {
     ) -> ApiResult<LaunchSessionsPayload> {
         let dom_input = input.to_domain()?;
         let launched =
-            launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, Some(i64::from(count)), limits(ctx)).await?;
+            launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, Some(i64::from(count)), limits(ctx)?)
+                .await
+                .map_err(|e| with_paths(e, launch_path))?;
         let group =
             launched.launch_group.ok_or_else(|| DomainError::invariant("a batch launch without launch group"))?;
         Ok(LaunchSessionsPayload {
@@ -274,14 +227,8 @@ impl LaunchMutation {
         ids: Vec<ID>,
         #[graphql(default_with = "Some(false)")] force: Option<bool>,
     ) -> ApiResult<TerminateSessionsPayload> {
-        let force = force.unwrap_or(false);
-        if ids.len() > 500 {
-            return Err(
-                DomainError::bad_input("TOO_MANY", Some("ids".to_owned()), "at most 500 sessions at once").into()
-            );
-        }
         let uuids: Vec<Option<uuid::Uuid>> = ids.iter().map(|id| decode_uuid(id, NodeKind::Session)).collect();
-        let outcomes = launch::terminate(db(ctx)?, bus(ctx)?, viewer(ctx)?, &uuids, force).await?;
+        let outcomes = terminate::terminate(db(ctx)?, bus(ctx)?, viewer(ctx)?, &uuids, force.unwrap_or(false)).await?;
         Ok(TerminateSessionsPayload {
             results: ids
                 .into_iter()

@@ -7,19 +7,17 @@
 //! whole page in one statement first, and the field resolvers then read the cache. A page
 //! therefore costs a fixed number of statements whatever its size.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-
-use std::collections::HashSet;
 
 use async_graphql::Context;
 use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
 use entity::{image, launch_group, project, resource_group, session_status_transition, user};
 
-use crate::domain::DomainError;
+use crate::domain::{DomainError, relations};
 
 pub struct DbLoader {
     db: DatabaseConnection,
@@ -104,8 +102,12 @@ pub struct ImageName(pub String);
 
 type LoadResult<K, V> = Result<HashMap<K, V>, Arc<DomainError>>;
 
-fn fail(e: sea_orm::DbErr) -> Arc<DomainError> {
-    Arc::new(e.into())
+/// Re-keys a domain batch load by the loader's key type.
+fn keyed<K: Eq + std::hash::Hash, D, V>(
+    found: Result<HashMap<D, V>, DomainError>,
+    key: impl Fn(D) -> K,
+) -> LoadResult<K, V> {
+    Ok(found.map_err(Arc::new)?.into_iter().map(|(k, v)| (key(k), v)).collect())
 }
 
 impl Loader<UserId> for DbLoader {
@@ -113,12 +115,8 @@ impl Loader<UserId> for DbLoader {
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[UserId]) -> LoadResult<UserId, user::Model> {
-        let rows = user::Entity::find()
-            .filter(user::Column::Id.is_in(keys.iter().map(|k| k.0)))
-            .all(&self.db)
-            .await
-            .map_err(fail)?;
-        Ok(rows.into_iter().map(|r| (UserId(r.id), r)).collect())
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+        keyed(relations::users(&self.db, &ids).await, UserId)
     }
 }
 
@@ -127,12 +125,8 @@ impl Loader<ProjectId> for DbLoader {
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[ProjectId]) -> LoadResult<ProjectId, project::Model> {
-        let rows = project::Entity::find()
-            .filter(project::Column::Id.is_in(keys.iter().map(|k| k.0)))
-            .all(&self.db)
-            .await
-            .map_err(fail)?;
-        Ok(rows.into_iter().map(|r| (ProjectId(r.id), r)).collect())
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+        keyed(relations::projects(&self.db, &ids).await, ProjectId)
     }
 }
 
@@ -141,12 +135,8 @@ impl Loader<LaunchGroupId> for DbLoader {
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[LaunchGroupId]) -> LoadResult<LaunchGroupId, launch_group::Model> {
-        let rows = launch_group::Entity::find()
-            .filter(launch_group::Column::Id.is_in(keys.iter().map(|k| k.0)))
-            .all(&self.db)
-            .await
-            .map_err(fail)?;
-        Ok(rows.into_iter().map(|r| (LaunchGroupId(r.id), r)).collect())
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+        keyed(relations::launch_groups(&self.db, &ids).await, LaunchGroupId)
     }
 }
 
@@ -155,12 +145,8 @@ impl Loader<ResourceGroupName> for DbLoader {
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[ResourceGroupName]) -> LoadResult<ResourceGroupName, resource_group::Model> {
-        let rows = resource_group::Entity::find()
-            .filter(resource_group::Column::Name.is_in(keys.iter().map(|k| k.0.clone())))
-            .all(&self.db)
-            .await
-            .map_err(fail)?;
-        Ok(rows.into_iter().map(|r| (ResourceGroupName(r.name.clone()), r)).collect())
+        let names: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
+        keyed(relations::resource_groups(&self.db, &names).await, ResourceGroupName)
     }
 }
 
@@ -169,12 +155,8 @@ impl Loader<ImageName> for DbLoader {
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[ImageName]) -> LoadResult<ImageName, image::Model> {
-        let rows = image::Entity::find()
-            .filter(image::Column::Name.is_in(keys.iter().map(|k| k.0.clone())))
-            .all(&self.db)
-            .await
-            .map_err(fail)?;
-        Ok(rows.into_iter().map(|r| (ImageName(r.name.clone()), r)).collect())
+        let names: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
+        keyed(relations::images(&self.db, &names).await, ImageName)
     }
 }
 
@@ -183,16 +165,7 @@ impl Loader<TransitionsOf> for DbLoader {
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[TransitionsOf]) -> LoadResult<TransitionsOf, Vec<session_status_transition::Model>> {
-        let rows = session_status_transition::Entity::find()
-            .filter(session_status_transition::Column::SessionId.is_in(keys.iter().map(|k| k.0)))
-            .order_by_asc(session_status_transition::Column::Id)
-            .all(&self.db)
-            .await
-            .map_err(fail)?;
-        let mut out: HashMap<TransitionsOf, Vec<_>> = keys.iter().map(|k| (*k, Vec::new())).collect();
-        for r in rows {
-            out.entry(TransitionsOf(r.session_id)).or_default().push(r);
-        }
-        Ok(out)
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+        keyed(relations::transitions(&self.db, &ids).await, TransitionsOf)
     }
 }

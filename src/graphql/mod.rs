@@ -2,6 +2,7 @@
 //! Resolvers are thin: they read arguments, call `domain`, and map the result.
 
 pub mod context;
+pub mod cursor;
 pub mod errors;
 pub mod ids;
 pub mod launch;
@@ -12,12 +13,14 @@ pub mod scalars;
 pub mod scheduling;
 pub mod session;
 pub mod settings;
+pub mod types;
 pub mod viewer;
 
 use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema, SchemaBuilder};
 use sea_orm::DatabaseConnection;
 
 use crate::domain::events::EventBus;
+use crate::domain::launch::LaunchLimits;
 
 /// Deep enough for GraphiQL's introspection query (~13 levels) with room to spare.
 pub const MAX_DEPTH: usize = 24;
@@ -46,7 +49,7 @@ fn builder() -> SchemaBuilder<Query, Mutation, EmptySubscription> {
 }
 
 /// The schema the server executes, with its database, event bus and limits.
-pub fn build_schema(db: DatabaseConnection, bus: EventBus, limits: launch::LaunchLimits) -> AppSchema {
+pub fn build_schema(db: DatabaseConnection, bus: EventBus, limits: LaunchLimits) -> AppSchema {
     builder().data(db).data(bus).data(limits).finish()
 }
 

@@ -8,8 +8,7 @@ use crate::domain::{DomainError, visibility};
 use super::context::{db, viewer};
 use super::errors::ApiResult;
 use super::ids::{NodeKind, decode_uuid};
-use super::launch::LaunchGroup;
-use super::session::Session;
+use super::session::{LaunchGroup, Session};
 use super::viewer::{Project, User};
 
 // Variants are built once per lookup; boxing would only add an allocation.

@@ -3,12 +3,12 @@
 use async_graphql::{Context, Enum, ID, Object, SimpleObject};
 
 use crate::domain::slots::ResourceSlots as Slots;
-use crate::domain::{model, panels, visibility};
+use crate::domain::{catalog, model, panels, visibility};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;
-use super::session::{SessionType, SlotAmount, project_uuid};
-use super::viewer::ResourcePanelView;
+use super::ids::project_uuid;
+use super::types::{LimitLayer, ResourcePanelView, SessionType, SlotAmount};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::model::SchedulerStrategy")]
@@ -16,16 +16,6 @@ pub enum SchedulerStrategy {
     Fifo,
     Lifo,
     Drf,
-}
-
-/// Which limit a figure or a pending reason is about.
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(remote = "crate::domain::occupancy::LimitLayer")]
-pub enum LimitLayer {
-    Keypair,
-    Project,
-    Domain,
-    ResourceGroup,
 }
 
 fn session_types(value: &serde_json::Value) -> Vec<SessionType> {
@@ -79,8 +69,7 @@ impl Image {
     }
     /// The least a session of this image must request.
     async fn minimum_slots(&self) -> ApiResult<Vec<SlotAmount>> {
-        let slots = Slots::from_json(&self.0.minimum_slots)?;
-        Ok(slots.iter().map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount }).collect())
+        Ok(SlotAmount::list(&Slots::from_json(&self.0.minimum_slots)?))
     }
     /// Applications a running session offers, e.g. jupyter, terminal.
     async fn apps(&self) -> Vec<String> {
@@ -164,6 +153,12 @@ impl ResourceQuery {
                 })
                 .collect(),
         })
+    }
+
+    /// The images the launcher offers.
+    async fn images(&self, ctx: &Context<'_>) -> ApiResult<Vec<Image>> {
+        viewer(ctx)?;
+        Ok(catalog::images(db(ctx)?).await?.into_iter().map(Image).collect())
     }
 
     /// The resource groups a project may use, its default first.

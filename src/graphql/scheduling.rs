@@ -1,31 +1,24 @@
-//! Scheduling as a session's detail panel shows it: pending reasons and the history of
-//! scheduling decisions.
+//! A session's scheduling history as its detail panel shows it: each decision with its
+//! checks, newest first.
 
 use async_graphql::{Enum, ID, Object, SimpleObject};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
 use entity::scheduling_history;
 
-use crate::domain::DomainError;
-use crate::domain::occupancy;
-use crate::domain::sessions::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::domain::history::{self, SubStep};
+use crate::domain::paging::PageRequest;
 use crate::domain::status::SessionStatus as DomStatus;
 
+use super::cursor;
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
-use super::launch::reason;
-use super::session::{PageInfo, PendingReason, SessionStatus};
-
-/// The pending reasons the scheduler stored with a session.
-pub fn pending_reasons(stored: &serde_json::Value) -> Vec<PendingReason> {
-    occupancy::PendingReason::list_from_json(stored).into_iter().map(reason).collect()
-}
+use super::types::{PageInfo, SessionStatus};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(remote = "crate::domain::history::SchedulingResult")]
 pub enum SchedulingResult {
     Success,
     Failure,
@@ -33,20 +26,6 @@ pub enum SchedulingResult {
     Expired,
     GiveUp,
     Skipped,
-}
-
-impl SchedulingResult {
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "SUCCESS" => Self::Success,
-            "FAILURE" => Self::Failure,
-            "NEED_RETRY" => Self::NeedRetry,
-            "EXPIRED" => Self::Expired,
-            "GIVE_UP" => Self::GiveUp,
-            "SKIPPED" => Self::Skipped,
-            _ => return None,
-        })
-    }
 }
 
 /// One check within a scheduling decision.
@@ -59,10 +38,22 @@ pub struct SchedulingSubStep {
     pub duration_ms: Option<f64>,
 }
 
+impl From<SubStep> for SchedulingSubStep {
+    fn from(s: SubStep) -> Self {
+        Self {
+            name: s.name,
+            result: s.result.into(),
+            error_code: s.error_code,
+            message: s.message,
+            duration_ms: s.duration_ms,
+        }
+    }
+}
+
 pub struct SchedulingHistoryEntry(pub scheduling_history::Model);
 
-fn status(s: Option<&str>) -> Option<SessionStatus> {
-    s.and_then(DomStatus::parse).map(Into::into)
+fn status(s: Option<&str>) -> ApiResult<Option<SessionStatus>> {
+    Ok(s.map(DomStatus::stored).transpose()?.map(Into::into))
 }
 
 #[Object]
@@ -74,15 +65,14 @@ impl SchedulingHistoryEntry {
     async fn phase(&self) -> &str {
         &self.0.phase
     }
-    async fn from_status(&self) -> Option<SessionStatus> {
+    async fn from_status(&self) -> ApiResult<Option<SessionStatus>> {
         status(self.0.from_status.as_deref())
     }
-    async fn to_status(&self) -> Option<SessionStatus> {
+    async fn to_status(&self) -> ApiResult<Option<SessionStatus>> {
         status(self.0.to_status.as_deref())
     }
     async fn result(&self) -> ApiResult<SchedulingResult> {
-        SchedulingResult::parse(&self.0.result)
-            .ok_or_else(|| DomainError::invariant(format!("stored scheduling result {}", self.0.result)).into())
+        Ok(history::SchedulingResult::stored(&self.0.result)?.into())
     }
     async fn error_code(&self) -> Option<&str> {
         self.0.error_code.as_deref()
@@ -91,21 +81,7 @@ impl SchedulingHistoryEntry {
         &self.0.message
     }
     async fn sub_steps(&self) -> Vec<SchedulingSubStep> {
-        self.0
-            .sub_steps
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| {
-                Some(SchedulingSubStep {
-                    name: s.get("name")?.as_str()?.to_owned(),
-                    result: SchedulingResult::parse(s.get("result")?.as_str()?)?,
-                    error_code: s.get("errorCode").and_then(|v| v.as_str()).map(str::to_owned),
-                    message: s.get("message").and_then(|v| v.as_str()).map(str::to_owned),
-                    duration_ms: s.get("durationMs").and_then(|v| v.as_f64()),
-                })
-            })
-            .collect()
+        SubStep::list_from_json(&self.0.sub_steps).into_iter().map(Into::into).collect()
     }
     /// How many consecutive identical decisions this entry stands for.
     async fn attempts(&self) -> i32 {
@@ -132,60 +108,30 @@ pub struct SchedulingHistoryConnection {
     pub total_count: i64,
 }
 
-/// The history of one (already visible) session, newest first, keyset-paged by id.
+/// A page of the history of one (already visible) session, newest first.
 pub async fn history(
     db: &DatabaseConnection,
     session_id: Uuid,
     first: Option<i32>,
     after: Option<String>,
 ) -> ApiResult<SchedulingHistoryConnection> {
-    let limit = match first {
-        None => DEFAULT_PAGE_SIZE,
-        Some(n) => u64::try_from(n).ok().filter(|n| *n <= MAX_PAGE_SIZE).ok_or_else(|| {
-            DomainError::bad_input(
-                "OUT_OF_RANGE",
-                Some("first".to_owned()),
-                format!("`first` is between 0 and {MAX_PAGE_SIZE}"),
-            )
-        })?,
-    };
-    let after_id = match after {
-        None => None,
-        Some(c) => Some(
-            URL_SAFE_NO_PAD
-                .decode(c.as_bytes())
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .and_then(|s| s.strip_prefix("h:").and_then(|n| n.parse::<i64>().ok()))
-                .ok_or_else(|| {
-                    DomainError::bad_input("INVALID_CURSOR", Some("after".to_owned()), "malformed cursor")
-                })?,
-        ),
-    };
-    let base = scheduling_history::Entity::find().filter(scheduling_history::Column::SessionId.eq(session_id));
-    let total = sea_orm::PaginatorTrait::count(base.clone(), db).await?;
-    let mut query = base.order_by_desc(scheduling_history::Column::Id).limit(limit + 1);
-    if let Some(id) = after_id {
-        query = query.filter(scheduling_history::Column::Id.lt(id));
-    }
-    let rows = query.all(db).await?;
-    let has_next = rows.len() as u64 > limit;
-    let edges: Vec<_> = rows
+    let after: Option<i64> = after.as_deref().map(|c| cursor::decode(c, "after")).transpose()?;
+    let request = PageRequest::new(first, None, after, None)?;
+    let found = history::page(db, session_id, &request).await?;
+    let edges: Vec<_> = found
+        .page
+        .rows
         .into_iter()
-        .take(limit as usize)
-        .map(|r| SchedulingHistoryEdge {
-            cursor: URL_SAFE_NO_PAD.encode(format!("h:{}", r.id)),
-            node: SchedulingHistoryEntry(r),
-        })
+        .map(|r| SchedulingHistoryEdge { cursor: cursor::encode(&r.id), node: SchedulingHistoryEntry(r) })
         .collect();
     Ok(SchedulingHistoryConnection {
         page_info: PageInfo {
-            has_next_page: has_next,
-            has_previous_page: after_id.is_some(),
+            has_next_page: found.page.has_next_page,
+            has_previous_page: found.page.has_previous_page,
             start_cursor: edges.first().map(|e| e.cursor.clone()),
             end_cursor: edges.last().map(|e| e.cursor.clone()),
         },
         edges,
-        total_count: i64::try_from(total).unwrap_or(i64::MAX),
+        total_count: i64::try_from(found.total).unwrap_or(i64::MAX),
     })
 }

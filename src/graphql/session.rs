@@ -1,64 +1,31 @@
-//! The session list, its counts, one session, and the `Session` type with its relations.
+//! The session list, its counts, one session, launch groups, and the `Session` type with
+//! its relations.
 
 use std::sync::Arc;
 
 use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
-use uuid::Uuid;
 
-use entity::{session, session_log};
+use entity::session;
 
-use crate::domain::sessions::{self as dom, PageArgs, SessionSet};
-use crate::domain::slots::{self, ResourceSlots as Slots};
-use crate::domain::status::SessionStatus as DomStatus;
+use crate::domain::paging::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest};
+use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
+use crate::domain::slots::ResourceSlots as Slots;
+use crate::domain::status::{SessionResult as DomResult, SessionStatus as DomStatus};
 use crate::domain::visibility::{self, SessionScope as DomScope};
-use crate::domain::{DomainError, clock, model};
+use crate::domain::{DomainError, clock, logs, model, occupancy};
 
 use super::context::{db, loaders, viewer};
-use super::errors::ApiResult;
-use super::ids::{NodeKind, decode_uuid, encode};
-use super::launch::LaunchGroup;
+use super::cursor;
+use super::errors::{ApiResult, camel, with_paths};
+use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
 use super::loaders::{
     ImageName, LaunchGroupId, ProjectId, ResourceGroupName, TransitionsOf, UserId, prefetch_relations,
 };
 use super::resource::{Image, ResourceGroup};
-use super::scalars::BigInt;
 use super::scheduling::{self, SchedulingHistoryConnection};
+use super::types::{PageInfo, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType};
 use super::viewer::{Project, User};
-
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "SessionType", remote = "crate::domain::model::SessionType")]
-pub enum SessionType {
-    Interactive,
-    Batch,
-    Inference,
-    Upload,
-}
-
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "SessionStatus", remote = "crate::domain::status::SessionStatus")]
-pub enum SessionStatus {
-    Pending,
-    Scheduled,
-    Preparing,
-    Pulling,
-    Prepared,
-    Creating,
-    Running,
-    Terminating,
-    Terminated,
-    Cancelled,
-    Error,
-}
-
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "SessionResult", remote = "crate::domain::status::SessionResult")]
-pub enum SessionResult {
-    Undefined,
-    Success,
-    Failure,
-}
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SessionScope {
@@ -127,12 +94,22 @@ pub struct SessionFilter {
     pub created_before: Option<DateTime<Utc>>,
 }
 
+/// The API path of a domain field of the list's arguments: paging as it is, the rest
+/// inside `filter`.
+fn list_path(field: &str) -> String {
+    if ["first", "last", "after", "before"].contains(&field) {
+        field.to_owned()
+    } else {
+        format!("filter.{}", camel(field))
+    }
+}
+
 impl SessionFilter {
     fn to_domain(&self) -> ApiResult<dom::SessionFilter> {
         let launch_group_id = match &self.launch_group_id {
             None => None,
             Some(id) => Some(decode_uuid(id, NodeKind::LaunchGroup).ok_or_else(|| {
-                DomainError::bad_input("INVALID_ID", Some("filter.launchGroupId".to_owned()), "not a launch group id")
+                DomainError::bad_input("INVALID_ID", Some(list_path("launch_group_id")), "not a launch group id")
             })?),
         };
         Ok(dom::SessionFilter {
@@ -160,57 +137,10 @@ fn to_domain_orders(order_by: Option<Vec<SessionOrder>>) -> Vec<dom::SessionOrde
         .collect()
 }
 
-/// A project id argument: anything that does not name a visible project is `NOT_FOUND`.
-pub fn project_uuid(id: &ID) -> ApiResult<Uuid> {
-    decode_uuid(id, NodeKind::Project).ok_or_else(|| DomainError::NotFound("project").into())
-}
-
-#[derive(SimpleObject)]
-pub struct SlotAmount {
-    pub slot: String,
-    pub amount: f64,
-}
-
-/// Resource slots: CPU cores, memory in bytes, accelerators by slot name, and every slot.
-pub struct ResourceSlots(pub Slots);
-
-#[Object]
-impl ResourceSlots {
-    async fn cpu(&self) -> f64 {
-        self.0.get(slots::CPU)
-    }
-    /// Bytes.
-    async fn memory(&self) -> BigInt {
-        BigInt(self.0.get(slots::MEM).round() as i64)
-    }
-    /// Every slot but `cpu` and `mem`, e.g. `cuda.device`.
-    async fn accelerators(&self) -> Vec<SlotAmount> {
-        self.0
-            .iter()
-            .filter(|(s, _)| *s != slots::CPU && *s != slots::MEM)
-            .map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount })
-            .collect()
-    }
-    async fn all(&self) -> Vec<SlotAmount> {
-        self.0.iter().map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount }).collect()
-    }
-}
-
 #[derive(SimpleObject)]
 pub struct EnvVar {
     pub name: String,
     pub value: String,
-}
-
-/// Why a pending session is not running yet; `code` is stable, the rest its parameters.
-#[derive(SimpleObject)]
-pub struct PendingReason {
-    pub code: String,
-    pub message: String,
-    pub layer: Option<super::resource::LimitLayer>,
-    pub slot: Option<String>,
-    pub requested: Option<f64>,
-    pub remaining: Option<f64>,
 }
 
 /// An application the session offers once RUNNING.
@@ -222,7 +152,7 @@ pub struct SessionApp {
 
 #[derive(SimpleObject)]
 pub struct StatusTransition {
-    /// Position in the global event sequence (the subscription's resume cursor).
+    /// Position in the global sequence of status changes.
     pub cursor: String,
     pub from_status: Option<SessionStatus>,
     pub to_status: SessionStatus,
@@ -231,7 +161,7 @@ pub struct StatusTransition {
 }
 
 fn parse_status(text: &str) -> ApiResult<DomStatus> {
-    DomStatus::parse(text).ok_or_else(|| DomainError::invariant(format!("stored status {text}")).into())
+    Ok(DomStatus::stored(text)?)
 }
 
 /// A compute session.
@@ -247,9 +177,7 @@ impl Session {
     }
     #[graphql(name = "type")]
     async fn session_type(&self) -> ApiResult<SessionType> {
-        model::SessionType::parse(&self.0.session_type)
-            .map(Into::into)
-            .ok_or_else(|| DomainError::invariant(format!("stored type {}", self.0.session_type)).into())
+        Ok(model::SessionType::stored(&self.0.session_type)?.into())
     }
     async fn status(&self) -> ApiResult<SessionStatus> {
         Ok(parse_status(&self.0.status)?.into())
@@ -258,9 +186,7 @@ impl Session {
         self.0.status_info.as_deref()
     }
     async fn result(&self) -> ApiResult<SessionResult> {
-        crate::domain::status::SessionResult::parse(&self.0.result)
-            .map(Into::into)
-            .ok_or_else(|| DomainError::invariant(format!("stored result {}", self.0.result)).into())
+        Ok(DomResult::stored(&self.0.result)?.into())
     }
     async fn exit_code(&self) -> Option<i32> {
         self.0.exit_code
@@ -285,6 +211,7 @@ impl Session {
     async fn agent(&self) -> Option<&str> {
         self.0.agent_id.as_deref()
     }
+    /// What the whole session asks for: each container's request × the cluster size.
     async fn requested_slots(&self) -> ApiResult<ResourceSlots> {
         Ok(ResourceSlots(Slots::from_json(&self.0.requested_slots)?))
     }
@@ -335,7 +262,7 @@ impl Session {
     }
     /// Whole seconds from creation to termination, or to now while not terminated.
     async fn elapsed_seconds(&self) -> i64 {
-        elapsed_seconds(&self.0, clock::now())
+        dom::elapsed_seconds(&self.0, clock::now())
     }
     /// Every current cause that keeps a PENDING session from starting, as found by the
     /// latest scheduling pass; empty otherwise.
@@ -343,7 +270,7 @@ impl Session {
         if parse_status(&self.0.status)? != DomStatus::Pending {
             return Ok(Vec::new());
         }
-        Ok(scheduling::pending_reasons(&self.0.pending_reasons))
+        Ok(occupancy::PendingReason::list_from_json(&self.0.pending_reasons).into_iter().map(Into::into).collect())
     }
     /// Place among the pending sessions of its resource group in scheduling order (1 is
     /// next), once the scheduler has ordered it; null when not pending.
@@ -397,28 +324,10 @@ impl Session {
     async fn logs(
         &self,
         ctx: &Context<'_>,
-        #[graphql(default_with = "Some(100)")] tail: Option<i32>,
+        #[graphql(default_with = "Some(logs::DEFAULT_TAIL as i32)")] tail: Option<i32>,
     ) -> ApiResult<Vec<String>> {
-        let tail = tail.unwrap_or(100);
-        if !(1..=1000).contains(&tail) {
-            return Err(DomainError::bad_input(
-                "OUT_OF_RANGE",
-                Some("tail".to_owned()),
-                "`tail` is between 1 and 1000",
-            )
-            .into());
-        }
-        let mut lines: Vec<String> = session_log::Entity::find()
-            .filter(session_log::Column::SessionId.eq(self.0.id))
-            .order_by_desc(session_log::Column::Id)
-            .limit(u64::try_from(tail).unwrap_or(100))
-            .all(db(ctx)?)
-            .await?
-            .into_iter()
-            .map(|l| l.line)
-            .collect();
-        lines.reverse();
-        Ok(lines)
+        let tail = tail.map_or(i64::from(logs::DEFAULT_TAIL), i64::from);
+        Ok(logs::tail(db(ctx)?, self.0.id, tail).await?)
     }
 }
 
@@ -428,20 +337,39 @@ pub const DETAIL_COST: usize = 500;
 /// A page of sessions costs its size times what each session selects. A size over the
 /// maximum counts as the maximum: the resolver refuses it with BAD_USER_INPUT.
 pub fn page_complexity(size: Option<i32>, per_session: usize) -> usize {
-    let size = size.map_or(dom::DEFAULT_PAGE_SIZE, |n| u64::try_from(n).unwrap_or(0).min(dom::MAX_PAGE_SIZE)) as usize;
+    let size = size.map_or(DEFAULT_PAGE_SIZE, |n| u64::try_from(n).unwrap_or(0).min(MAX_PAGE_SIZE)) as usize;
     size.max(1).saturating_mul(per_session).saturating_add(1)
 }
 
-pub fn elapsed_seconds(s: &session::Model, now: DateTime<Utc>) -> i64 {
-    (s.terminated_at.unwrap_or(now) - s.created_at).num_seconds().max(0)
-}
+/// The sessions created together by one "Launch Multiple Sessions".
+pub struct LaunchGroup(pub entity::launch_group::Model);
 
-#[derive(SimpleObject)]
-pub struct PageInfo {
-    pub has_next_page: bool,
-    pub has_previous_page: bool,
-    pub start_cursor: Option<String>,
-    pub end_cursor: Option<String>,
+#[Object]
+impl LaunchGroup {
+    pub async fn id(&self) -> ID {
+        encode(NodeKind::LaunchGroup, self.0.id)
+    }
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    /// How many sessions were launched together.
+    async fn count(&self) -> i32 {
+        self.0.count
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// The group's sessions, newest first.
+    #[graphql(complexity = "page_complexity(first, child_complexity)")]
+    async fn sessions(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> ApiResult<SessionConnection> {
+        let args = PageArgs { first, after, ..Default::default() };
+        session_connection(ctx, SessionSet::of_launch_group(&self.0), None, args).await
+    }
 }
 
 #[derive(SimpleObject)]
@@ -472,6 +400,15 @@ impl SessionConnection {
     }
 }
 
+/// Relay paging arguments as the client sent them.
+#[derive(Default)]
+pub struct PageArgs {
+    pub first: Option<i32>,
+    pub after: Option<String>,
+    pub last: Option<i32>,
+    pub before: Option<String>,
+}
+
 /// Reads one page of `set`.
 pub async fn session_connection(
     ctx: &Context<'_>,
@@ -479,11 +416,19 @@ pub async fn session_connection(
     order_by: Option<Vec<SessionOrder>>,
     args: PageArgs,
 ) -> ApiResult<SessionConnection> {
-    let page = set.page(db(ctx)?, &to_domain_orders(order_by), &args, clock::now()).await?;
+    let (after, before) = cursor::decode_both::<SessionPosition>(args.after.as_deref(), args.before.as_deref())?;
+    let request = PageRequest::new(args.first, args.last, after, before).map_err(|e| with_paths(e, list_path))?;
+    let page = set
+        .page(db(ctx)?, &to_domain_orders(order_by), &request, clock::now())
+        .await
+        .map_err(|e| with_paths(e, list_path))?;
     let models: Vec<session::Model> = page.rows.iter().map(|(m, _)| m.clone()).collect();
     prefetch_relations(ctx, &models).await?;
-    let edges: Vec<SessionEdge> =
-        page.rows.into_iter().map(|(model, cursor)| SessionEdge { cursor, node: Session(model) }).collect();
+    let edges: Vec<SessionEdge> = page
+        .rows
+        .into_iter()
+        .map(|(model, position)| SessionEdge { cursor: cursor::encode(&position), node: Session(model) })
+        .collect();
     Ok(SessionConnection {
         page_info: PageInfo {
             has_next_page: page.has_next_page,
@@ -519,8 +464,8 @@ fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// The sessions of a project the viewer may list in `scope`, filtered: what the list, the
-/// counts and the export read.
+/// The sessions of a project the viewer may list in `scope`, filtered: what the list and
+/// the counts read.
 pub async fn project_session_set(
     ctx: &Context<'_>,
     project_id: &ID,
@@ -529,7 +474,9 @@ pub async fn project_session_set(
 ) -> ApiResult<SessionSet> {
     let filter = filter.unwrap_or_default().to_domain()?;
     let scope = scope.unwrap_or_default().into();
-    Ok(dom::project_sessions(db(ctx)?, viewer(ctx)?, project_uuid(project_id)?, scope, &filter).await?)
+    dom::project_sessions(db(ctx)?, viewer(ctx)?, project_uuid(project_id)?, scope, &filter)
+        .await
+        .map_err(|e| with_paths(e, list_path).into())
 }
 
 #[derive(Default)]

@@ -6,7 +6,8 @@ use crate::domain::settings::{self, ColumnSetting};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;
-use super::viewer::{ResourcePanelView, SessionColumnKey, UserSettings};
+use super::types::{ResourcePanelView, SessionColumnKey};
+use super::viewer::UserSettings;
 
 /// One column in the order the table should show it.
 #[derive(InputObject)]

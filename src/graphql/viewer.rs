@@ -8,6 +8,7 @@ use crate::domain::{self, auth, model, settings, visibility};
 use super::context::{db, viewer};
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
+use super::types::{ResourcePanelView, SessionColumnKey};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "Role", remote = "crate::domain::model::Role")]
@@ -15,39 +16,6 @@ pub enum Role {
     User,
     Admin,
     Superadmin,
-}
-
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "ResourcePanelView", remote = "crate::domain::model::ResourcePanelView")]
-pub enum ResourcePanelView {
-    MyTotal,
-    MyInResourceGroup,
-    TotalInResourceGroup,
-}
-
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "SessionColumnKey", remote = "crate::domain::model::SessionColumnKey")]
-pub enum SessionColumnKey {
-    Name,
-    Status,
-    Accelerators,
-    Cpu,
-    Memory,
-    Elapsed,
-    Type,
-    Image,
-    ResourceGroup,
-    Owner,
-    Project,
-    CreatedAt,
-    StartedAt,
-    TerminatedAt,
-    ClusterSize,
-    StatusInfo,
-    Result,
-    Agent,
-    Priority,
-    QueuePosition,
 }
 
 /// A person with an account.

@@ -188,7 +188,7 @@ fn is_mutation(request: &async_graphql::Request) -> bool {
 
 async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: async_graphql::Request) -> Response {
     let rid = request_id(headers);
-    let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(auth::bearer_token);
+    let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(super::bearer_token);
     let viewer = match token {
         None => Err(DomainError::Unauthenticated),
         Some(token) => auth::authenticate(&state.db, token).await,

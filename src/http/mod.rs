@@ -18,10 +18,18 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::{DEFAULT_MAX_LAUNCH_COUNT, HttpLimits};
 use crate::domain::events::EventBus;
-use crate::graphql::launch::LaunchLimits;
+use crate::domain::launch::LaunchLimits;
 use crate::graphql::{AppSchema, build_schema};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The token of an `Authorization: Bearer <token>` value (a header, or the WebSocket
+/// `connection_init` payload).
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -35,7 +43,7 @@ pub struct AppState {
 impl AppState {
     /// A state with its own event bus and the default launch limits.
     pub fn new(db: DatabaseConnection, limits: HttpLimits) -> Self {
-        Self::with(db, EventBus::default(), limits, LaunchLimits { max_launch_count: DEFAULT_MAX_LAUNCH_COUNT })
+        Self::with(db, EventBus::default(), limits, LaunchLimits { max_count: DEFAULT_MAX_LAUNCH_COUNT })
     }
 
     pub fn with(db: DatabaseConnection, bus: EventBus, limits: HttpLimits, launch: LaunchLimits) -> Self {
@@ -65,4 +73,18 @@ pub fn app(state: AppState) -> Router {
         }))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_values() {
+        assert_eq!(bearer_token("Bearer demo-alice"), Some("demo-alice"));
+        assert_eq!(bearer_token("bearer  demo-alice "), Some("demo-alice"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("demo-alice"), None);
+    }
 }

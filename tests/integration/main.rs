@@ -4,6 +4,7 @@ mod support;
 
 mod auth;
 mod cli;
+mod cluster;
 mod graphql_http;
 mod launch;
 mod panels;

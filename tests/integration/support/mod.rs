@@ -86,8 +86,7 @@ impl TestApp {
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         });
         let bus = sessiond::domain::events::EventBus::default();
-        let limits =
-            sessiond::graphql::launch::LaunchLimits { max_launch_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
+        let limits = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
         let router = app(AppState::with(db.clone(), bus.clone(), HttpLimits::default(), limits));
         TestApp { backend, url, db, router, seeded, statements, bus, workers: Vec::new(), _dir: dir }
     }

@@ -1,0 +1,40 @@
+//! The refusals of a launch that depend on the caller's other sessions: the keypair's
+//! pending-session limit (`QUOTA_EXCEEDED`) and names already live (`NAME_TAKEN`; the
+//! unique index still decides races). Run inside the launch transaction, and by the dry run.
+
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter};
+
+use entity::session;
+
+use super::Plan;
+use crate::domain::auth::Viewer;
+use crate::domain::status::SessionStatus;
+use crate::domain::{DomainError, DomainResult};
+
+pub async fn admissible(db: &impl ConnectionTrait, viewer: &Viewer, plan: &Plan) -> DomainResult<()> {
+    let policy = entity::keypair_resource_policy::Entity::find_by_id(viewer.resource_policy.clone()).one(db).await?;
+    if let Some(policy) = policy {
+        let pending = session::Entity::find()
+            .filter(session::Column::KeypairId.eq(viewer.keypair_id))
+            .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
+            .count(db)
+            .await?;
+        let limit = u64::try_from(policy.max_pending_sessions).unwrap_or(0);
+        if pending + plan.names.len() as u64 > limit {
+            return Err(DomainError::QuotaExceeded(format!(
+                "your keypair may have {limit} pending sessions; {pending} are pending and this launch adds {}",
+                plan.names.len()
+            )));
+        }
+    }
+    let taken = session::Entity::find()
+        .filter(session::Column::OwnerId.eq(viewer.user_id))
+        .filter(session::Column::Name.is_in(plan.names.clone()))
+        .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())))
+        .one(db)
+        .await?;
+    match taken {
+        Some(s) => Err(DomainError::NameTaken(s.name)),
+        None => Ok(()),
+    }
+}

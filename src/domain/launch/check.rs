@@ -1,0 +1,82 @@
+//! The dry run of a launch: the same validation and admission, nothing written, and the
+//! scheduler's verdict on whether it would start now.
+
+use sea_orm::DatabaseConnection;
+use uuid::Uuid;
+
+use super::admission::admissible;
+use super::validate::validate;
+use super::{LaunchLimits, LaunchRequest};
+use crate::domain::auth::Viewer;
+use crate::domain::occupancy;
+use crate::domain::{DomainError, DomainResult, InputProblem, clock, scheduler, scheduling};
+
+/// The dry run: the same validation, nothing written, and whether it would start now.
+#[derive(Clone, Debug)]
+pub struct LaunchCheck {
+    pub problems: Vec<InputProblem>,
+    /// A refusal that is not about the input: NEVER_FITS, QUOTA_EXCEEDED, NAME_TAKEN.
+    pub refusal: Option<DomainError>,
+    pub fits_now: bool,
+    pub pending_reasons: Vec<occupancy::PendingReason>,
+}
+
+/// What `launch` would do with `req` and `count`, without doing it.
+pub async fn check(
+    db: &DatabaseConnection,
+    viewer: &Viewer,
+    req: &LaunchRequest,
+    count: Option<i64>,
+    limits: LaunchLimits,
+) -> DomainResult<LaunchCheck> {
+    let plan = match validate(db, viewer, req, count, limits).await {
+        Ok(plan) => plan,
+        Err(DomainError::BadInput(problems)) => {
+            return Ok(LaunchCheck { problems, refusal: None, fits_now: false, pending_reasons: Vec::new() });
+        }
+        Err(e @ DomainError::NeverFits(_)) => {
+            return Ok(LaunchCheck {
+                problems: Vec::new(),
+                refusal: Some(e),
+                fits_now: false,
+                pending_reasons: Vec::new(),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    if let Err(e) = admissible(db, viewer, &plan).await {
+        return match e {
+            DomainError::QuotaExceeded(_) | DomainError::NameTaken(_) => {
+                Ok(LaunchCheck { problems: Vec::new(), refusal: Some(e), fits_now: false, pending_reasons: Vec::new() })
+            }
+            other => Err(other),
+        };
+    }
+    // The new sessions, queued behind what is pending, as the scheduler would see them.
+    let created = clock::now().timestamp_micros();
+    let extra: Vec<scheduler::PendingSession> = (0..plan.names.len())
+        .map(|i| scheduler::PendingSession {
+            id: Uuid::new_v4(),
+            owner: viewer.user_id,
+            keypair: viewer.keypair_id,
+            project: plan.project.id,
+            domain: plan.project.domain_id,
+            priority: plan.launch.priority,
+            created: created + i as i64,
+            request: plan.request.clone(),
+        })
+        .collect();
+    let decisions = scheduling::dry_run(db, &plan.resource_group.name, extra).await?;
+    let mut reasons: Vec<occupancy::PendingReason> = Vec::new();
+    for d in &decisions {
+        if let scheduler::Outcome::Wait { reasons: r, .. } = &d.outcome {
+            for reason in r {
+                if !reasons.contains(reason) {
+                    reasons.push(reason.clone());
+                }
+            }
+        }
+    }
+    let fits_now = decisions.iter().all(|d| matches!(d.outcome, scheduler::Outcome::Schedule { .. }));
+    Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now, pending_reasons: reasons })
+}

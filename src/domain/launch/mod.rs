@@ -1,0 +1,114 @@
+//! Launching sessions: one, or N identical ones ("Launch Multiple Sessions").
+//!
+//! - [`validate`]: every check of the request, each a small function returning its
+//!   problems, all reported together; the result is a [`Plan`].
+//! - [`admission`]: the refusals that depend on the caller's other sessions.
+//! - [`write`]: all rows of a launch in one transaction, a constant number of statements.
+//! - [`idempotency`]: a retry with the same key gets the first result.
+//! - [`check`]: the dry run, with the same checks and the scheduler's verdict.
+
+pub mod admission;
+pub mod check;
+pub mod idempotency;
+pub mod validate;
+pub mod write;
+
+use uuid::Uuid;
+
+use entity::{image, launch_group, project, resource_group, session};
+
+use super::auth::Viewer;
+use super::events::EventBus;
+use super::model::SessionType;
+use super::slots::ResourceRequest;
+use super::{DomainError, DomainResult, clock};
+
+pub use check::{LaunchCheck, check};
+pub use validate::{session_names, valid_name};
+
+/// What the launcher sends. Field names in input problems are these fields' names
+/// (`resources[1]`, `startup_command`, …), and `count` for the batch size.
+#[derive(Clone, Debug)]
+pub struct LaunchRequest {
+    pub project_id: Uuid,
+    pub name: String,
+    pub session_type: SessionType,
+    pub image: String,
+    pub resource_group: Option<String>,
+    /// Per container: (slot, amount).
+    pub resources: Vec<(String, f64)>,
+    pub cluster_size: i32,
+    pub environment: Vec<(String, String)>,
+    pub startup_command: Option<String>,
+    pub batch_timeout_seconds: Option<i64>,
+    pub priority: i32,
+    pub idempotency_key: Option<String>,
+}
+
+/// The configured bounds of a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchLimits {
+    /// The most sessions one "Launch Multiple Sessions" creates.
+    pub max_count: u32,
+}
+
+/// A validated launch: everything needed to write it.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub project: project::Model,
+    pub image: image::Model,
+    pub resource_group: resource_group::Model,
+    /// Per container and cluster size; its total is what the session is charged.
+    pub request: ResourceRequest,
+    pub names: Vec<String>,
+    pub launch: LaunchRequest,
+}
+
+/// What a launch created.
+#[derive(Clone, Debug)]
+pub struct Launched {
+    pub launch_group: Option<launch_group::Model>,
+    pub sessions: Vec<session::Model>,
+}
+
+/// Launches one session (`count: None`) or a batch of `count` sessions in one launch group.
+pub async fn launch(
+    db: &sea_orm::DatabaseConnection,
+    bus: &EventBus,
+    viewer: &Viewer,
+    request: &LaunchRequest,
+    count: Option<i64>,
+    limits: LaunchLimits,
+) -> DomainResult<Launched> {
+    let now = clock::now();
+    let batch = count.is_some();
+    if let Some(key) = request.idempotency_key.as_deref()
+        && let Some(previous) = idempotency::remembered(db, viewer, key, batch, now).await?
+    {
+        return Ok(previous);
+    }
+    let plan = validate::validate(db, viewer, request, count, limits).await?;
+    let (launched, events) = match write::write(db, viewer, &plan, batch, now).await {
+        Ok(done) => done,
+        Err(write::WriteError::Taken(name)) => {
+            // Another request won: maybe a retry with the same idempotency key, which must
+            // get that request's result; otherwise the name is taken.
+            if let Some(key) = request.idempotency_key.as_deref()
+                && let Some(previous) = idempotency::remembered(db, viewer, key, batch, now).await?
+            {
+                return Ok(previous);
+            }
+            let name = if !name.is_empty() {
+                name
+            } else if plan.names.len() == 1 {
+                plan.names[0].clone()
+            } else {
+                format!("{}-…", plan.launch.name)
+            };
+            return Err(DomainError::NameTaken(name));
+        }
+        Err(write::WriteError::Other(e)) => return Err(e),
+    };
+    bus.publish(events);
+    Ok(launched)
+}

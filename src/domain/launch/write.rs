@@ -1,0 +1,169 @@
+//! Writing a launch: every row in one transaction, each table in one statement whatever
+//! the count; events are returned to publish after the commit.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveValue::NotSet, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, SqlErr,
+};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use entity::{idempotency_key, launch_group, scheduling_history, session};
+
+use super::admission::admissible;
+use super::idempotency::{IDEMPOTENCY_RETENTION, stored_result};
+use super::{Launched, Plan};
+use crate::domain::DomainError;
+use crate::domain::auth::Viewer;
+use crate::domain::events::SessionEvent;
+use crate::domain::history::SchedulingResult;
+use crate::domain::lifecycle::{insert_transitions, transition_row};
+use crate::domain::status::{SessionResult, SessionStatus};
+
+pub enum WriteError {
+    /// A name (or the idempotency key) is already taken, as the unique index said (the
+    /// name is then unknown: empty).
+    Taken(String),
+    Other(DomainError),
+}
+
+impl From<sea_orm::DbErr> for WriteError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        match e.sql_err() {
+            Some(SqlErr::UniqueConstraintViolation(_)) => Self::Taken(String::new()),
+            _ => Self::Other(e.into()),
+        }
+    }
+}
+
+impl From<DomainError> for WriteError {
+    fn from(e: DomainError) -> Self {
+        Self::Other(e)
+    }
+}
+
+/// All rows of a launch in one transaction, each table in one statement.
+pub async fn write(
+    db: &DatabaseConnection,
+    viewer: &Viewer,
+    plan: &Plan,
+    batch: bool,
+    now: DateTime<Utc>,
+) -> Result<(Launched, Vec<SessionEvent>), WriteError> {
+    let txn = crate::domain::begin_write(db).await?;
+    // The admission checks count this keypair's sessions: serialise launches of one keypair
+    // (SQLite's write lock already does; PostgreSQL takes a transaction-scoped lock).
+    if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        let key = i64::from_be_bytes(viewer.keypair_id.as_bytes()[..8].try_into().unwrap_or([0; 8]));
+        txn.execute_raw(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            "SELECT pg_advisory_xact_lock($1)",
+            [key.into()],
+        ))
+        .await?;
+    }
+    match admissible(&txn, viewer, plan).await {
+        Ok(()) => {}
+        Err(DomainError::NameTaken(name)) => return Err(WriteError::Taken(name)),
+        Err(e) => return Err(WriteError::Other(e)),
+    }
+    if plan.launch.idempotency_key.is_some() {
+        // Expired keys go first, so that an old key can be used again.
+        idempotency_key::Entity::delete_many()
+            .filter(idempotency_key::Column::CreatedAt.lt(now - IDEMPOTENCY_RETENTION))
+            .exec(&txn)
+            .await?;
+    }
+    let group = batch.then(|| launch_group::Model {
+        id: Uuid::now_v7(),
+        name: plan.launch.name.clone(),
+        count: i32::try_from(plan.names.len()).unwrap_or(i32::MAX),
+        owner_id: viewer.user_id,
+        project_id: plan.project.id,
+        created_at: now,
+    });
+    if let Some(g) = &group {
+        launch_group::Entity::insert(launch_group::ActiveModel::from(g.clone())).exec_without_returning(&txn).await?;
+    }
+    let environment =
+        Value::Array(plan.launch.environment.iter().map(|(n, v)| json!({"name": n, "value": v})).collect());
+    let sessions: Vec<session::Model> = plan
+        .names
+        .iter()
+        .map(|name| session::Model {
+            id: Uuid::now_v7(),
+            name: name.clone(),
+            session_type: plan.launch.session_type.as_str().to_owned(),
+            status: SessionStatus::Pending.as_str().to_owned(),
+            status_info: None,
+            result: SessionResult::Undefined.as_str().to_owned(),
+            exit_code: None,
+            owner_id: viewer.user_id,
+            keypair_id: viewer.keypair_id,
+            project_id: plan.project.id,
+            domain_id: plan.project.domain_id,
+            resource_group: plan.resource_group.name.clone(),
+            image: plan.image.name.clone(),
+            requested_slots: plan.request.total().to_json(),
+            occupied_slots: json!({}),
+            cluster_size: plan.launch.cluster_size,
+            environment: environment.clone(),
+            startup_command: plan.launch.startup_command.clone(),
+            batch_timeout_seconds: plan.launch.batch_timeout_seconds,
+            priority: plan.launch.priority,
+            agent_id: None,
+            launch_group_id: group.as_ref().map(|g| g.id),
+            pending_reasons: json!([]),
+            created_at: now,
+            scheduled_at: None,
+            started_at: None,
+            terminated_at: None,
+            status_changed_at: now,
+            queue_position: None,
+        })
+        .collect();
+    session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))
+        .exec_without_returning(&txn)
+        .await?;
+    let transitions = insert_transitions(
+        &txn,
+        sessions
+            .iter()
+            .map(|s| transition_row(s.id, None, SessionStatus::Pending, Some("launched".into()), now))
+            .collect(),
+    )
+    .await?;
+    scheduling_history::Entity::insert_many(sessions.iter().map(|s| scheduling_history::ActiveModel {
+        id: NotSet,
+        session_id: Set(s.id),
+        phase: Set("enqueue".into()),
+        from_status: Set(None),
+        to_status: Set(Some(SessionStatus::Pending.as_str().into())),
+        result: Set(SchedulingResult::Success.as_str().into()),
+        error_code: Set(None),
+        message: Set(format!("queued in resource group `{}`", plan.resource_group.name)),
+        sub_steps: Set(json!([])),
+        attempts: Set(1),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }))
+    .exec_without_returning(&txn)
+    .await?;
+    let launched = Launched { launch_group: group, sessions };
+    if let Some(key) = &plan.launch.idempotency_key {
+        idempotency_key::Entity::insert(idempotency_key::ActiveModel {
+            user_id: Set(viewer.user_id),
+            key: Set(key.clone()),
+            response: Set(stored_result(&launched, batch)),
+            created_at: Set(now),
+        })
+        .exec_without_returning(&txn)
+        .await?;
+    }
+    txn.commit().await?;
+    let by_id: HashMap<Uuid, &session::Model> = launched.sessions.iter().map(|s| (s.id, s)).collect();
+    let events = transitions.iter().filter_map(|t| SessionEvent::of(by_id.get(&t.session_id)?, t)).collect();
+    Ok((launched, events))
+}

@@ -1,0 +1,154 @@
+//! API types that several areas share: vocabularies, slots, pending reasons, page info.
+//! Area files import these (and lower areas), never each other in a circle.
+
+use async_graphql::{Enum, Object, SimpleObject};
+
+use crate::domain::occupancy;
+use crate::domain::slots::{self, ResourceSlots as Slots};
+
+use super::scalars::BigInt;
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "SessionType", remote = "crate::domain::model::SessionType")]
+pub enum SessionType {
+    Interactive,
+    Batch,
+    Inference,
+    Upload,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "SessionStatus", remote = "crate::domain::status::SessionStatus")]
+pub enum SessionStatus {
+    Pending,
+    Scheduled,
+    Preparing,
+    Pulling,
+    Prepared,
+    Creating,
+    Running,
+    Terminating,
+    Terminated,
+    Cancelled,
+    Error,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "SessionResult", remote = "crate::domain::status::SessionResult")]
+pub enum SessionResult {
+    Undefined,
+    Success,
+    Failure,
+}
+
+/// Which limit a figure or a pending reason is about.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(remote = "crate::domain::occupancy::LimitLayer")]
+pub enum LimitLayer {
+    Keypair,
+    Project,
+    Domain,
+    ResourceGroup,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "ResourcePanelView", remote = "crate::domain::model::ResourcePanelView")]
+pub enum ResourcePanelView {
+    MyTotal,
+    MyInResourceGroup,
+    TotalInResourceGroup,
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "SessionColumnKey", remote = "crate::domain::model::SessionColumnKey")]
+pub enum SessionColumnKey {
+    Name,
+    Status,
+    Accelerators,
+    Cpu,
+    Memory,
+    Elapsed,
+    Type,
+    Image,
+    ResourceGroup,
+    Owner,
+    Project,
+    CreatedAt,
+    StartedAt,
+    TerminatedAt,
+    ClusterSize,
+    StatusInfo,
+    Result,
+    Agent,
+    Priority,
+    QueuePosition,
+}
+
+#[derive(SimpleObject)]
+pub struct PageInfo {
+    pub has_next_page: bool,
+    pub has_previous_page: bool,
+    pub start_cursor: Option<String>,
+    pub end_cursor: Option<String>,
+}
+
+#[derive(SimpleObject)]
+pub struct SlotAmount {
+    pub slot: String,
+    pub amount: f64,
+}
+
+impl SlotAmount {
+    pub fn list(slots: &Slots) -> Vec<SlotAmount> {
+        slots.iter().map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount }).collect()
+    }
+}
+
+/// Resource slots: CPU cores, memory in bytes, accelerators by slot name, and every slot.
+pub struct ResourceSlots(pub Slots);
+
+#[Object]
+impl ResourceSlots {
+    async fn cpu(&self) -> f64 {
+        self.0.get(slots::CPU)
+    }
+    /// Bytes.
+    async fn memory(&self) -> BigInt {
+        BigInt(self.0.get(slots::MEM).round() as i64)
+    }
+    /// Every slot but `cpu` and `mem`, e.g. `cuda.device`.
+    async fn accelerators(&self) -> Vec<SlotAmount> {
+        self.0
+            .iter()
+            .filter(|(s, _)| *s != slots::CPU && *s != slots::MEM)
+            .map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount })
+            .collect()
+    }
+    async fn all(&self) -> Vec<SlotAmount> {
+        SlotAmount::list(&self.0)
+    }
+}
+
+/// Why a pending session is not running yet; `code` is stable, the rest its parameters.
+#[derive(SimpleObject)]
+pub struct PendingReason {
+    pub code: String,
+    pub message: String,
+    pub layer: Option<LimitLayer>,
+    pub slot: Option<String>,
+    pub requested: Option<f64>,
+    pub remaining: Option<f64>,
+}
+
+impl From<occupancy::PendingReason> for PendingReason {
+    fn from(r: occupancy::PendingReason) -> Self {
+        PendingReason {
+            code: r.code.to_owned(),
+            message: r.message,
+            layer: r.layer.map(Into::into),
+            slot: r.slot,
+            requested: r.requested,
+            remaining: r.remaining,
+        }
+    }
+}
