@@ -55,8 +55,7 @@ pub async fn authenticate(db: &impl ConnectionTrait, token: &str) -> DomainResul
         .one(db)
         .await?
         .ok_or_else(|| DomainError::invariant(format!("keypair {} has no user", kp.id)))?;
-    let role =
-        Role::parse(&u.role).ok_or_else(|| DomainError::invariant(format!("user {} has role {}", u.id, u.role)))?;
+    let role = Role::stored(&u.role)?;
     Ok(Viewer {
         user_id: u.id,
         email: u.email,

@@ -2,7 +2,7 @@
 //! and the agents that can take sessions. One definition each, for launch, the scheduler
 //! and the panels alike.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, JoinType, QueryFilter, QueryOrder, QuerySelect, RelationDef};
 use uuid::Uuid;
 
 use entity::{agent, image, resource_group, resource_group_project};
@@ -21,19 +21,18 @@ pub async fn project_resource_groups(
     db: &impl ConnectionTrait,
     project_id: Uuid,
 ) -> DomainResult<Vec<resource_group::Model>> {
-    let links = resource_group_project::Entity::find()
+    // One statement: the groups joined to the project's links, in the links' order.
+    let links: RelationDef = resource_group::Entity::belongs_to(resource_group_project::Entity)
+        .from(resource_group::Column::Name)
+        .to(resource_group_project::Column::ResourceGroup)
+        .into();
+    Ok(resource_group::Entity::find()
+        .join(JoinType::InnerJoin, links)
         .filter(resource_group_project::Column::ProjectId.eq(project_id))
         .order_by_asc(resource_group_project::Column::Position)
+        .order_by_asc(resource_group::Column::Name)
         .all(db)
-        .await?;
-    if links.is_empty() {
-        return Ok(Vec::new());
-    }
-    let groups = resource_group::Entity::find()
-        .filter(resource_group::Column::Name.is_in(links.iter().map(|l| l.resource_group.clone())))
-        .all(db)
-        .await?;
-    Ok(links.iter().filter_map(|l| groups.iter().find(|g| g.name == l.resource_group).cloned()).collect())
+        .await?)
 }
 
 /// An agent that can take sessions now: alive and not drained.

@@ -1,6 +1,6 @@
 //! Time as the database stores it. Both databases keep microseconds, so every timestamp
 //! is truncated to them before it is written: a value read back equals the value written,
-//! and keyset cursors compare equal on SQLite and PostgreSQL.
+//! and keyset page positions compare equal on SQLite and PostgreSQL.
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 

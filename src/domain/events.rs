@@ -1,5 +1,5 @@
 //! The in-process event bus: every status change is published here after its transaction
-//! commits, for live subscriptions and to wake the scheduler. One bus per process.
+//! commits; the scheduler and the runtime wake on it. One bus per process.
 
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
@@ -12,8 +12,7 @@ use super::status::SessionStatus;
 /// One status change of one session.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SessionEvent {
-    /// The transition's global sequence number: events are ordered by it and a
-    /// subscription resumes after it.
+    /// The transition's global sequence number: events are ordered by it.
     pub seq: i64,
     pub session_id: Uuid,
     pub project_id: Uuid,

@@ -1,7 +1,6 @@
 //! Keyset (seek) pages, for every list that can grow (sessions, scheduling history): a page
 //! starts after or before a position (the sort-key values of a row), so it costs the same
-//! wherever it is. A position is the domain's; how a client carries it (an opaque cursor)
-//! is the transport's.
+//! wherever it is. A position is the domain's; how a client carries it is the transport's.
 
 use super::{DomainError, DomainResult};
 

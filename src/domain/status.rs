@@ -1,4 +1,4 @@
-//! The one session status enum (database, API, CSV and events all use it) and the only
+//! The one session status enum (the database, the API and the events all use it) and the only
 //! place that decides which transitions are legal.
 
 use super::model::string_enum;

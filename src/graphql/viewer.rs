@@ -36,9 +36,7 @@ impl TryFrom<entity::user::Model> for User {
     type Error = domain::DomainError;
 
     fn try_from(u: entity::user::Model) -> Result<Self, Self::Error> {
-        let role = model::Role::parse(&u.role)
-            .ok_or_else(|| domain::DomainError::invariant(format!("user {} has role {}", u.id, u.role)))?;
-        Ok(Self { id: u.id, email: u.email, full_name: u.full_name, role })
+        Ok(Self { role: model::Role::stored(&u.role)?, id: u.id, email: u.email, full_name: u.full_name })
     }
 }
 
