@@ -28,22 +28,36 @@ const PAGE: &str = "query($p: ID!, $scope: SessionScope, $after: String, $count:
   }
 }";
 
-const RUNS: usize = 200;
+/// Requests timed per run (the first page), and for the third page.
+const REQUESTS: usize = 200;
 
 async fn post(router: &axum::Router, token: &str, vars: &Value) -> Value {
     graphql(router, token, PAGE, vars.clone()).await
 }
 
-use support::{Bench, graphql, median};
+/// The median latency (ms) of `requests` requests of `vars`.
+async fn timed(router: &axum::Router, token: &str, vars: &Value, requests: usize) -> f64 {
+    let mut times = Vec::with_capacity(requests);
+    for _ in 0..requests {
+        let t = Instant::now();
+        post(router, token, vars).await;
+        times.push(t.elapsed());
+    }
+    median(times).as_secs_f64() * 1e3
+}
+
+use support::{Bench, graphql, median, over_runs, runs, stamp};
 
 #[tokio::main]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let sizes: &[u64] = if quick { &[1_000] } else { &[1_000, 100_000] };
+    stamp("cargo bench --bench sessions_list");
     println!(
-        "| database | sessions | scope | totalCount | statements/page | median page (ms) | p95 (ms) | 3rd page median (ms) |"
+        "| database | sessions | scope | totalCount | statements/page | median page (ms) | runs (ms) | 3rd page (ms) | ÷ 1 000 sessions |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut at_1k = std::collections::HashMap::new();
     for backend in ["sqlite", "postgres"] {
         for &n in sizes {
             let bench = Bench::new(backend, n).await;
@@ -62,15 +76,6 @@ async fn main() {
                 let before = bench.statements();
                 post(router, token, &vars).await;
                 let per_page = bench.statements() - before;
-                let mut times = Vec::with_capacity(RUNS);
-                for _ in 0..RUNS {
-                    let t = Instant::now();
-                    post(router, token, &vars).await;
-                    times.push(t.elapsed());
-                }
-                let mut sorted = times.clone();
-                sorted.sort();
-                let p95 = sorted[sorted.len() * 95 / 100];
                 // A page deep in the list costs the same (keyset, not OFFSET).
                 let mut after = Value::Null;
                 for _ in 0..2 {
@@ -78,18 +83,24 @@ async fn main() {
                     after = v["data"]["sessions"]["pageInfo"]["endCursor"].clone();
                 }
                 let deep_vars = json!({"p": p, "scope": scope, "after": after, "count": count});
-                let mut deep = Vec::with_capacity(RUNS / 2);
-                for _ in 0..RUNS / 2 {
-                    let t = Instant::now();
-                    post(router, token, &deep_vars).await;
-                    deep.push(t.elapsed());
+                let (mut firsts, mut deeps) = (Vec::new(), Vec::new());
+                for _ in 0..runs() {
+                    firsts.push(timed(router, token, &vars, REQUESTS).await);
+                    deeps.push(timed(router, token, &deep_vars, REQUESTS / 2).await);
+                }
+                let (first, first_runs) = over_runs(&firsts, 2);
+                let (deep, _) = over_runs(&deeps, 2);
+                let key = (backend, scope, count);
+                let ratio = match at_1k.get(&key) {
+                    Some(base) if n != 1_000 => format!("{:.2}×", first / base),
+                    _ => String::new(),
+                };
+                if n == 1_000 {
+                    at_1k.insert(key, first);
                 }
                 println!(
-                    "| {backend} | {n} | {scope} | {} | {per_page} | {:.2} | {:.2} | {:.2} |",
+                    "| {backend} | {n} | {scope} | {} | {per_page} | {first:.2} | {first_runs} | {deep:.2} | {ratio} |",
                     if count { "yes" } else { "no" },
-                    median(times).as_secs_f64() * 1e3,
-                    p95.as_secs_f64() * 1e3,
-                    median(deep).as_secs_f64() * 1e3
                 );
             }
         }

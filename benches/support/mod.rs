@@ -38,6 +38,47 @@ pub fn median(mut xs: Vec<Duration>) -> Duration {
     xs[xs.len() / 2]
 }
 
+/// How many runs each figure is the median of: `--runs N` on the command line, default 3.
+pub fn runs() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(3)
+}
+
+/// The median of several runs' figures, and the runs themselves (`a / b / c`).
+pub fn over_runs(figures: &[f64], decimals: usize) -> (f64, String) {
+    let mut sorted = figures.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let runs = figures.iter().map(|f| format!("{f:.decimals$}")).collect::<Vec<_>>().join(" / ");
+    (median, runs)
+}
+
+/// The line that opens every benchmark's output: when, on which commit, how many runs.
+pub fn stamp(command: &str) {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let dirty = if git(&["status", "--porcelain", "--untracked-files=no"]).is_empty() { "" } else { " (modified)" };
+    println!(
+        "`{command}` — {} UTC, commit {}{dirty}, {} runs per figure, {} cores",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M"),
+        git(&["rev-parse", "--short", "HEAD"]),
+        runs(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+}
+
 /// POSTs a GraphQL request as `token` through the router; a response with errors panics.
 pub async fn graphql(router: &axum::Router, token: &str, query: &str, variables: Value) -> Value {
     let req = Request::post("/graphql")
