@@ -6,6 +6,7 @@ mod auth;
 mod cli;
 mod graphql_http;
 mod launch;
+mod launch_rules;
 mod panels;
 mod scheduling;
 mod schema;
