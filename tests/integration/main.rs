@@ -8,6 +8,7 @@ mod graphql_http;
 mod launch;
 mod launch_rules;
 mod panels;
+mod panels_by_hand;
 mod scheduling;
 mod schema;
 mod sessions;
