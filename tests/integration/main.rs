@@ -10,6 +10,7 @@ mod launch_rules;
 mod panels;
 mod panels_by_hand;
 mod scheduling;
+mod scheduling_pass;
 mod schema;
 mod sessions;
 mod sessions_paging;
