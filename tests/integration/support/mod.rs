@@ -85,8 +85,9 @@ fn notice_postgres_skip(why: &str) {
     // libtest names the thread of each test after it; the test's future runs on it.
     let test = std::thread::current().name().unwrap_or("a test").to_owned();
     let line = format!(
-        "NOTICE: PostgreSQL case `{test}` was SKIPPED and is reported as passed ({n} skipped so far): {why}. \
-         Set SESSIOND_REQUIRE_POSTGRES=1 to make this a failure.\n"
+        "NOTICE: PostgreSQL case `{test}` was SKIPPED and is reported as passed ({n} skipped so far): {}. \
+         Set SESSIOND_REQUIRE_POSTGRES=1 to make this a failure.\n",
+        why.trim_end().replace('\n', " ")
     );
     // Not `eprintln!`: libtest would capture it and show it only for a failing test.
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
