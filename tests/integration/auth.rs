@@ -69,10 +69,18 @@ async fn tokens_created_later_work_and_are_stored_hashed(app: TestApp) {
         .expect("query")
         .expect("keypair by hash");
     assert_ne!(stored.secret_hash, token);
+    let unknown = sessiond::domain::auth::create_token(&app.db, "nobody@example.com", None).await;
     assert!(
-        sessiond::domain::auth::create_token(&app.db, "nobody@example.com", None).await.is_err(),
-        "unknown users get no token"
+        matches!(unknown, Err(sessiond::domain::DomainError::NotFound("user"))),
+        "unknown users get no token: {unknown:?}"
     );
+    let bad_policy = sessiond::domain::auth::create_token(&app.db, "bob@example.com", Some("gold")).await;
+    match bad_policy {
+        Err(sessiond::domain::DomainError::BadInput(problems)) => {
+            assert_eq!((problems[0].code.as_str(), problems[0].field.as_deref()), ("UNKNOWN_POLICY", Some("policy")));
+        }
+        other => panic!("an unknown policy is refused: {other:?}"),
+    }
 }
 
 /// `node(id)` per viewer: (token, id, visible?).

@@ -1,10 +1,14 @@
 //! The real binary on a real socket: `sessiond serve --demo` answers the README's curl
-//! example, and `sessiond token create` prints a token that works.
+//! examples run by `sh`, its flags and environment variables are listed and work, and
+//! `sessiond token create` prints a token that works.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+use sessiond::domain::seed::demo_project_id;
+use sessiond::graphql::ids::{NodeKind, encode};
 
 use crate::db_tests;
 use crate::support::{TestApp, fresh_database};
@@ -29,13 +33,13 @@ async fn post(client: &reqwest::Client, base: &str, token: &str, query: &str) ->
     client.post(format!("{base}/graphql")).bearer_auth(token).json(&json!({"query": query})).send().await?.json().await
 }
 
-async fn serve_demo_answers_the_readme_example(app: TestApp) {
-    // A database of its own: the binary seeds it, as on a fresh machine.
-    let Some((url, _dir)) = fresh_database(app.backend).await else { return };
-    let port = free_port();
-    let _server = Server(
+/// Starts `sessiond serve` with `args` and `envs` and waits until it answers GraphQL.
+async fn serve(args: &[&str], envs: &[(&str, &str)], base: &str) -> Server {
+    let server = Server(
         Command::new(BIN)
-            .args(["serve", "--demo", "--bind", &format!("127.0.0.1:{port}"), "--database-url", &url])
+            .arg("serve")
+            .args(args)
+            .envs(envs.iter().copied())
             .env("SESSIOND_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -43,22 +47,157 @@ async fn serve_demo_answers_the_readme_example(app: TestApp) {
             .spawn()
             .expect("start sessiond"),
     );
-    let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    let mut answer = None;
     for _ in 0..200 {
-        if let Ok(v) = post(&client, &base, "demo-alice", "{ viewer { user { email } } }").await {
-            answer = Some(v);
-            break;
+        if post(&client, base, "demo-alice", "{ __typename }").await.is_ok() {
+            return server;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let answer = answer.expect("sessiond serve never answered");
-    assert_eq!(answer, json!({"data": {"viewer": {"user": {"email": "alice@example.com"}}}}));
+    panic!("sessiond serve never answered");
+}
+
+const README: &str = include_str!("../../README.md");
+
+/// The `sh` blocks of the README's "Run it" section that call curl, verbatim.
+fn readme_curl_blocks() -> Vec<&'static str> {
+    let start = README.find("\n## Run it\n").expect("the README has a `Run it` section") + 1;
+    let section = &README[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    section
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|block| block.split("\n```").next())
+        .filter(|block| block.contains("curl "))
+        .collect()
+}
+
+/// Runs a README block with `sh` against `addr` instead of the default address, and returns
+/// the JSON documents it printed.
+fn run_block(block: &str, addr: &str) -> Vec<Value> {
+    let script = block.replace("127.0.0.1:8080", addr);
+    let out = Command::new("sh").arg("-c").arg(&script).stdin(Stdio::null()).output().expect("run sh");
+    assert!(out.status.success(), "{script}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{script}\nprinted no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+async fn serve_demo_answers_the_readme_example(app: TestApp) {
+    // A database of its own: the binary seeds it, as on a fresh machine.
+    let Some((url, _dir)) = fresh_database(app.backend).await else { return };
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let _server = serve(&["--demo", "--bind", &addr, "--database-url", &url], &[], &base).await;
+
+    // The README's curl examples, run as written (only the address differs).
+    let blocks = readme_curl_blocks();
+    assert_eq!(blocks.len(), 2, "the viewer example and the launch-and-list example: {blocks:?}");
+    let documented: Value = blocks[0]
+        .lines()
+        .find_map(|l| l.strip_prefix("# "))
+        .map(|answer| serde_json::from_str(answer).expect("the documented answer is JSON"))
+        .expect("the README shows the answer");
+    assert_eq!(run_block(blocks[0], &addr), [documented]);
+    let answers = run_block(blocks[1], &addr);
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(
+        answers[0],
+        json!({"data": {"launchSessions": {"sessions": [
+            {"name": "train-1", "status": "PENDING"}, {"name": "train-2", "status": "PENDING"}, {"name": "train-3", "status": "PENDING"},
+        ]}}})
+    );
+    let list = &answers[1]["data"]["sessions"];
+    assert_eq!(list["totalCount"], 3, "{answers:?}");
+    let mut names: Vec<&str> =
+        list["edges"].as_array().expect("edges").iter().map(|e| e["node"]["name"].as_str().expect("name")).collect();
+    names.sort();
+    assert_eq!(names, ["train-1", "train-2", "train-3"]);
+
+    let client = reqwest::Client::new();
     let page = client.get(format!("{base}/graphiql")).send().await.expect("graphiql");
     assert_eq!(page.status(), 200);
     let ready = client.get(format!("{base}/readyz")).send().await.expect("readyz");
     assert_eq!(ready.status(), 200);
+}
+
+/// Every flag of `serve` the README documents, with its environment variable and default.
+const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
+    ("--database-url", "DATABASE_URL", Some("sqlite://sessiond.db?mode=rwc")),
+    ("--db-max-connections", "SESSIOND_DB_MAX_CONNECTIONS", Some("8")),
+    ("--bind", "SESSIOND_BIND", Some("127.0.0.1:8080")),
+    ("--demo", "SESSIOND_DEMO", None),
+    ("--max-body-bytes", "SESSIOND_MAX_BODY_BYTES", Some("1048576")),
+    ("--request-timeout-ms", "SESSIOND_REQUEST_TIMEOUT_MS", Some("30000")),
+    ("--max-launch-count", "SESSIOND_MAX_LAUNCH_COUNT", Some("100")),
+    ("--scheduler-interval-ms", "SESSIOND_SCHEDULER_INTERVAL_MS", Some("2000")),
+    ("--sim-step-ms", "SESSIOND_SIM_STEP_MS", Some("1000")),
+    ("--sim-batch-ms", "SESSIOND_SIM_BATCH_MS", Some("30000")),
+];
+
+#[test]
+fn serve_help_lists_every_flag_with_its_environment_variable() {
+    let out = Command::new(BIN).args(["serve", "--help"]).env_clear().output().expect("run sessiond serve --help");
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).expect("utf8");
+    // One entry per option: its first line starts with `-` under a shallow indent.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in help.lines().skip_while(|l| !l.starts_with("Options:")).skip(1) {
+        let indent = line.len() - line.trim_start().len();
+        if line.trim_start().starts_with('-') && indent < 8 {
+            let flag = line.split_whitespace().find(|w| w.starts_with("--")).unwrap_or_default();
+            entries.push((flag.to_owned(), String::new()));
+        } else if let Some(last) = entries.last_mut() {
+            last.1.push_str(line.trim());
+            last.1.push(' ');
+        }
+    }
+    let flags: Vec<&str> = entries.iter().map(|e| e.0.as_str()).filter(|f| *f != "--help").collect();
+    let documented: Vec<&str> = SERVE_FLAGS.iter().map(|f| f.0).collect();
+    let (mut a, mut b) = (flags.clone(), documented.clone());
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "the flags of `serve --help` are the documented ones:\n{help}");
+    for (flag, env, default) in SERVE_FLAGS {
+        let text = &entries.iter().find(|e| e.0 == *flag).expect("entry").1;
+        assert!(text.contains(&format!("[env: {env}=]")), "{flag} names {env}: {text}");
+        if let Some(d) = default {
+            assert!(text.contains(&format!("[default: {d}]")), "{flag} defaults to {d}: {text}");
+        }
+    }
+}
+
+/// The environment alone configures the server: address, database, demo data and the
+/// largest launch count.
+async fn environment_variables_configure_serve(app: TestApp) {
+    let Some((url, _dir)) = fresh_database(app.backend).await else { return };
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let envs = [
+        ("SESSIOND_BIND", addr.as_str()),
+        ("DATABASE_URL", url.as_str()),
+        ("SESSIOND_DEMO", "true"),
+        ("SESSIOND_MAX_LAUNCH_COUNT", "2"),
+    ];
+    let _server = serve(&[], &envs, &base).await;
+    let client = reqwest::Client::new();
+    let project = encode(NodeKind::Project, demo_project_id("default/default")).0;
+    let launch = |n: i64| {
+        let body = json!({
+            "query": "mutation($i: LaunchSessionInput!, $n: Int!) { launchSessions(input: $i, count: $n) { sessions { name } } }",
+            "variables": {"n": n, "i": {
+                "projectId": project, "name": format!("env-{n}"),
+                "image": "python:3.12", "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": 1 << 30}]}},
+        });
+        client.post(format!("{base}/graphql")).bearer_auth("demo-alice").json(&body).send()
+    };
+    let three: Value = launch(3).await.expect("post").json().await.expect("json");
+    assert_eq!(three["errors"][0]["extensions"]["code"], "BAD_USER_INPUT", "{three}");
+    assert_eq!(three["errors"][0]["extensions"]["problems"][0]["field"], "count", "{three}");
+    assert!(three["errors"][0]["message"].as_str().is_some_and(|m| m.contains("between 1 and 2")), "{three}");
+    let two: Value = launch(2).await.expect("post").json().await.expect("json");
+    assert_eq!(two, json!({"data": {"launchSessions": {"sessions": [{"name": "env-2-1"}, {"name": "env-2-2"}]}}}));
 }
 
 async fn token_create_prints_a_working_token(app: TestApp) {
@@ -82,4 +221,8 @@ async fn token_create_prints_a_working_token(app: TestApp) {
     assert!(out.stdout.is_empty(), "no token for an unknown user");
 }
 
-db_tests!(serve_demo_answers_the_readme_example, token_create_prints_a_working_token);
+db_tests!(
+    serve_demo_answers_the_readme_example,
+    environment_variables_configure_serve,
+    token_create_prints_a_working_token
+);

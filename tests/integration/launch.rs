@@ -1,7 +1,7 @@
 //! Launching one or many sessions, validation, idempotency, races, the dry run, and
 //! termination: through GraphQL, on both databases.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, sea_query::Expr};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, sea_query::Expr};
 use serde_json::{Value, json};
 
 use entity::{launch_group, scheduling_history, session, session_status_transition};
@@ -10,7 +10,17 @@ use sessiond::domain::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes};
+use crate::support::{Backend, TestApp, error_codes};
+
+/// Statements of one `launchSessions` (any count) with its payload, on SQLite: auth
+/// (keypair, user), the project, its membership (checked twice: by visibility and by the
+/// launch), image, slot types, group links, group, agents; in the transaction the
+/// admission checks (policy, pending count, live names) and one insert per table (launch
+/// group, sessions, transitions, history); then the payload's launch-group page.
+/// `SESSIOND_TEST_SQL=1` prints them.
+const LAUNCH_STATEMENTS_SQLITE: usize = 18;
+/// The same on PostgreSQL, which also takes the keypair's advisory lock in the transaction.
+const LAUNCH_STATEMENTS_POSTGRES: usize = 19;
 
 const GIB: i64 = 1 << 30;
 
@@ -53,10 +63,12 @@ async fn launch_one_and_many(app: TestApp) {
 
     let transitions = session_status_transition::Entity::find()
         .filter(session_status_transition::Column::SessionId.eq(id))
+        .order_by_asc(session_status_transition::Column::Id)
         .all(&app.db)
         .await
         .expect("rows");
     assert_eq!(transitions.len(), 1);
+    assert_eq!((transitions[0].from_status.as_deref(), transitions[0].to_status.as_str()), (None, "PENDING"));
     let history = scheduling_history::Entity::find()
         .filter(scheduling_history::Column::SessionId.eq(id))
         .all(&app.db)
@@ -158,6 +170,12 @@ async fn every_validation_rule_reports_its_field(app: TestApp) {
             "INVALID_ENV_VALUE",
             "input.environment[0]",
         ),
+        (json!({"startupCommand": "x".repeat(8193)}), "TOO_LONG", "input.startupCommand"),
+        (
+            json!({"environment": (0..101).map(|i| json!({"name": format!("V{i}"), "value": "1"})).collect::<Vec<_>>()}),
+            "TOO_MANY",
+            "input.environment",
+        ),
         (json!({"clusterSize": 0}), "OUT_OF_RANGE", "input.clusterSize"),
         (json!({"priority": 101}), "OUT_OF_RANGE", "input.priority"),
         (json!({"idempotencyKey": ""}), "OUT_OF_RANGE", "input.idempotencyKey"),
@@ -248,15 +266,40 @@ async fn count_bounds_and_the_pending_limit(app: TestApp) {
 }
 
 async fn a_batch_is_all_or_nothing(app: TestApp) {
-    app.gql(Some("demo-alice"), LAUNCH, json!({"i": input("jobs-4")})).await;
+    let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": input("jobs-4")})).await;
+    let jobs4 = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
     let before = session_count(&app).await;
     let resp = app.gql(Some("demo-alice"), LAUNCH_MANY, json!({"i": input("jobs"), "n": 6})).await;
     assert_eq!(error_codes(&resp), ["NAME_TAKEN"], "{resp}");
     assert_eq!(session_count(&app).await, before, "none of the batch was created");
     assert_eq!(launch_group::Entity::find().count(&app.db).await.expect("count"), 0);
-    // Another owner may use the names; a finished session frees its name.
+    // Another owner may use the names.
     let resp = app.gql(Some("demo-bob"), LAUNCH_MANY, json!({"i": input("jobs"), "n": 6})).await;
     assert!(resp.get("errors").is_none(), "{resp}");
+    // A finished session frees its name: `jobs-4` is scheduled, runs, and is ended.
+    let report = sessiond::domain::scheduling::pass(&app.db, &app.bus).await.expect("pass");
+    assert_eq!(report.scheduled, 7, "jobs-4 and bob's six");
+    set_status(&app, &jobs4, "RUNNING").await;
+    let resp = app.gql(Some("demo-alice"), TERMINATE, json!({"ids": [jobs4], "force": true})).await;
+    assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "TERMINATED", "{resp}");
+    let resp = app.gql(Some("demo-alice"), LAUNCH_MANY, json!({"i": input("jobs"), "n": 6})).await;
+    assert!(resp.get("errors").is_none(), "the name of a finished session is free again: {resp}");
+    let names: Vec<&str> = resp["data"]["launchSessions"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["jobs-1", "jobs-2", "jobs-3", "jobs-4", "jobs-5", "jobs-6"]);
+    let live_jobs4 = session::Entity::find()
+        .filter(session::Column::Name.eq("jobs-4"))
+        .filter(session::Column::OwnerId.eq(sessiond::domain::seed::demo_user_id("alice@example.com")))
+        .all(&app.db)
+        .await
+        .expect("rows");
+    let mut statuses: Vec<&str> = live_jobs4.iter().map(|s| s.status.as_str()).collect();
+    statuses.sort();
+    assert_eq!(statuses, ["PENDING", "TERMINATED"], "the finished one and the new one");
 }
 
 async fn concurrent_launches_of_one_name_have_one_winner(app: TestApp) {
@@ -345,7 +388,7 @@ async fn terminate_outcomes_for_every_status(app: TestApp) {
             .iter()
             .map(|r| r["outcome"].as_str().expect("o"))
             .collect();
-        assert!(outcomes.iter().all(|o| *o == "NOT_FOUND"), "{token}: {resp}");
+        assert_eq!(outcomes, vec!["NOT_FOUND"; ids.len()], "{token}: {resp}");
     }
     let mut events = app.bus.subscribe();
     let mut request: Vec<String> = ids.iter().map(|i| i.0.clone()).collect();
@@ -371,8 +414,10 @@ async fn terminate_outcomes_for_every_status(app: TestApp) {
     assert_eq!(results[ids.len() + 1]["outcome"], "NOT_FOUND");
     let published: Vec<_> = std::iter::from_fn(|| events.try_recv().ok()).collect();
     assert_eq!(published.len(), changed, "one event per change");
+    assert_eq!(changed, 7, "PENDING and the six started statuses change; the four others are skipped");
 
-    // Force ends TERMINATING and running sessions at once; admins may end users' sessions.
+    // Force ends a TERMINATING session at once; admins may end users' sessions. (Force on
+    // the other statuses: `launch_rules::force_ends_sessions_at_once_and_frees_capacity`.)
     let running = &ids.iter().find(|i| i.1 == SessionStatus::Running).expect("running").0;
     let resp = app.gql(Some("demo-admin"), TERMINATE, json!({"ids": [running], "force": true})).await;
     assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "TERMINATED", "{resp}");
@@ -423,8 +468,11 @@ async fn a_batch_costs_the_same_statements_whatever_its_count(app: TestApp) {
         assert!(resp.get("errors").is_none(), "{resp}");
         counts.push(statements);
     }
-    assert_eq!(counts[0], counts[1], "{counts:?}");
-    assert_eq!(counts[1], counts[2], "{counts:?}");
+    let expected = match app.backend {
+        Backend::Sqlite => LAUNCH_STATEMENTS_SQLITE,
+        Backend::Postgres => LAUNCH_STATEMENTS_POSTGRES,
+    };
+    assert_eq!(counts, [expected; 3], "{:?}", app.backend);
 }
 
 db_tests!(

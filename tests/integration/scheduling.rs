@@ -1,7 +1,7 @@
 //! Sessions that move: the scheduler and the simulated runtime with fast timings, on both
 //! databases. Every wait polls the API for a state (bounded); nothing asserts on time.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
 
 use entity::session_status_transition;
@@ -250,9 +250,11 @@ async fn a_restart_resumes_mid_start(app: TestApp) {
     let uuid = decode_uuid(&id, NodeKind::Session).expect("id");
     let rows = session_status_transition::Entity::find()
         .filter(session_status_transition::Column::SessionId.eq(uuid))
+        .order_by_asc(session_status_transition::Column::Id)
         .all(&again.db)
         .await
         .expect("rows");
+    assert_eq!(rows.len(), p.len(), "one row per step of the path");
     for pair in rows.windows(2) {
         let from = SessionStatus::parse(pair[1].from_status.as_deref().expect("from")).expect("status");
         assert_eq!(from.as_str(), pair[0].to_status, "a continuous path");

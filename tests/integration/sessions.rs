@@ -182,8 +182,18 @@ async fn bad_input_gets_codes_not_sql(app: TestApp) {
     assert_eq!(resp["errors"][0]["extensions"]["field"], "filter.ownerEmail");
 }
 
-const FULL_PAGE: &str = "query($p: ID!, $n: Int) {
-  sessions(projectId: $p, scope: PROJECT, first: $n) {
+/// Statements of a list page with scope PROJECT, whatever its size: auth (keypair, user),
+/// the project, the page, totalCount, then one per relation: owner, project, resource
+/// group, image, transitions. `SESSIOND_TEST_SQL=1` prints them.
+const LIST_PROJECT_STATEMENTS: usize = 10;
+/// The same with scope MINE, which also checks the caller's membership of the project
+/// (twice, as the code stands).
+const LIST_MINE_STATEMENTS: usize = 12;
+/// One more, on either scope, when a session of the page has a launch group (its loader).
+const LAUNCH_GROUP_LOADER_STATEMENTS: usize = 1;
+
+const FULL_PAGE: &str = "query($p: ID!, $n: Int, $scope: SessionScope) {
+  sessions(projectId: $p, scope: $scope, first: $n) {
     totalCount
     pageInfo { hasNextPage endCursor }
     edges { cursor node {
@@ -203,23 +213,29 @@ const FULL_PAGE: &str = "query($p: ID!, $n: Int) {
 async fn a_page_costs_the_same_statements_whatever_its_size(app: TestApp) {
     app.generate(1500, 21).await;
     let p = project("default/default");
-    let (small, resp10) = app.count_statements(app.gql(Some("demo-admin"), FULL_PAGE, json!({"p": p, "n": 10}))).await;
-    assert!(resp10.get("errors").is_none(), "{resp10}");
-    assert_eq!(resp10["data"]["sessions"]["edges"].as_array().map(Vec::len), Some(10));
-    let (large, resp500) =
-        app.count_statements(app.gql(Some("demo-admin"), FULL_PAGE, json!({"p": p, "n": 500}))).await;
-    assert!(resp500.get("errors").is_none());
-    assert_eq!(resp500["data"]["sessions"]["edges"].as_array().map(Vec::len), Some(500));
-    // auth (keypair, user) + project visibility + the page + totalCount, then one statement
-    // per relation: owner, project, resource group, image, transitions, and launch group
-    // when some session of the page has one.
-    let expected = |resp: &Value| {
+    let with_group = |resp: &Value| {
         let edges = resp["data"]["sessions"]["edges"].as_array().expect("edges");
-        10 + usize::from(edges.iter().any(|e| !e["node"]["launchGroup"].is_null()))
+        usize::from(edges.iter().any(|e| !e["node"]["launchGroup"].is_null())) * LAUNCH_GROUP_LOADER_STATEMENTS
     };
-    assert_eq!(expected(&resp500), 11, "the large page exercises the launch-group loader");
-    assert_eq!(small, expected(&resp10), "statements for a page of 10");
-    assert_eq!(large, expected(&resp500), "statements for a page of 500");
+    for (token, scope, base, large_len) in
+        [("demo-admin", "PROJECT", LIST_PROJECT_STATEMENTS, 500), ("demo-alice", "MINE", LIST_MINE_STATEMENTS, 0)]
+    {
+        let vars = |n: i64| json!({"p": p, "n": n, "scope": scope});
+        let (small, resp10) = app.count_statements(app.gql(Some(token), FULL_PAGE, vars(10))).await;
+        assert!(resp10.get("errors").is_none(), "{resp10}");
+        assert_eq!(resp10["data"]["sessions"]["edges"].as_array().map(Vec::len), Some(10));
+        let (large, resp500) = app.count_statements(app.gql(Some(token), FULL_PAGE, vars(500))).await;
+        assert!(resp500.get("errors").is_none(), "{resp500}");
+        let rows = resp500["data"]["sessions"]["edges"].as_array().map_or(0, Vec::len);
+        if large_len > 0 {
+            assert_eq!(rows, large_len, "{scope}");
+        } else {
+            assert!(rows > 100, "{scope}: alice's page is large too: {rows}");
+        }
+        assert_eq!(with_group(&resp500), 1, "{scope}: the large page exercises the launch-group loader");
+        assert_eq!(small, base + with_group(&resp10), "{scope}: statements for a page of 10");
+        assert_eq!(large, base + 1, "{scope}: statements for a page of {rows}");
+    }
 }
 
 async fn generated_sessions_are_consistent_and_deterministic(app: TestApp) {
@@ -231,12 +247,19 @@ async fn generated_sessions_are_consistent_and_deterministic(app: TestApp) {
         &sessiond::domain::generate::GenerateOptions { sessions: 10, seed: 5, now: sessiond::domain::clock::now() },
     )
     .await;
-    assert!(again.is_err(), "the same seed twice is refused");
+    match again {
+        Err(sessiond::domain::DomainError::BadInput(problems)) => {
+            assert_eq!(problems.iter().map(|p| p.code.as_str()).collect::<Vec<_>>(), ["ALREADY_GENERATED"]);
+        }
+        other => panic!("the same seed twice is refused: {:?}", other.map(|r| r.sessions)),
+    }
 
     let all = session::Entity::find().order_by_asc(session::Column::Id).all(&app.db).await.expect("sessions");
     assert_eq!(all.len(), 400);
     let mut statuses = std::collections::BTreeSet::new();
     let mut types = std::collections::BTreeSet::new();
+    // How often each conditional check below ran: each must have run.
+    let (mut timed, mut batch_ends, mut errors) = (0, 0, 0);
     for s in &all {
         let status = SessionStatus::parse(&s.status).expect("status");
         statuses.insert(s.status.clone());
@@ -246,14 +269,17 @@ async fn generated_sessions_are_consistent_and_deterministic(app: TestApp) {
             assert!(end >= s.created_at, "{}", s.name);
             if let (Some(sch), Some(st)) = (s.scheduled_at, s.started_at) {
                 assert!(s.created_at <= sch && sch <= st && st <= end, "{}", s.name);
+                timed += 1;
             }
             if s.session_type == "BATCH" && s.status == "TERMINATED" {
                 assert_eq!(s.exit_code == Some(0), s.result == "SUCCESS", "{}", s.name);
                 assert!(s.exit_code.is_some());
+                batch_ends += 1;
             }
             if s.status == "ERROR" {
                 assert_eq!(s.result, "FAILURE");
                 assert!(s.status_info.is_some());
+                errors += 1;
             }
         } else {
             assert!(s.terminated_at.is_none());
@@ -261,6 +287,7 @@ async fn generated_sessions_are_consistent_and_deterministic(app: TestApp) {
         }
         assert!(sessiond::domain::slots::ResourceSlots::from_json(&s.requested_slots).is_ok());
     }
+    assert!(timed > 0 && batch_ends > 0 && errors > 0, "checks ran: {timed} {batch_ends} {errors}");
     assert_eq!(statuses.len(), 5, "PENDING, RUNNING and the three terminal statuses: {statuses:?}");
     assert_eq!(types.len(), 4, "{types:?}");
 

@@ -3,19 +3,18 @@
 
 use std::collections::HashSet;
 
-use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use chrono::{DateTime, TimeDelta, Utc};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use entity::session;
-use sessiond::domain::model::SessionType;
 use sessiond::domain::seed::{demo_project_id, demo_user_id};
 use sessiond::domain::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;
-use crate::support::TestApp;
+use crate::support::{TestApp, add_resource_group, session_row};
 
 const PAGE: &str = "query($p: ID!, $filter: SessionFilter, $order: [SessionOrder!], $first: Int, $after: String, $last: Int, $before: String) {
   sessions(projectId: $p, scope: PROJECT, filter: $filter, orderBy: $order, first: $first, after: $after, last: $last, before: $before) {
@@ -91,8 +90,26 @@ async fn walk(app: &TestApp, vars: Value, size: i64) -> Vec<(Uuid, i64)> {
     forward
 }
 
-fn rank<T: PartialEq>(all: &[T], x: &T) -> usize {
-    all.iter().position(|a| a == x).unwrap_or(usize::MAX)
+/// The STATUS order: the lifecycle (DESIGN §2.1), written out here rather than taken from
+/// the enum the server sorts by.
+const LIFECYCLE: [&str; 11] = [
+    "PENDING",
+    "SCHEDULED",
+    "PREPARING",
+    "PULLING",
+    "PREPARED",
+    "CREATING",
+    "RUNNING",
+    "TERMINATING",
+    "TERMINATED",
+    "CANCELLED",
+    "ERROR",
+];
+/// The TYPE order: as the API's enum lists them (DESIGN §4).
+const TYPES: [&str; 4] = ["INTERACTIVE", "BATCH", "INFERENCE", "UPLOAD"];
+
+fn rank(all: &[&str], x: &str) -> usize {
+    all.iter().position(|a| *a == x).unwrap_or_else(|| panic!("{x} is not in {all:?}"))
 }
 
 fn far_future() -> DateTime<Utc> {
@@ -134,14 +151,8 @@ async fn every_order_pages_completely_both_ways(app: TestApp) {
                 let key = match field {
                     "CREATED_AT" => a.created_at.cmp(&b.created_at),
                     "NAME" => a.name.as_bytes().cmp(b.name.as_bytes()),
-                    "STATUS" => {
-                        let r = |s: &str| rank(SessionStatus::ALL, &SessionStatus::parse(s).expect("status"));
-                        r(&a.status).cmp(&r(&b.status))
-                    }
-                    "TYPE" => {
-                        let r = |s: &str| rank(SessionType::ALL, &SessionType::parse(s).expect("type"));
-                        r(&a.session_type).cmp(&r(&b.session_type))
-                    }
+                    "STATUS" => rank(&LIFECYCLE, &a.status).cmp(&rank(&LIFECYCLE, &b.status)),
+                    "TYPE" => rank(&TYPES, &a.session_type).cmp(&rank(&TYPES, &b.session_type)),
                     _ => a.terminated_at.unwrap_or_else(far_future).cmp(&b.terminated_at.unwrap_or_else(far_future)),
                 };
                 let ord = key.then(a.id.cmp(&b.id));
@@ -161,7 +172,7 @@ async fn every_order_pages_completely_both_ways(app: TestApp) {
     .await;
     let mut expected = rows.clone();
     expected.sort_by(|a, b| {
-        let r = |s: &str| rank(SessionType::ALL, &SessionType::parse(s).expect("type"));
+        let r = |s: &str| rank(&TYPES, s);
         r(&a.session_type).cmp(&r(&b.session_type)).then(b.created_at.cmp(&a.created_at)).then(a.id.cmp(&b.id))
     });
     assert_eq!(got.iter().map(|r| r.0).collect::<Vec<_>>(), expected.iter().map(|r| r.id).collect::<Vec<_>>());
@@ -175,6 +186,21 @@ async fn every_order_pages_completely_both_ways(app: TestApp) {
 
 async fn every_filter_matches_and_counts_agree(app: TestApp) {
     app.generate(400, 9).await;
+    // Project `default` also uses group `second`, where six sessions run or ran.
+    add_resource_group(
+        &app,
+        "second",
+        &TYPES,
+        &[("b1", json!({"cpu": 4, "mem": 1_i64 << 34}))],
+        &[("default/default", 1)],
+    )
+    .await;
+    for (i, status) in ["PENDING", "RUNNING", "TERMINATED", "CANCELLED", "ERROR", "RUNNING"].into_iter().enumerate() {
+        let owner = if i % 2 == 0 { "alice@example.com" } else { "bob@example.com" };
+        let mut row = session_row(owner, "default/default", &format!("second-{i}"), status, json!({"cpu": 1}));
+        row.resource_group = Set("second".to_owned());
+        row.insert(&app.db).await.expect("a session in group second");
+    }
     let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
     let rows = session::Entity::find()
         .filter(session::Column::ProjectId.eq(demo_project_id("default/default")))
@@ -188,6 +214,13 @@ async fn every_filter_matches_and_counts_agree(app: TestApp) {
     let (lo, hi) = (created[created.len() / 4], created[created.len() / 2]);
     let bob = demo_user_id("bob@example.com");
 
+    let in_default = rows.iter().filter(|r| r.resource_group == "default").count();
+    assert!(
+        in_default > 100 && in_default + 6 == rows.len(),
+        "the group filter narrows: {in_default} of {}",
+        rows.len()
+    );
+
     type Pred = Box<dyn Fn(&session::Model) -> bool>;
     let cases: Vec<(Value, Pred)> = vec![
         (json!({}), Box::new(|_| true)),
@@ -200,6 +233,7 @@ async fn every_filter_matches_and_counts_agree(app: TestApp) {
         (json!({"nameContains": "_"}), Box::new(|r| r.name.contains('_'))),
         (json!({"nameContains": "%"}), Box::new(|r| r.name.contains('%'))),
         (json!({"resourceGroup": "default"}), Box::new(|r| r.resource_group == "default")),
+        (json!({"resourceGroup": "second"}), Box::new(|r| r.resource_group == "second")),
         (json!({"resourceGroup": "nope"}), Box::new(|_| false)),
         (json!({"ownerEmail": "bob@example.com"}), Box::new(move |r| r.owner_id == bob)),
         (json!({"ownerEmail": "nobody@example.com"}), Box::new(|_| false)),
@@ -231,12 +265,69 @@ async fn every_filter_matches_and_counts_agree(app: TestApp) {
             .iter()
             .map(|t| (t["type"].as_str().expect("type").to_owned(), t["count"].as_i64().expect("count")))
             .collect();
-        let expected_types: Vec<(String, i64)> = SessionType::ALL
+        let expected_types: Vec<(String, i64)> = TYPES
             .iter()
-            .map(|t| (t.as_str().to_owned(), matching.iter().filter(|r| r.session_type == t.as_str()).count() as i64))
+            .map(|t| ((*t).to_owned(), matching.iter().filter(|r| r.session_type == *t).count() as i64))
             .collect();
         assert_eq!(by_type, expected_types, "{filter}");
     }
 }
 
-db_tests!(every_order_pages_completely_both_ways, every_filter_matches_and_counts_agree);
+/// ELAPSED over live and finished sessions together: a live session's elapsed time runs
+/// to now, a finished one's stops at its end. Ages far apart, so the order is plain.
+async fn elapsed_orders_live_and_finished_sessions_together(app: TestApp) {
+    let now = Utc::now();
+    let secs = TimeDelta::seconds;
+    // (name, status, created this long ago, ended after this long)
+    #[rustfmt::skip]
+    let rows = [
+        ("age-a", "RUNNING", secs(50), None),
+        ("age-b", "TERMINATED", TimeDelta::days(10), Some(secs(100))),
+        ("age-c", "PENDING", secs(2_000), None),
+        ("age-d", "CANCELLED", TimeDelta::days(3), Some(secs(3_000))),
+        ("age-e", "RUNNING", secs(50_000), None),
+        ("age-f", "ERROR", TimeDelta::days(5), Some(secs(90_000))),
+        ("age-g", "TERMINATING", secs(200_000), None),
+        ("age-h", "TERMINATED", TimeDelta::hours(1), Some(secs(10))),
+    ];
+    let mut names = std::collections::HashMap::new();
+    for (name, status, age, ran) in rows {
+        let mut row = session_row("alice@example.com", "default/default", name, status, json!({"cpu": 1}));
+        row.created_at = Set(now - age);
+        row.terminated_at = Set(ran.map(|r| now - age + r));
+        let id = row.insert(&app.db).await.expect("insert").id;
+        names.insert(id, name);
+    }
+    // Shortest first: h (10 s), a (50 s, live), b (100 s), c (2000 s, live), d (3000 s),
+    // e (50 000 s, live), f (90 000 s), g (200 000 s, live).
+    let ascending = ["age-h", "age-a", "age-b", "age-c", "age-d", "age-e", "age-f", "age-g"];
+    let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
+    for direction in ["ASC", "DESC"] {
+        let vars = json!({"p": p, "order": [{"field": "ELAPSED", "direction": direction}], "filter": {"nameContains": "age-"}});
+        let got = walk(&app, vars, 3).await;
+        let order: Vec<&str> = got.iter().map(|r| names[&r.0]).collect();
+        let mut expected = ascending.to_vec();
+        if direction == "DESC" {
+            expected.reverse();
+        }
+        assert_eq!(order, expected, "ELAPSED {direction}");
+        let finished: Vec<(&str, i64)> = got
+            .iter()
+            .filter(|r| ["age-b", "age-d", "age-f", "age-h"].contains(&names[&r.0]))
+            .map(|r| (names[&r.0], r.1))
+            .collect();
+        let mut finished_sorted = finished.clone();
+        finished_sorted.sort();
+        assert_eq!(
+            finished_sorted,
+            [("age-b", 100), ("age-d", 3_000), ("age-f", 90_000), ("age-h", 10)],
+            "finished sessions stop their clock"
+        );
+    }
+}
+
+db_tests!(
+    every_order_pages_completely_both_ways,
+    every_filter_matches_and_counts_agree,
+    elapsed_orders_live_and_finished_sessions_together,
+);

@@ -92,7 +92,11 @@ async fn live_session_names_are_unique_per_owner(app: TestApp) {
     // Foreign keys hold on both databases.
     let mut orphan = new_session("nb-2", "PENDING");
     orphan.owner_id = Set(Uuid::new_v4());
-    assert!(orphan.insert(&app.db).await.is_err(), "an unknown owner is refused");
+    let err = orphan.insert(&app.db).await.expect_err("an unknown owner is refused");
+    assert!(
+        matches!(err.sql_err(), Some(SqlErr::ForeignKeyConstraintViolation(_))),
+        "a foreign key violation on both databases: {err:?}"
+    );
 }
 
 async fn readiness_follows_the_database(app: TestApp) {

@@ -1,4 +1,11 @@
 //! One helper builds a test app on SQLite or PostgreSQL; `db_tests!` runs a test on both.
+//!
+//! A PostgreSQL case that cannot get a server is skipped, and libtest still reports it as
+//! passed: it cannot be told otherwise. So each skip writes a `NOTICE` line straight to the
+//! process's standard error, which libtest does not capture (it captures only the
+//! `print!`/`eprint!` macros), so the line shows in the output of a plain `cargo test`
+//! among the passing tests, with the running count of skips and the reason.
+//! `SESSIOND_REQUIRE_POSTGRES=1` turns every skip into a failure instead.
 
 pub mod pg;
 
@@ -53,7 +60,7 @@ pub async fn fresh_database(backend: Backend) -> Option<(String, Option<tempfile
                     if std::env::var("SESSIOND_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
                         panic!("PostgreSQL is required (SESSIOND_REQUIRE_POSTGRES=1) but unavailable: {why}");
                     }
-                    eprintln!("NOTICE: PostgreSQL case skipped, no PostgreSQL available: {why}");
+                    notice_postgres_skip(why);
                     return None;
                 }
             };
@@ -66,6 +73,24 @@ pub async fn fresh_database(backend: Backend) -> Option<(String, Option<tempfile
             Some((format!("{}/{name}", server.base_url), None))
         }
     }
+}
+
+/// PostgreSQL cases skipped in this process.
+static POSTGRES_SKIPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Says, uncaptured, that a PostgreSQL case passed without running (see the module docs).
+fn notice_postgres_skip(why: &str) {
+    use std::io::Write;
+    let n = POSTGRES_SKIPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    // libtest names the thread of each test after it; the test's future runs on it.
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let line = format!(
+        "NOTICE: PostgreSQL case `{test}` was SKIPPED and is reported as passed ({n} skipped so far): {}. \
+         Set SESSIOND_REQUIRE_POSTGRES=1 to make this a failure.\n",
+        why.trim_end().replace('\n', " ")
+    );
+    // Not `eprintln!`: libtest would capture it and show it only for a failing test.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 impl TestApp {
@@ -82,8 +107,14 @@ impl TestApp {
         let (mut db, seeded) = open_database(&args, true).await.expect("open the test database");
         let statements = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = statements.clone();
-        db.set_metric_callback(move |_| {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // SESSIOND_TEST_SQL=1 prints each statement, numbered: for checking the statement
+        // counts the tests assert.
+        let print = std::env::var("SESSIOND_TEST_SQL").is_ok_and(|v| v == "1");
+        db.set_metric_callback(move |info| {
+            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if print {
+                println!("SQL {n}: {}", info.statement.sql);
+            }
         });
         let bus = sessiond::domain::events::EventBus::default();
         let limits = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
@@ -236,4 +267,54 @@ macro_rules! db_tests {
             }
         }
     )+};
+}
+
+/// Adds a resource group taking `types`, with `agents` (id, available slots), offered to
+/// the demo projects `projects` (`domain/name`, at the given position: 0 is the default).
+pub async fn add_resource_group(
+    app: &TestApp,
+    name: &str,
+    types: &[&str],
+    agents: &[(&str, Value)],
+    projects: &[(&str, i32)],
+) {
+    use entity::{agent, resource_group, resource_group_project};
+    use sea_orm::{ActiveModelTrait, Set};
+    let now = chrono::Utc::now();
+    resource_group::ActiveModel {
+        name: Set(name.to_owned()),
+        description: Set(format!("test group {name}")),
+        scheduler: Set("FIFO".to_owned()),
+        pending_timeout_seconds: Set(None),
+        allowed_session_types: Set(json!(types)),
+        created_at: Set(now),
+    }
+    .insert(&app.db)
+    .await
+    .expect("insert a resource group");
+    for (id, slots) in agents {
+        agent::ActiveModel {
+            id: Set((*id).to_owned()),
+            resource_group: Set(name.to_owned()),
+            available_slots: Set(slots.clone()),
+            status: Set("ALIVE".to_owned()),
+            schedulable: Set(true),
+            pulled_images: Set(json!([])),
+            created_at: Set(now),
+            last_heartbeat_at: Set(now),
+        }
+        .insert(&app.db)
+        .await
+        .expect("insert an agent");
+    }
+    for (project, position) in projects {
+        resource_group_project::ActiveModel {
+            resource_group: Set(name.to_owned()),
+            project_id: Set(sessiond::domain::seed::demo_project_id(project)),
+            position: Set(*position),
+        }
+        .insert(&app.db)
+        .await
+        .expect("offer the group to a project");
+    }
 }

@@ -1,0 +1,280 @@
+//! One scheduling pass at a time against the database (`scheduling::pass`, no workers):
+//! priority, the FIFO, LIFO and DRF strategies, the concurrency limit, head-of-line
+//! blocking within a priority band, queue positions, and the PostgreSQL scheduler lock.
+
+use chrono::{TimeDelta, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectOptions, ConnectionTrait, Database, EntityTrait, QueryFilter, Set,
+};
+use serde_json::{Value, json};
+
+use entity::{agent, keypair_resource_policy, resource_group, session};
+use sessiond::domain::scheduling::{PassReport, pass};
+use sessiond::domain::seed::demo_project_id;
+use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
+
+use crate::db_tests;
+use crate::support::{Backend, TestApp, session_row};
+
+const GIB: i64 = 1 << 30;
+
+/// The scheduler's advisory lock key (`SCHEDULER_LOCK` in `domain/scheduling.rs`).
+const SCHEDULER_LOCK: i64 = 0x7365_7373_696f_6e64;
+
+const LAUNCH: &str = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
+const DETAIL: &str = "query($id: ID!) { session(id: $id) {
+  status agent queuePosition pendingReasons { code layer slot requested remaining } } }";
+
+/// A launch of `cpu` CPUs and 1 GiB in project `default`, at `priority`, created
+/// `age_secs` ago (so that creation order does not depend on timing).
+async fn launch(app: &TestApp, token: &str, name: &str, cpu: f64, priority: i32, age_secs: i64) -> String {
+    let input = json!({
+        "projectId": encode(NodeKind::Project, demo_project_id("default/default")).0, "name": name,
+        "image": "python:3.12", "priority": priority,
+        "resources": [{"slot": "cpu", "amount": cpu}, {"slot": "mem", "amount": GIB}],
+    });
+    let resp = app.gql(Some(token), LAUNCH, json!({"i": input})).await;
+    let id = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    session::Entity::update_many()
+        .col_expr(session::Column::CreatedAt, Expr::value(Utc::now() - TimeDelta::seconds(age_secs)))
+        .filter(session::Column::Id.eq(decode_uuid(&id, NodeKind::Session).expect("id")))
+        .exec(&app.db)
+        .await
+        .expect("set the creation time");
+    id
+}
+
+async fn run_pass(app: &TestApp) -> PassReport {
+    pass(&app.db, &app.bus).await.expect("scheduling pass")
+}
+
+async fn detail(app: &TestApp, id: &str) -> Value {
+    let resp = app.gql(Some("demo-admin"), DETAIL, json!({"id": id})).await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+    resp["data"]["session"].clone()
+}
+
+/// (status, agent, queue position, reason codes)
+async fn state(app: &TestApp, id: &str) -> (String, Option<String>, Option<i64>, Vec<String>) {
+    let s = detail(app, id).await;
+    (
+        s["status"].as_str().expect("status").to_owned(),
+        s["agent"].as_str().map(str::to_owned),
+        s["queuePosition"].as_i64(),
+        s["pendingReasons"]
+            .as_array()
+            .expect("reasons")
+            .iter()
+            .map(|r| r["code"].as_str().expect("code").to_owned())
+            .collect(),
+    )
+}
+
+fn scheduled_on(agent: &str) -> (String, Option<String>, Option<i64>, Vec<String>) {
+    ("SCHEDULED".to_owned(), Some(agent.to_owned()), None, Vec::new())
+}
+
+fn waiting(position: i64, codes: &[&str]) -> (String, Option<String>, Option<i64>, Vec<String>) {
+    ("PENDING".to_owned(), None, Some(position), codes.iter().map(|c| (*c).to_owned()).collect())
+}
+
+/// Leaves a3 (16 CPUs, 64 GiB) the only schedulable agent of group `default`.
+async fn only_a3(app: &TestApp) {
+    agent::Entity::update_many()
+        .col_expr(agent::Column::Schedulable, Expr::value(false))
+        .filter(agent::Column::Id.is_in(["a1", "a2"]))
+        .exec(&app.db)
+        .await
+        .expect("drain a1 and a2");
+}
+
+async fn set_strategy(app: &TestApp, strategy: &str) {
+    resource_group::Entity::update_many()
+        .col_expr(resource_group::Column::Scheduler, Expr::value(strategy))
+        .filter(resource_group::Column::Name.eq("default"))
+        .exec(&app.db)
+        .await
+        .expect("set the strategy");
+}
+
+/// A RUNNING session of `email` holding `cpu` CPUs and 1 GiB on `agent`.
+async fn held(app: &TestApp, email: &str, agent: &str, cpu: f64) {
+    let mut row = session_row(
+        email,
+        "default/default",
+        &format!("held-{}", uuid::Uuid::new_v4().simple()),
+        "RUNNING",
+        json!({"cpu": cpu, "mem": GIB}),
+    );
+    row.agent_id = Set(Some(agent.to_owned()));
+    row.insert(&app.db).await.expect("a running session");
+}
+
+async fn higher_priority_goes_first(app: TestApp) {
+    only_a3(&app).await;
+    // The older one would go first by FIFO; the higher priority wins.
+    let low = launch(&app, "demo-alice", "low-prio", 12.0, 0, 60).await;
+    let high = launch(&app, "demo-bob", "high-prio", 12.0, 10, 0).await;
+    let report = run_pass(&app).await;
+    assert_eq!((report.scheduled, report.waiting, report.skipped), (1, 1, false));
+    assert_eq!(state(&app, &high).await, scheduled_on("a3"));
+    assert_eq!(state(&app, &low).await, waiting(1, &["NO_CAPACITY"]));
+}
+
+async fn fifo_and_lifo_take_the_band_in_opposite_orders(app: TestApp) {
+    only_a3(&app).await;
+    let f_old = launch(&app, "demo-alice", "fifo-old", 12.0, 0, 60).await;
+    let f_new = launch(&app, "demo-bob", "fifo-new", 12.0, 0, 30).await;
+    assert_eq!(run_pass(&app).await.scheduled, 1);
+    assert_eq!(state(&app, &f_old).await, scheduled_on("a3"), "FIFO: the oldest first");
+    assert_eq!(state(&app, &f_new).await, waiting(1, &["NO_CAPACITY"]));
+
+    // LIFO, a3 freed, and a newer session: the newest goes first.
+    set_strategy(&app, "LIFO").await;
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
+            json!({"ids": [f_old]}),
+        )
+        .await;
+    assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "TERMINATED", "{resp}");
+    let l_new = launch(&app, "demo-admin", "lifo-newest", 12.0, 0, 0).await;
+    assert_eq!(run_pass(&app).await.scheduled, 1);
+    assert_eq!(state(&app, &l_new).await, scheduled_on("a3"), "LIFO: the newest first");
+    assert_eq!(state(&app, &f_new).await, waiting(1, &["NO_CAPACITY"]));
+    let groups = app
+        .gql(
+            Some("demo-alice"),
+            "query($p: ID!) { resourceGroups(projectId: $p) { name strategy } }",
+            json!({"p": encode(NodeKind::Project, demo_project_id("default/default")).0}),
+        )
+        .await;
+    assert_eq!(groups["data"]["resourceGroups"], json!([{"name": "default", "strategy": "LIFO"}]));
+}
+
+async fn drf_serves_the_smallest_share_first(app: TestApp) {
+    only_a3(&app).await;
+    set_strategy(&app, "DRF").await;
+    // Alice already holds 4 of a3's 16 CPUs (a share of 1/4); bob holds nothing.
+    held(&app, "alice@example.com", "a3", 4.0).await;
+    let alice_next = launch(&app, "demo-alice", "alice-next", 12.0, 0, 60).await;
+    let bob_next = launch(&app, "demo-bob", "bob-next", 12.0, 0, 0).await;
+    let report = run_pass(&app).await;
+    assert_eq!((report.scheduled, report.waiting), (1, 1));
+    assert_eq!(state(&app, &bob_next).await, scheduled_on("a3"), "bob's share is smaller, though he came later");
+    assert_eq!(state(&app, &alice_next).await, waiting(1, &["NO_CAPACITY"]));
+}
+
+async fn the_concurrency_limit_blocks_only_its_keypair(app: TestApp) {
+    keypair_resource_policy::Entity::update_many()
+        .col_expr(keypair_resource_policy::Column::MaxConcurrentSessions, Expr::value(1))
+        .exec(&app.db)
+        .await
+        .expect("one session at a time");
+    held(&app, "alice@example.com", "a1", 1.0).await;
+    let alice_second = launch(&app, "demo-alice", "alice-second", 1.0, 0, 60).await;
+    let bob_first = launch(&app, "demo-bob", "bob-first", 1.0, 0, 0).await;
+    let report = run_pass(&app).await;
+    assert_eq!((report.scheduled, report.waiting), (1, 1));
+    assert_eq!(state(&app, &bob_first).await.0, "SCHEDULED", "behind a concurrency failure nobody waits");
+    let s = detail(&app, &alice_second).await;
+    assert_eq!((s["status"].as_str(), s["queuePosition"].as_i64()), (Some("PENDING"), Some(1)));
+    assert_eq!(
+        s["pendingReasons"],
+        json!([{"code": "CONCURRENCY_LIMIT", "layer": "KEYPAIR", "slot": null, "requested": 1.0, "remaining": 0.0}])
+    );
+}
+
+async fn no_capacity_blocks_its_priority_band_only(app: TestApp) {
+    only_a3(&app).await;
+    held(&app, "bob@example.com", "a3", 8.0).await; // 8 CPUs of a3 are free
+    // Band 0, oldest first: bob's `over` is over his keypair's CPUs (8 held + 9 > 16) and
+    // does not fit either, but a quota failure blocks nobody; alice's `big` does not fit
+    // and blocks `small` behind it, which alone would fit.
+    let over = launch(&app, "demo-bob", "over-quota", 9.0, 0, 90).await;
+    let big = launch(&app, "demo-alice", "big-one", 12.0, 0, 60).await;
+    let small = launch(&app, "demo-alice", "small-one", 1.0, 0, 30).await;
+    // Other bands are not blocked by band 0.
+    let urgent = launch(&app, "demo-admin", "urgent", 1.0, 5, 0).await;
+    let later = launch(&app, "demo-admin", "later", 1.0, -5, 0).await;
+    let report = run_pass(&app).await;
+    assert_eq!((report.scheduled, report.waiting), (2, 3));
+    assert_eq!(state(&app, &urgent).await, scheduled_on("a3"));
+    assert_eq!(state(&app, &later).await, scheduled_on("a3"));
+    assert_eq!(state(&app, &over).await, waiting(1, &["QUOTA_EXCEEDED", "NO_CAPACITY"]));
+    assert_eq!(
+        detail(&app, &over).await["pendingReasons"][0],
+        json!({"code": "QUOTA_EXCEEDED", "layer": "KEYPAIR", "slot": "cpu", "requested": 9.0, "remaining": 8.0})
+    );
+    assert_eq!(state(&app, &big).await, waiting(2, &["NO_CAPACITY"]));
+    assert_eq!(state(&app, &small).await, waiting(3, &["QUEUED_BEHIND"]));
+    assert_eq!(
+        detail(&app, &small).await["pendingReasons"],
+        json!([{"code": "QUEUED_BEHIND", "layer": null, "slot": null, "requested": null, "remaining": null}])
+    );
+}
+
+async fn queue_positions_move_up_when_the_head_is_cancelled(app: TestApp) {
+    only_a3(&app).await;
+    held(&app, "bob@example.com", "a3", 16.0).await; // nothing is free
+    let p1 = launch(&app, "demo-alice", "queue-1", 1.0, 0, 30).await;
+    let p2 = launch(&app, "demo-alice", "queue-2", 1.0, 0, 20).await;
+    let p3 = launch(&app, "demo-alice", "queue-3", 1.0, 0, 10).await;
+    assert_eq!(state(&app, &p1).await.2, None, "no position before the first pass");
+    assert_eq!(run_pass(&app).await.waiting, 3);
+    assert_eq!(state(&app, &p1).await, waiting(1, &["NO_CAPACITY"]));
+    assert_eq!(state(&app, &p2).await, waiting(2, &["QUEUED_BEHIND"]));
+    assert_eq!(state(&app, &p3).await, waiting(3, &["QUEUED_BEHIND"]));
+
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
+            json!({"ids": [p1]}),
+        )
+        .await;
+    assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "CANCELLED", "{resp}");
+    assert_eq!(run_pass(&app).await.waiting, 2);
+    assert_eq!(state(&app, &p1).await.2, None, "a cancelled session has no place");
+    assert_eq!(state(&app, &p2).await, waiting(1, &["NO_CAPACITY"]));
+    assert_eq!(state(&app, &p3).await, waiting(2, &["QUEUED_BEHIND"]));
+}
+
+/// On PostgreSQL, a pass while another replica holds the scheduler lock does nothing.
+async fn a_held_scheduler_lock_skips_the_pass(app: TestApp) {
+    let id = launch(&app, "demo-alice", "locked-out", 1.0, 0, 0).await;
+    let mut lock_checked = false;
+    match app.backend {
+        Backend::Postgres => {
+            // Another replica: its own connection, holding the lock for its session.
+            let mut opts = ConnectOptions::new(app.url.clone());
+            opts.max_connections(1).min_connections(1).sqlx_logging(false);
+            let replica = Database::connect(opts).await.expect("second connection");
+            replica.execute_unprepared(&format!("SELECT pg_advisory_lock({SCHEDULER_LOCK})")).await.expect("lock");
+            let report = run_pass(&app).await;
+            assert_eq!(report, PassReport { skipped: true, ..Default::default() });
+            assert_eq!(state(&app, &id).await, ("PENDING".to_owned(), None, None, Vec::new()), "untouched");
+            replica.execute_unprepared(&format!("SELECT pg_advisory_unlock({SCHEDULER_LOCK})")).await.expect("unlock");
+            replica.close().await.expect("close");
+            lock_checked = true;
+        }
+        // SQLite has one writer by construction and no scheduler lock.
+        Backend::Sqlite => {}
+    }
+    assert_eq!(lock_checked, app.backend == Backend::Postgres);
+    let report = run_pass(&app).await;
+    assert_eq!((report.scheduled, report.skipped), (1, false));
+    assert_eq!(state(&app, &id).await.0, "SCHEDULED");
+}
+
+db_tests!(
+    higher_priority_goes_first,
+    fifo_and_lifo_take_the_band_in_opposite_orders,
+    drf_serves_the_smallest_share_first,
+    the_concurrency_limit_blocks_only_its_keypair,
+    no_capacity_blocks_its_priority_band_only,
+    queue_positions_move_up_when_the_head_is_cancelled,
+    a_held_scheduler_lock_skips_the_pass,
+);
