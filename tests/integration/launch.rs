@@ -13,14 +13,14 @@ use crate::db_tests;
 use crate::support::{Backend, TestApp, error_codes};
 
 /// Statements of one `launchSessions` (any count) with its payload, on SQLite: auth
-/// (keypair, user), the project, its membership (checked twice: by visibility and by the
-/// launch), image, slot types, group links, group, agents; in the transaction the
+/// (keypair, user), the project, its membership (checked once), image, slot types, the
+/// project's groups (one join), the group's agents; in the transaction the
 /// admission checks (policy, pending count, live names) and one insert per table (launch
 /// group, sessions, transitions, history); then the payload's launch-group page.
 /// `SESSIOND_TEST_SQL=1` prints them.
-const LAUNCH_STATEMENTS_SQLITE: usize = 18;
+const LAUNCH_STATEMENTS_SQLITE: usize = 16;
 /// The same on PostgreSQL, which also takes the keypair's advisory lock in the transaction.
-const LAUNCH_STATEMENTS_POSTGRES: usize = 19;
+const LAUNCH_STATEMENTS_POSTGRES: usize = 17;
 
 const GIB: i64 = 1 << 30;
 

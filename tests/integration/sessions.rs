@@ -187,8 +187,8 @@ async fn bad_input_gets_codes_not_sql(app: TestApp) {
 /// group, image, transitions. `SESSIOND_TEST_SQL=1` prints them.
 const LIST_PROJECT_STATEMENTS: usize = 10;
 /// The same with scope MINE, which also checks the caller's membership of the project
-/// (twice, as the code stands).
-const LIST_MINE_STATEMENTS: usize = 12;
+/// (once).
+const LIST_MINE_STATEMENTS: usize = 11;
 /// One more, on either scope, when a session of the page has a launch group (its loader).
 const LAUNCH_GROUP_LOADER_STATEMENTS: usize = 1;
 
