@@ -14,13 +14,13 @@ use sea_orm::{ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait,
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use entity::{agent, image, keypair, launch_group, project, project_member, resource_group_project, session};
+use entity::{image, keypair, launch_group, project, project_member, session};
 use entity::{session_status_transition as transition, user};
 
 use super::model::SessionType;
 use super::slots::{self, ResourceSlots};
 use super::status::{SessionResult, SessionStatus};
-use super::{DomainError, DomainResult, clock};
+use super::{DomainError, DomainResult, catalog, clock};
 
 const GIB: f64 = (1u64 << 30) as f64;
 const SESSIONS_PER_INSERT: usize = 1000;
@@ -73,18 +73,10 @@ async fn owners(db: &DatabaseConnection) -> DomainResult<Vec<Owner>> {
             continue;
         };
         let Some(p) = project::Entity::find_by_id(m.project_id).one(db).await? else { continue };
-        let Some(group) = resource_group_project::Entity::find()
-            .filter(resource_group_project::Column::ProjectId.eq(p.id))
-            .order_by_asc(resource_group_project::Column::Position)
-            .one(db)
-            .await?
-        else {
+        let Some(group) = catalog::project_resource_groups(db, p.id).await?.into_iter().next() else {
             continue;
         };
-        let agents = agent::Entity::find()
-            .filter(agent::Column::ResourceGroup.eq(group.resource_group.as_str()))
-            .order_by_asc(agent::Column::Id)
-            .all(db)
+        let agents = catalog::schedulable_agents(db, Some(std::slice::from_ref(&group.name)))
             .await?
             .into_iter()
             .map(|a| a.id)
@@ -97,7 +89,7 @@ async fn owners(db: &DatabaseConnection) -> DomainResult<Vec<Owner>> {
             keypair_id: kp.id,
             project_id: p.id,
             domain_id: p.domain_id,
-            resource_group: group.resource_group,
+            resource_group: group.name,
             agents,
         });
     }

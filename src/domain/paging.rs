@@ -32,18 +32,19 @@ pub struct Page<T> {
 }
 
 impl<P> PageRequest<P> {
-    /// A request from a client's `first` / `last` and positions: sizes between 0 and
-    /// [`MAX_PAGE_SIZE`] (default [`DEFAULT_PAGE_SIZE`]), never both `first` and `last`.
+    /// A request for the `first` rows after `after` or the `last` rows before `before`:
+    /// sizes between 0 and [`MAX_PAGE_SIZE`] (default [`DEFAULT_PAGE_SIZE`]), never both
+    /// directions at once.
     pub fn new(first: Option<i32>, last: Option<i32>, after: Option<P>, before: Option<P>) -> DomainResult<Self> {
         let check = |n: i32, field: &str| -> DomainResult<u64> {
             let n = u64::try_from(n).map_err(|_| {
-                DomainError::bad_input("OUT_OF_RANGE", Some(field.to_owned()), format!("`{field}` cannot be negative"))
+                DomainError::bad_input("OUT_OF_RANGE", Some(field.to_owned()), "a page size cannot be negative")
             })?;
             if n > MAX_PAGE_SIZE {
                 return Err(DomainError::bad_input(
                     "OUT_OF_RANGE",
                     Some(field.to_owned()),
-                    format!("`{field}` is at most {MAX_PAGE_SIZE}"),
+                    format!("a page holds at most {MAX_PAGE_SIZE} rows"),
                 ));
             }
             Ok(n)
@@ -53,7 +54,7 @@ impl<P> PageRequest<P> {
                 return Err(DomainError::bad_input(
                     "AMBIGUOUS_PAGE",
                     Some("last".to_owned()),
-                    "give `first` (with `after`) or `last` (with `before`), not both",
+                    "ask for a page forwards or backwards, not both",
                 ));
             }
             (Some(n), None) => (check(n, "first")?, false),

@@ -231,11 +231,13 @@ async fn load_snapshot(
                 free: a.capacity.sub(held.get(&a.id).unwrap_or(&ResourceSlots::new())),
             });
         }
-        let mut group_pending = pending
+        // A session whose stored request cannot be read waits, loudly, instead of
+        // stopping the pass for everyone.
+        let mut group_pending: Vec<PendingSession> = pending
             .iter()
             .filter(|s| s.resource_group == g.name)
-            .map(|s| {
-                Ok(PendingSession {
+            .filter_map(|s| match ResourceRequest::from_stored(&s.requested_slots, s.cluster_size) {
+                Ok(request) => Some(PendingSession {
                     id: s.id,
                     owner: s.owner_id,
                     keypair: s.keypair_id,
@@ -243,10 +245,14 @@ async fn load_snapshot(
                     domain: s.domain_id,
                     priority: s.priority,
                     created: s.created_at.timestamp_micros(),
-                    request: ResourceRequest::from_stored(&s.requested_slots, s.cluster_size)?,
-                })
+                    request,
+                }),
+                Err(e) => {
+                    tracing::error!(session = %s.id, error = ?e, "pending session not scheduled");
+                    None
+                }
             })
-            .collect::<DomainResult<Vec<_>>>()?;
+            .collect();
         if extra_group(&g.name, groups) {
             group_pending.extend(extra.iter().cloned());
         }

@@ -22,6 +22,7 @@ use entity::{session, user};
 
 use super::auth::Viewer;
 use super::model::{SessionType, string_enum};
+use super::occupancy::PendingReason;
 use super::paging::{Page, PageRequest};
 use super::status::SessionStatus;
 use super::visibility::{self, SessionScope};
@@ -84,6 +85,32 @@ impl SessionOrder {
 /// A page of sessions, each with its position (where the next page starts).
 pub type SessionPage = Page<(session::Model, SessionPosition)>;
 
+/// Every current cause that keeps a session from starting, as the latest scheduling pass
+/// found it: only while the session is PENDING.
+pub fn pending_reasons(s: &session::Model) -> DomainResult<Vec<PendingReason>> {
+    Ok(if SessionStatus::stored(&s.status)? == SessionStatus::Pending {
+        PendingReason::list_from_json(&s.pending_reasons)
+    } else {
+        Vec::new()
+    })
+}
+
+/// Its place among the pending sessions of its resource group (1 is next), once the
+/// scheduler has ordered it; none when not PENDING.
+pub fn queue_position(s: &session::Model) -> DomainResult<Option<i32>> {
+    Ok(if SessionStatus::stored(&s.status)? == SessionStatus::Pending { s.queue_position } else { None })
+}
+
+/// Whether a session offers its image's applications now: once RUNNING.
+pub fn offers_apps(s: &session::Model) -> DomainResult<bool> {
+    Ok(SessionStatus::stored(&s.status)? == SessionStatus::Running)
+}
+
+/// The applications of an image (e.g. jupyter, terminal).
+pub fn image_apps(image: &entity::image::Model) -> Vec<String> {
+    image.apps.as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_owned)).collect()
+}
+
 /// Whole seconds from creation to termination, or to `now` while not terminated.
 pub fn elapsed_seconds(s: &session::Model, now: DateTime<Utc>) -> i64 {
     std::cmp::max((s.terminated_at.unwrap_or(now) - s.created_at).num_seconds(), 0)
@@ -118,14 +145,14 @@ pub async fn project_sessions(
         problems.push(InputProblem::new(
             "OWNER_FILTER_NEEDS_PROJECT_SCOPE",
             Some("owner_email".to_owned()),
-            "`ownerEmail` filters the PROJECT scope; the MINE scope lists only your own sessions",
+            "the owner filter applies to the PROJECT scope; the MINE scope lists only your own sessions",
         ));
     }
     if filter.name_contains.as_ref().is_some_and(|n| n.chars().count() > MAX_NAME_FILTER) {
         problems.push(InputProblem::new(
             "TOO_LONG",
             Some("name_contains".to_owned()),
-            format!("`nameContains` is limited to {MAX_NAME_FILTER} characters"),
+            format!("the name filter is limited to {MAX_NAME_FILTER} characters"),
         ));
     }
     if let (Some(after), Some(before)) = (filter.created_after, filter.created_before)
@@ -134,7 +161,7 @@ pub async fn project_sessions(
         problems.push(InputProblem::new(
             "EMPTY_RANGE",
             Some("created_after".to_owned()),
-            "`createdAfter` is later than `createdBefore`",
+            "the creation range starts after it ends",
         ));
     }
     if !problems.is_empty() {

@@ -28,10 +28,6 @@ fn session_types(value: &serde_json::Value) -> Vec<SessionType> {
         .collect()
 }
 
-fn strings(value: &serde_json::Value) -> Vec<String> {
-    value.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_owned)).collect()
-}
-
 /// A pool of agents that sessions are scheduled on.
 pub struct ResourceGroup(pub entity::resource_group::Model);
 
@@ -44,8 +40,8 @@ impl ResourceGroup {
         &self.0.description
     }
     /// How pending sessions of one priority are ordered.
-    async fn strategy(&self) -> Option<SchedulerStrategy> {
-        model::SchedulerStrategy::parse(&self.0.scheduler).map(Into::into)
+    async fn strategy(&self) -> ApiResult<SchedulerStrategy> {
+        Ok(model::SchedulerStrategy::stored(&self.0.scheduler)?.into())
     }
     /// A session pending longer is cancelled; null: no limit.
     async fn pending_timeout_seconds(&self) -> Option<i64> {
@@ -73,7 +69,7 @@ impl Image {
     }
     /// Applications a running session offers, e.g. jupyter, terminal.
     async fn apps(&self) -> Vec<String> {
-        strings(&self.0.apps)
+        crate::domain::sessions::image_apps(&self.0)
     }
 }
 

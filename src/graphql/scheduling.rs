@@ -115,8 +115,9 @@ pub async fn history(
     first: Option<i32>,
     after: Option<String>,
 ) -> ApiResult<SchedulingHistoryConnection> {
-    let after: Option<i64> = after.as_deref().map(|c| cursor::decode(c, "after")).transpose()?;
-    let request = PageRequest::new(first, None, after, None)?;
+    let request = PageRequest::new(first, None, after.as_deref(), None)?;
+    let after: Option<i64> = request.after.map(|c| cursor::decode(c, "after")).transpose()?;
+    let request = request.with_positions(after, None);
     let found = history::page(db, session_id, &request).await?;
     let edges: Vec<_> = found
         .page

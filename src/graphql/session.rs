@@ -13,7 +13,7 @@ use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
 use crate::domain::slots::ResourceSlots as Slots;
 use crate::domain::status::{SessionResult as DomResult, SessionStatus as DomStatus};
 use crate::domain::visibility::{self, SessionScope as DomScope};
-use crate::domain::{DomainError, clock, logs, model, occupancy};
+use crate::domain::{DomainError, clock, logs, model};
 
 use super::context::{db, loaders, viewer};
 use super::cursor;
@@ -267,15 +267,12 @@ impl Session {
     /// Every current cause that keeps a PENDING session from starting, as found by the
     /// latest scheduling pass; empty otherwise.
     async fn pending_reasons(&self) -> ApiResult<Vec<PendingReason>> {
-        if parse_status(&self.0.status)? != DomStatus::Pending {
-            return Ok(Vec::new());
-        }
-        Ok(occupancy::PendingReason::list_from_json(&self.0.pending_reasons).into_iter().map(Into::into).collect())
+        Ok(dom::pending_reasons(&self.0)?.into_iter().map(Into::into).collect())
     }
     /// Place among the pending sessions of its resource group in scheduling order (1 is
     /// next), once the scheduler has ordered it; null when not pending.
     async fn queue_position(&self) -> ApiResult<Option<i32>> {
-        Ok(if parse_status(&self.0.status)? == DomStatus::Pending { self.0.queue_position } else { None })
+        Ok(dom::queue_position(&self.0)?)
     }
     /// Scheduling decisions, newest first. For the detail panel: costly in long lists (it
     /// is not batched), so a query may ask for it on about 100 sessions at once.
@@ -305,18 +302,12 @@ impl Session {
     }
     /// The applications of its image, once RUNNING.
     async fn apps(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionApp>> {
-        if parse_status(&self.0.status)? != DomStatus::Running {
+        if !dom::offers_apps(&self.0)? {
             return Ok(Vec::new());
         }
         let image = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
-        let apps = image.map(|i| i.apps).unwrap_or_default();
-        Ok(apps
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a.as_str())
-            .map(|name| SessionApp { name: name.to_owned(), url: None })
-            .collect())
+        let apps = image.as_ref().map(dom::image_apps).unwrap_or_default();
+        Ok(apps.into_iter().map(|name| SessionApp { name, url: None }).collect())
     }
     /// The last `tail` log lines (1–1000), oldest first. For the detail panel, like
     /// `schedulingHistory`.
@@ -416,8 +407,11 @@ pub async fn session_connection(
     order_by: Option<Vec<SessionOrder>>,
     args: PageArgs,
 ) -> ApiResult<SessionConnection> {
-    let (after, before) = cursor::decode_both::<SessionPosition>(args.after.as_deref(), args.before.as_deref())?;
-    let request = PageRequest::new(args.first, args.last, after, before).map_err(|e| with_paths(e, list_path))?;
+    // Sizes are checked before positions are decoded, whatever is wrong with both.
+    let request = PageRequest::new(args.first, args.last, args.after.as_deref(), args.before.as_deref())
+        .map_err(|e| with_paths(e, list_path))?;
+    let (after, before) = cursor::decode_both::<SessionPosition>(request.after, request.before)?;
+    let request = request.with_positions(after, before);
     let page = set
         .page(db(ctx)?, &to_domain_orders(order_by), &request, clock::now())
         .await

@@ -23,8 +23,7 @@ use crate::graphql::{AppSchema, build_schema};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The token of an `Authorization: Bearer <token>` value (a header, or the WebSocket
-/// `connection_init` payload).
+/// The token of an `Authorization: Bearer <token>` header value.
 pub fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     let token = token.trim();

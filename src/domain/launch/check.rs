@@ -77,6 +77,8 @@ pub async fn check(
             }
         }
     }
-    let fits_now = decisions.iter().all(|d| matches!(d.outcome, scheduler::Outcome::Schedule { .. }));
+    // A group the scheduler cannot serve decides nothing: that is not fitting.
+    let fits_now = decisions.len() == plan.names.len()
+        && decisions.iter().all(|d| matches!(d.outcome, scheduler::Outcome::Schedule { .. }));
     Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now, pending_reasons: reasons })
 }
