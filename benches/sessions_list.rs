@@ -58,9 +58,11 @@ async fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut at_1k = std::collections::HashMap::new();
+    let mut generated = Vec::new();
     for backend in ["sqlite", "postgres"] {
         for &n in sizes {
             let bench = Bench::new(backend, n).await;
+            generated.push((backend, n, bench.generated_in.unwrap_or_default()));
             let router = &bench.router;
             let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
             for (scope, token, count) in [
@@ -104,5 +106,11 @@ async fn main() {
                 );
             }
         }
+    }
+    println!();
+    println!("| database | sessions | `sessiond generate` (s, this build) |");
+    println!("|---|---|---|");
+    for (backend, n, secs) in generated {
+        println!("| {backend} | {n} | {secs:.1} |");
     }
 }

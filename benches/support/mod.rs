@@ -98,6 +98,8 @@ pub struct Bench {
     pub router: axum::Router,
     pub db: sea_orm::DatabaseConnection,
     statements: Arc<AtomicUsize>,
+    /// Seconds `sessiond generate` took to add the sessions (debug or release, as built).
+    pub generated_in: Option<f64>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -109,11 +111,12 @@ impl Bench {
         let (mut db, _) = sessiond::server::open_database(&DbArgs { database_url: url, db_max_connections: 8 }, true)
             .await
             .expect("open");
+        let mut generated_in = None;
         if sessions > 0 {
             let t = Instant::now();
             let opts = GenerateOptions { sessions, seed: 1, now: sessiond::domain::clock::now() };
             generate(&db, &opts).await.expect("generate");
-            eprintln!("{backend}: generated {sessions} sessions in {:.1}s", t.elapsed().as_secs_f64());
+            generated_in = Some(t.elapsed().as_secs_f64());
         }
         if backend == "postgres" && sessions > 0 {
             // Steady state: what autovacuum would have done after a bulk load. (Not on an
@@ -127,7 +130,7 @@ impl Bench {
             counter.fetch_add(1, Ordering::Relaxed);
         });
         let router = sessiond::http::app(sessiond::http::AppState::new(db.clone(), HttpLimits::default()));
-        Bench { router, db, statements, _dir: dir }
+        Bench { router, db, statements, generated_in, _dir: dir }
     }
 
     /// Statements run so far.
