@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every figure of BENCHMARKS.md: runs each benchmark (release build) and prints its tables
+# in Markdown, each headed by the command, date, commit and number of runs.
+#
+#   bash benches/all.sh [--runs N]      # default 3 runs per figure
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for bench in scheduler launch panels sessions_list; do
+  echo "### $bench"
+  echo
+  cargo bench --locked --quiet --bench "$bench" -- "$@"
+  echo
+done
