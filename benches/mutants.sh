@@ -27,4 +27,4 @@ re='scheduler\.rs|slots\.rs|status\.rs|strictest|may_see_session|administers_dom
 exclude='in (session_scope|visible_session|visible_launch_group|resource_panel)$'
 # Without debug info each mutant builds in about half the time.
 export CARGO_PROFILE_DEV_DEBUG=0
-exec cargo mutants "${args[@]}" --re "$re" --exclude-re "$exclude" --timeout 120 -- --lib "$@"
+exec cargo mutants "${args[@]}" --re "$re" --exclude-re "$exclude" --timeout 120 "$@" -- --lib
