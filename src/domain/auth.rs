@@ -26,10 +26,6 @@ pub struct Viewer {
 }
 
 impl Viewer {
-    pub fn is_superadmin(&self) -> bool {
-        self.role == Role::Superadmin
-    }
-
     /// Whether the viewer administers the projects of `domain_id`.
     pub fn administers_domain(&self, domain_id: Uuid) -> bool {
         self.role == Role::Superadmin || (self.role == Role::Admin && self.domain_id == domain_id)
@@ -126,7 +122,7 @@ pub async fn create_token(db: &impl ConnectionTrait, email: &str, policy: Option
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -134,7 +130,35 @@ mod tests {
         let (a, b) = (generate_token(), generate_token());
         assert_ne!(a, b);
         assert_eq!(a.len(), 3 + 43);
-        assert_eq!(hash_token("demo-alice"), hash_token("demo-alice"));
+        assert_eq!(hash_token("demo-alice"), "c3fe0b469a6d4f19a25fbec114762d2186aa2c22888f52c5550a77fc104bcff3");
         assert_eq!(hash_token("x").len(), 64);
+    }
+
+    pub(crate) fn viewer(role: Role, user: u128, domain: u128) -> Viewer {
+        Viewer {
+            user_id: Uuid::from_u128(user),
+            email: "someone@example.com".into(),
+            full_name: String::new(),
+            role,
+            domain_id: Uuid::from_u128(domain),
+            keypair_id: Uuid::from_u128(user + 1000),
+            resource_policy: "default".into(),
+        }
+    }
+
+    #[test]
+    fn who_administers_which_domain() {
+        let (own, other) = (Uuid::from_u128(10), Uuid::from_u128(20));
+        let cases = [
+            (Role::User, own, false),
+            (Role::User, other, false),
+            (Role::Admin, own, true),
+            (Role::Admin, other, false),
+            (Role::Superadmin, own, true),
+            (Role::Superadmin, other, true),
+        ];
+        for (role, domain, expected) in cases {
+            assert_eq!(viewer(role, 1, 10).administers_domain(domain), expected, "{role} of {domain}");
+        }
     }
 }

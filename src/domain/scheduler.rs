@@ -546,8 +546,45 @@ mod tests {
     }
 
     #[test]
+    fn drf_follows_the_owners_shares_as_they_change() {
+        // Owners 1, 2 and 3 already hold 0, 20 and 40 of the group's 100 CPUs; their
+        // sessions were created 3's first. Room for three sessions of 10 CPUs.
+        let pending = vec![
+            session(11, 3, 10.0, 1),
+            session(12, 2, 10.0, 2),
+            session(13, 1, 10.0, 3),
+            session(14, 1, 10.0, 4),
+            session(15, 2, 10.0, 5),
+            session(16, 3, 10.0, 6),
+        ];
+        let mut snap = snapshot(SchedulerStrategy::Drf, &[("a", 30.0)], pending);
+        snap.groups[0].capacity = ResourceSlots::from_pairs([("cpu", 100.0)]);
+        snap.owner_usage.insert(("g".into(), uuid(2)), ResourceSlots::from_pairs([("cpu", 20.0)]));
+        snap.owner_usage.insert(("g".into(), uuid(3)), ResourceSlots::from_pairs([("cpu", 40.0)]));
+        let d = schedule(&snap);
+        // 1 (share 0), 1 again (0.1), then 2 (0.2); 2's next (0.3) finds no room, 3's wait behind.
+        assert_eq!(scheduled(&d), [uuid(13), uuid(14), uuid(12)]);
+        let order: Vec<Uuid> = d.iter().map(|d| d.session).collect();
+        assert_eq!(order, [13, 14, 12, 15, 11, 16].map(uuid), "the rest wait in share order");
+    }
+
+    #[test]
+    fn the_concurrency_limit_counts_what_this_pass_starts() {
+        let pending = vec![session(1, 1, 1.0, 1), session(2, 1, 1.0, 2), session(3, 1, 1.0, 3)];
+        let mut snap = snapshot(SchedulerStrategy::Fifo, &[("a", 100.0)], pending);
+        // One running already; three may run at once.
+        snap.keypairs.insert(uuid(101), KeypairQuota { quota: Quota::default(), max_concurrent: 3, active: 1 });
+        let d = schedule(&snap);
+        assert_eq!(scheduled(&d), [uuid(1), uuid(2)]);
+        assert_eq!(codes(&d[2]), ["CONCURRENCY_LIMIT"]);
+    }
+
+    #[test]
     fn dominant_share_is_the_largest_fraction() {
         let cap = ResourceSlots::from_pairs([("cpu", 10.0), ("mem", 100.0)]);
         assert_eq!(dominant_share(&ResourceSlots::from_pairs([("cpu", 1.0), ("mem", 50.0)]), &cap), 0.5);
+        let no_gpus = ResourceSlots::from_pairs([("cpu", 4.0), ("cuda.device", 0.0)]);
+        let usage = ResourceSlots::from_pairs([("cpu", 1.0), ("cuda.device", 1.0)]);
+        assert_eq!(dominant_share(&usage, &no_gpus), 0.25, "a slot the group has none of shares nothing");
     }
 }

@@ -92,6 +92,43 @@ mod tests {
     }
 
     #[test]
+    fn every_legal_transition_written_out() {
+        let legal: &[(SessionStatus, &[SessionStatus])] = &[
+            (Pending, &[Scheduled, Cancelled, Error]),
+            (Scheduled, &[Preparing, Terminating, Terminated, Error]),
+            (Preparing, &[Pulling, Prepared, Terminating, Terminated, Error]),
+            (Pulling, &[Prepared, Terminating, Terminated, Error]),
+            (Prepared, &[Creating, Terminating, Terminated, Error]),
+            (Creating, &[Running, Terminating, Terminated, Error]),
+            (Running, &[Terminating, Terminated, Error]),
+            (Terminating, &[Terminated, Error]),
+            (Terminated, &[]),
+            (Cancelled, &[]),
+            (Error, &[]),
+        ];
+        let all = [
+            Pending,
+            Scheduled,
+            Preparing,
+            Pulling,
+            Prepared,
+            Creating,
+            Running,
+            Terminating,
+            Terminated,
+            Cancelled,
+            Error,
+        ];
+        for (from, tos) in legal {
+            for to in all {
+                assert_eq!(from.can_become(to), tos.contains(&to), "{from} → {to}");
+            }
+        }
+        let terminal: Vec<_> = all.into_iter().filter(|s| s.is_terminal()).collect();
+        assert_eq!(terminal, [Terminated, Cancelled, Error]);
+    }
+
+    #[test]
     fn occupancy_runs_from_scheduled_to_terminal() {
         let occupying: Vec<_> = SessionStatus::ALL.iter().filter(|s| s.is_occupying()).collect();
         assert_eq!(occupying, [&Scheduled, &Preparing, &Pulling, &Prepared, &Creating, &Running, &Terminating]);

@@ -177,3 +177,27 @@ pub async fn project_resource_groups(
     let project = visible_project(db, viewer, project_id).await?;
     super::catalog::project_resource_groups(db, project.id).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::auth::tests::viewer;
+
+    #[test]
+    fn a_session_is_seen_by_its_owner_and_the_administrators_of_its_domain() {
+        let (alice, bob, domain, other) = (1, 2, Uuid::from_u128(10), Uuid::from_u128(20));
+        let owned_by = |user: u128| Uuid::from_u128(user);
+        let cases = [
+            (viewer(Role::User, alice, 10), owned_by(alice), domain, true),
+            (viewer(Role::User, bob, 10), owned_by(alice), domain, false),
+            (viewer(Role::Admin, 3, 10), owned_by(alice), domain, true),
+            (viewer(Role::Admin, 3, 20), owned_by(alice), domain, false),
+            (viewer(Role::Admin, alice, 20), owned_by(alice), domain, true),
+            (viewer(Role::Superadmin, 4, 20), owned_by(alice), domain, true),
+            (viewer(Role::User, alice, 10), owned_by(alice), other, true),
+        ];
+        for (i, (v, owner, domain, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(may_see_session(&v, owner, domain), expected, "case {i}");
+        }
+    }
+}
