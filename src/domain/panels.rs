@@ -61,6 +61,17 @@ pub fn strictest(slot: &str, used: f64, layers: Vec<LayerUsage>) -> SlotUsage {
     }
 }
 
+/// The RESOURCE_GROUP layer: the group's capacity against what everyone holds in it.
+fn group_layer(capacity: f64, used: f64) -> LayerUsage {
+    layer(LimitLayer::ResourceGroup, Some(capacity), used)
+}
+
+/// A slot of TOTAL_IN_RESOURCE_GROUP: the group's own figures. Its capacity is the limit,
+/// even when it is over-committed (agents drained or shrunk under running sessions).
+pub fn group_figures(slot: &str, capacity: f64, used: f64) -> SlotUsage {
+    SlotUsage { limit: Some(capacity), ..strictest(slot, used, vec![group_layer(capacity, used)]) }
+}
+
 /// The resource panel of `view` for the viewer in a project. `resource_group` defaults to
 /// the project's first allowed group; a project the viewer cannot see, or a group the
 /// project may not use, is `NOT_FOUND`.
@@ -137,7 +148,7 @@ pub async fn resource_panel(
                     layer(LimitLayer::Domain, domain_limit.limit(slot), domain_used.get(slot)),
                 ]
             };
-            let group_layer = || layer(LimitLayer::ResourceGroup, Some(capacity.get(slot)), group_used.get(slot));
+            let group_layer = || group_layer(capacity.get(slot), group_used.get(slot));
             match view {
                 ResourcePanelView::MyTotal => strictest(slot, mine.get(slot), quota_layers()),
                 ResourcePanelView::MyInResourceGroup => {
@@ -145,11 +156,9 @@ pub async fn resource_panel(
                     layers.push(group_layer());
                     strictest(slot, mine_in_group.get(slot), layers)
                 }
-                // The group's own figures: its capacity is the limit, even when over-committed.
-                ResourcePanelView::TotalInResourceGroup => SlotUsage {
-                    limit: Some(capacity.get(slot)),
-                    ..strictest(slot, group_used.get(slot), vec![group_layer()])
-                },
+                ResourcePanelView::TotalInResourceGroup => {
+                    group_figures(slot, capacity.get(slot), group_used.get(slot))
+                }
             }
         })
         .collect();
@@ -179,6 +188,17 @@ mod tests {
         let s =
             strictest("mem", 5.0, vec![layer(LimitLayer::Keypair, None, 5.0), layer(LimitLayer::Project, None, 5.0)]);
         assert_eq!((s.limit, s.remaining, s.binding_layer), (None, None, None));
+    }
+
+    #[test]
+    fn an_over_committed_group_shows_its_capacity_as_the_limit() {
+        let s = group_figures("cpu", 8.0, 10.0);
+        assert_eq!(
+            (s.used, s.limit, s.remaining, s.binding_layer),
+            (10.0, Some(8.0), Some(0.0), Some(LimitLayer::ResourceGroup))
+        );
+        let s = group_figures("cpu", 32.0, 8.0);
+        assert_eq!((s.limit, s.remaining), (Some(32.0), Some(24.0)));
     }
 
     #[test]

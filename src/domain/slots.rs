@@ -48,10 +48,6 @@ impl ResourceSlots {
         self.0.keys().map(String::as_str)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     pub fn add(&self, other: &ResourceSlots) -> ResourceSlots {
         let mut sum = self.clone();
         for (slot, amount) in other.iter() {
@@ -155,6 +151,16 @@ mod tests {
         assert_eq!(sum.sub(&b), ResourceSlots::from_pairs([(CPU, 2.0), (MEM, 1024.0), ("cuda.device", 0.0)]));
         assert_eq!(a.scale(2.0).get(MEM), 2048.0);
         assert_eq!(a.min(&b), ResourceSlots::from_pairs([(CPU, 0.5)]));
+    }
+
+    #[test]
+    fn setting_and_naming_slots() {
+        let mut slots = ResourceSlots::new();
+        slots.set("cuda.device", 2.0);
+        slots.set(CPU, 1.5);
+        slots.set(CPU, 3.0);
+        assert_eq!((slots.get(CPU), slots.limit("cuda.device"), slots.limit(MEM)), (3.0, Some(2.0), None));
+        assert_eq!(slots.slot_names().collect::<Vec<_>>(), ["cpu", "cuda.device"]);
     }
 
     #[test]

@@ -269,7 +269,40 @@ async fn a_held_scheduler_lock_skips_the_pass(app: TestApp) {
     assert_eq!(state(&app, &id).await.0, "SCHEDULED");
 }
 
+/// A group whose stored strategy is not one of ours is not scheduled by a rule nobody
+/// chose: its sessions keep waiting, other groups are served, and the API reports the
+/// broken record as an internal error rather than guessing.
+async fn an_unknown_strategy_schedules_nothing_in_its_group(app: TestApp) {
+    let waiting = launch(&app, "demo-alice", "stuck", 1.0, 0, 10).await;
+    resource_group::Entity::update_many()
+        .col_expr(resource_group::Column::Scheduler, Expr::value("ROUND_ROBIN"))
+        .filter(resource_group::Column::Name.eq("default"))
+        .exec(&app.db)
+        .await
+        .expect("break the strategy");
+    let report = run_pass(&app).await;
+    assert_eq!((report.scheduled, report.skipped), (0, false));
+    assert_eq!(detail(&app, &waiting).await["status"], "PENDING");
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "query($p: ID!) { resourceGroups(projectId: $p) { name strategy } }",
+            json!({"p": encode(NodeKind::Project, demo_project_id("default/default")).0}),
+        )
+        .await;
+    assert_eq!(crate::support::error_codes(&resp), ["INTERNAL"], "{resp}");
+    resource_group::Entity::update_many()
+        .col_expr(resource_group::Column::Scheduler, Expr::value("FIFO"))
+        .filter(resource_group::Column::Name.eq("default"))
+        .exec(&app.db)
+        .await
+        .expect("repair the strategy");
+    assert_eq!(run_pass(&app).await.scheduled, 1);
+    assert_eq!(detail(&app, &waiting).await["status"], "SCHEDULED");
+}
+
 db_tests!(
+    an_unknown_strategy_schedules_nothing_in_its_group,
     higher_priority_goes_first,
     fifo_and_lifo_take_the_band_in_opposite_orders,
     drf_serves_the_smallest_share_first,
