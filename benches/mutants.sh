@@ -23,8 +23,8 @@ args=()
 for f in "${files[@]}"; do args+=(--file "$f"); done
 # Only the pure decisions: functions that take no database (the others are exercised by
 # the integration tests on both databases, which are too slow to run per mutant).
-re='scheduler\.rs|slots\.rs|status\.rs|strictest|may_see_session|administers_domain|hash_token'
-exclude='in (session_scope|visible_session|visible_launch_group|resource_panel)$'
+re='scheduler\.rs|slots\.rs|status\.rs|strictest|group_figures|group_layer|may_see_session|administers_domain|hash_token'
+exclude='in (session_scope|visible_session|visible_launch_group|resource_panel)\b'
 # Without debug info each mutant builds in about half the time.
 export CARGO_PROFILE_DEV_DEBUG=0
 exec cargo mutants "${args[@]}" --re "$re" --exclude-re "$exclude" --timeout 120 "$@" -- --lib
