@@ -148,12 +148,12 @@ pub async fn resource_panel(
                     layer(LimitLayer::Domain, domain_limit.limit(slot), domain_used.get(slot)),
                 ]
             };
-            let group_layer = || group_layer(capacity.get(slot), group_used.get(slot));
+            let in_group = || group_layer(capacity.get(slot), group_used.get(slot));
             match view {
                 ResourcePanelView::MyTotal => strictest(slot, mine.get(slot), quota_layers()),
                 ResourcePanelView::MyInResourceGroup => {
                     let mut layers = quota_layers();
-                    layers.push(group_layer());
+                    layers.push(in_group());
                     strictest(slot, mine_in_group.get(slot), layers)
                 }
                 ResourcePanelView::TotalInResourceGroup => {

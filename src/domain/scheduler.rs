@@ -141,7 +141,10 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
         let mut blocked = false;
         let mut queue = Queue::new(band, strategy, state, &group_name, &capacity);
         while let Some(s) = queue.next() {
-            let mut checks = quota_checks(state, &s);
+            // The whole session's request, once: every check, the placement and the
+            // allocation use it.
+            let total = s.request.total();
+            let mut checks = quota_checks(state, &s, &total);
             let quota_ok = checks.iter().all(|c| c.failures.is_empty());
             if blocked {
                 checks.push(Check {
@@ -159,7 +162,7 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                 queue.taken(&s, state, &group_name, &capacity);
                 continue;
             }
-            let placement = place(&state.groups[g].agents, &s);
+            let placement = place(&state.groups[g].agents, &s, &total);
             checks.push(Check {
                 name: "capacity",
                 failures: match &placement {
@@ -176,7 +179,7 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
             });
             match placement {
                 Some(agents) if quota_ok => {
-                    allocate(state, g, &s, &agents, &group_name);
+                    allocate(state, g, &s, &total, &agents, &group_name);
                     queue.taken(&s, state, &group_name, &capacity);
                     decisions.push(Decision {
                         session: s.id,
@@ -297,8 +300,7 @@ impl Queue {
     }
 }
 
-fn quota_checks(state: &Snapshot, s: &PendingSession) -> Vec<Check> {
-    let requested = s.request.total();
+fn quota_checks(state: &Snapshot, s: &PendingSession, requested: &ResourceSlots) -> Vec<Check> {
     let empty = Quota::default();
     let kp = state.keypairs.get(&s.keypair);
     let keypair_quota = kp.map_or(&empty, |k| &k.quota);
@@ -320,15 +322,15 @@ fn quota_checks(state: &Snapshot, s: &PendingSession) -> Vec<Check> {
     vec![
         Check {
             name: "keypair_quota",
-            failures: quota_failures(LimitLayer::Keypair, &keypair_quota.limit, &keypair_quota.used, &requested),
+            failures: quota_failures(LimitLayer::Keypair, &keypair_quota.limit, &keypair_quota.used, requested),
         },
         Check {
             name: "project_quota",
-            failures: quota_failures(LimitLayer::Project, &project.limit, &project.used, &requested),
+            failures: quota_failures(LimitLayer::Project, &project.limit, &project.used, requested),
         },
         Check {
             name: "domain_quota",
-            failures: quota_failures(LimitLayer::Domain, &domain.limit, &domain.used, &requested),
+            failures: quota_failures(LimitLayer::Domain, &domain.limit, &domain.used, requested),
         },
         Check { name: "concurrency", failures: concurrency },
     ]
@@ -337,8 +339,7 @@ fn quota_checks(state: &Snapshot, s: &PendingSession) -> Vec<Check> {
 /// The agent a session goes to: the least loaded one (most free CPU) with room for all of
 /// its containers. Clusters are single-node: every container on that agent, so that the
 /// agent's occupancy is exactly what the session holds.
-fn place(agents: &[Agent], s: &PendingSession) -> Option<Vec<String>> {
-    let total = s.request.total();
+fn place(agents: &[Agent], s: &PendingSession, total: &ResourceSlots) -> Option<Vec<String>> {
     let best = agents
         .iter()
         .filter(|a| total.fits_in(&a.free, false))
@@ -346,25 +347,31 @@ fn place(agents: &[Agent], s: &PendingSession) -> Option<Vec<String>> {
     Some(vec![best.id.clone(); s.request.cluster_size as usize])
 }
 
-fn allocate(state: &mut Snapshot, g: usize, s: &PendingSession, agents: &[String], group: &str) {
+fn allocate(
+    state: &mut Snapshot,
+    g: usize,
+    s: &PendingSession,
+    requested: &ResourceSlots,
+    agents: &[String],
+    group: &str,
+) {
     for id in agents {
         if let Some(a) = state.groups[g].agents.iter_mut().find(|a| &a.id == id) {
             a.free = a.free.sub(&s.request.per_container);
         }
     }
-    let requested = s.request.total();
     if let Some(k) = state.keypairs.get_mut(&s.keypair) {
-        k.quota.used = k.quota.used.add(&requested);
+        k.quota.used = k.quota.used.add(requested);
         k.active += 1;
     }
     if let Some(p) = state.projects.get_mut(&s.project) {
-        p.used = p.used.add(&requested);
+        p.used = p.used.add(requested);
     }
     if let Some(d) = state.domains.get_mut(&s.domain) {
-        d.used = d.used.add(&requested);
+        d.used = d.used.add(requested);
     }
     let usage = state.owner_usage.entry((group.to_owned(), s.owner)).or_default();
-    *usage = usage.add(&requested);
+    *usage = usage.add(requested);
 }
 
 #[cfg(test)]

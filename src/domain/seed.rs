@@ -194,7 +194,7 @@ pub async fn seed_demo<C: ConnectionTrait + TransactionTrait>(db: &C) -> DomainR
             id: Set(id.to_owned()),
             resource_group: Set(group.to_owned()),
             available_slots: Set(slots),
-            status: Set("ALIVE".to_owned()),
+            status: Set(super::catalog::ALIVE.to_owned()),
             schedulable: Set(true),
             pulled_images: Set(json!([])),
             created_at: Set(now),

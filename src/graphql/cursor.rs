@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 
 use crate::domain::DomainError;
 
-use super::errors::ApiResult;
+use super::errors::{ApiResult, with_paths};
+use crate::domain::paging::PageRequest;
 
 pub fn encode<P: Serialize>(position: &P) -> String {
     URL_SAFE_NO_PAD.encode(serde_json::to_vec(position).unwrap_or_default())
@@ -24,12 +25,21 @@ pub fn decode<P: DeserializeOwned>(text: &str, field: &str) -> ApiResult<P> {
     )
 }
 
-/// Both positions of a Relay page request, decoded.
-pub fn decode_both<P: DeserializeOwned>(
+/// The domain page request of Relay's `first`/`last`/`after`/`before`: sizes are checked
+/// first (whatever is wrong with the cursors), then the cursors decoded into positions.
+/// `path` names the domain's paging fields in this API.
+pub fn page_request<P: DeserializeOwned>(
+    first: Option<i32>,
+    last: Option<i32>,
     after: Option<&str>,
     before: Option<&str>,
-) -> ApiResult<(Option<P>, Option<P>)> {
-    Ok((after.map(|c| decode(c, "after")).transpose()?, before.map(|c| decode(c, "before")).transpose()?))
+    path: impl Fn(&str) -> String,
+) -> ApiResult<PageRequest<P>> {
+    let request = PageRequest::new(first, last, after, before).map_err(|e| with_paths(e, &path))?;
+    let (after, before) = (request.after, request.before);
+    let after = after.map(|c| decode(c, &path("after"))).transpose()?;
+    let before = before.map(|c| decode(c, &path("before"))).transpose()?;
+    Ok(request.with_positions(after, before))
 }
 
 #[cfg(test)]

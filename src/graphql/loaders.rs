@@ -36,7 +36,11 @@ pub fn loaders(db: DatabaseConnection) -> Loaders {
 }
 
 /// Loads, for all `rows` at once, each relation the query selects on them.
-pub async fn prefetch_relations(ctx: &Context<'_>, rows: &[entity::session::Model]) -> Result<(), Arc<DomainError>> {
+pub async fn prefetch_relations<'m>(
+    ctx: &Context<'_>,
+    rows: impl Iterator<Item = &'m entity::session::Model>,
+) -> Result<(), Arc<DomainError>> {
+    let rows: Vec<&entity::session::Model> = rows.collect();
     if rows.is_empty() {
         return Ok(());
     }

@@ -9,7 +9,6 @@ use uuid::Uuid;
 use entity::scheduling_history;
 
 use crate::domain::history::{self, SubStep};
-use crate::domain::paging::PageRequest;
 use crate::domain::status::SessionStatus as DomStatus;
 
 use super::cursor;
@@ -115,23 +114,14 @@ pub async fn history(
     first: Option<i32>,
     after: Option<String>,
 ) -> ApiResult<SchedulingHistoryConnection> {
-    let request = PageRequest::new(first, None, after.as_deref(), None)?;
-    let after: Option<i64> = request.after.map(|c| cursor::decode(c, "after")).transpose()?;
-    let request = request.with_positions(after, None);
-    let found = history::page(db, session_id, &request).await?;
-    let edges: Vec<_> = found
-        .page
-        .rows
+    let request = cursor::page_request::<i64>(first, None, after.as_deref(), None, str::to_owned)?;
+    let mut found = history::page(db, session_id, &request).await?;
+    let edges: Vec<_> = std::mem::take(&mut found.page.rows)
         .into_iter()
         .map(|r| SchedulingHistoryEdge { cursor: cursor::encode(&r.id), node: SchedulingHistoryEntry(r) })
         .collect();
     Ok(SchedulingHistoryConnection {
-        page_info: PageInfo {
-            has_next_page: found.page.has_next_page,
-            has_previous_page: found.page.has_previous_page,
-            start_cursor: edges.first().map(|e| e.cursor.clone()),
-            end_cursor: edges.last().map(|e| e.cursor.clone()),
-        },
+        page_info: PageInfo::of(&found.page, &edges, |e| &e.cursor),
         edges,
         total_count: i64::try_from(found.total).unwrap_or(i64::MAX),
     })

@@ -407,32 +407,18 @@ pub async fn session_connection(
     order_by: Option<Vec<SessionOrder>>,
     args: PageArgs,
 ) -> ApiResult<SessionConnection> {
-    // Sizes are checked before positions are decoded, whatever is wrong with both.
-    let request = PageRequest::new(args.first, args.last, args.after.as_deref(), args.before.as_deref())
-        .map_err(|e| with_paths(e, list_path))?;
-    let (after, before) = cursor::decode_both::<SessionPosition>(request.after, request.before)?;
-    let request = request.with_positions(after, before);
-    let page = set
+    let request: PageRequest<SessionPosition> =
+        cursor::page_request(args.first, args.last, args.after.as_deref(), args.before.as_deref(), list_path)?;
+    let mut page = set
         .page(db(ctx)?, &to_domain_orders(order_by), &request, clock::now())
         .await
         .map_err(|e| with_paths(e, list_path))?;
-    let models: Vec<session::Model> = page.rows.iter().map(|(m, _)| m.clone()).collect();
-    prefetch_relations(ctx, &models).await?;
-    let edges: Vec<SessionEdge> = page
-        .rows
+    prefetch_relations(ctx, page.rows.iter().map(|(m, _)| m)).await?;
+    let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
         .into_iter()
         .map(|(model, position)| SessionEdge { cursor: cursor::encode(&position), node: Session(model) })
         .collect();
-    Ok(SessionConnection {
-        page_info: PageInfo {
-            has_next_page: page.has_next_page,
-            has_previous_page: page.has_previous_page,
-            start_cursor: edges.first().map(|e| e.cursor.clone()),
-            end_cursor: edges.last().map(|e| e.cursor.clone()),
-        },
-        edges,
-        set: Arc::new(set),
-    })
+    Ok(SessionConnection { page_info: PageInfo::of(&page, &edges, |e| &e.cursor), edges, set: Arc::new(set) })
 }
 
 #[derive(SimpleObject)]

@@ -4,6 +4,7 @@
 use async_graphql::{Enum, Object, SimpleObject};
 
 use crate::domain::occupancy;
+use crate::domain::paging::Page;
 use crate::domain::slots::{self, ResourceSlots as Slots};
 
 use super::scalars::BigInt;
@@ -90,6 +91,18 @@ pub struct PageInfo {
     pub has_previous_page: bool,
     pub start_cursor: Option<String>,
     pub end_cursor: Option<String>,
+}
+
+impl PageInfo {
+    /// The page info of a domain page whose rows became `edges`, each with its cursor.
+    pub fn of<T, E>(page: &Page<T>, edges: &[E], cursor: impl Fn(&E) -> &String) -> Self {
+        PageInfo {
+            has_next_page: page.has_next_page,
+            has_previous_page: page.has_previous_page,
+            start_cursor: edges.first().map(|e| cursor(e).clone()),
+            end_cursor: edges.last().map(|e| cursor(e).clone()),
+        }
+    }
 }
 
 #[derive(SimpleObject)]

@@ -89,6 +89,7 @@ pub async fn write(
     }
     let environment =
         Value::Array(plan.launch.environment.iter().map(|(n, v)| json!({"name": n, "value": v})).collect());
+    let requested = plan.request.total().to_json();
     let sessions: Vec<session::Model> = plan
         .names
         .iter()
@@ -106,7 +107,7 @@ pub async fn write(
             domain_id: plan.project.domain_id,
             resource_group: plan.resource_group.name.clone(),
             image: plan.image.name.clone(),
-            requested_slots: plan.request.total().to_json(),
+            requested_slots: requested.clone(),
             occupied_slots: json!({}),
             cluster_size: plan.launch.cluster_size,
             environment: environment.clone(),
