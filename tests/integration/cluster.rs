@@ -6,17 +6,11 @@ use sea_orm::{ActiveModelTrait, Set};
 use serde_json::{Value, json};
 
 use sessiond::domain::scheduling;
-use sessiond::domain::seed::demo_project_id;
-use sessiond::graphql::ids::{NodeKind, encode};
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes, session_row};
+use crate::support::{TestApp, error_codes, project, session_row};
 
 const GIB: i64 = 1 << 30;
-
-fn project(p: &str) -> String {
-    encode(NodeKind::Project, demo_project_id(p)).0
-}
 
 /// A launch in alice's project `default` of `containers` × (`cpu` CPUs, 1 GiB, `gpu` devices).
 fn cluster(name: &str, containers: i32, cpu: f64, gpu: f64) -> Value {

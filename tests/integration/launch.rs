@@ -5,12 +5,11 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFi
 use serde_json::{Value, json};
 
 use entity::{launch_group, scheduling_history, session, session_status_transition};
-use sessiond::domain::seed::demo_project_id;
 use sessiond::domain::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;
-use crate::support::{Backend, TestApp, error_codes};
+use crate::support::{Backend, TestApp, error_codes, project};
 
 /// Statements of one `launchSessions` (any count) with its payload, on SQLite: auth
 /// (keypair, user), the project, its membership (checked once), image, slot types, the
@@ -23,10 +22,6 @@ const LAUNCH_STATEMENTS_SQLITE: usize = 16;
 const LAUNCH_STATEMENTS_POSTGRES: usize = 17;
 
 const GIB: i64 = 1 << 30;
-
-fn project(p: &str) -> String {
-    encode(NodeKind::Project, demo_project_id(p)).0
-}
 
 fn input(name: &str) -> Value {
     json!({

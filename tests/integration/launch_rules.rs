@@ -11,20 +11,9 @@ use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;
-use crate::support::{TestApp, add_resource_group, error_codes, session_row};
+use crate::support::{TestApp, add_resource_group, error_codes, launch_input as input, project, session_row};
 
 const GIB: i64 = 1 << 30;
-
-fn project(p: &str) -> String {
-    encode(NodeKind::Project, demo_project_id(p)).0
-}
-
-fn input(name: &str, cpu: f64) -> Value {
-    json!({
-        "projectId": project("default/default"), "name": name, "image": "python:3.12",
-        "resources": [{"slot": "cpu", "amount": cpu}, {"slot": "mem", "amount": GIB}],
-    })
-}
 
 const LAUNCH: &str = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id name status resourceGroup { name } } } }";
 const LAUNCH_MANY: &str = "mutation($i: LaunchSessionInput!, $n: Int!) {

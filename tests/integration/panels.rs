@@ -6,12 +6,10 @@ use sea_orm::{ActiveModelTrait, ConnectionTrait};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use sessiond::domain::seed::demo_project_id;
 use sessiond::domain::status::SessionStatus;
-use sessiond::graphql::ids::{NodeKind, encode};
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes, session_row};
+use crate::support::{TestApp, error_codes, project, session_row};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -29,10 +27,6 @@ const PANEL_VIEWS: [(&str, usize); 3] = [
     ("MY_IN_RESOURCE_GROUP", PANEL_MY_IN_RESOURCE_GROUP_STATEMENTS),
     ("TOTAL_IN_RESOURCE_GROUP", PANEL_TOTAL_IN_RESOURCE_GROUP_STATEMENTS),
 ];
-
-pub(super) fn project(p: &str) -> String {
-    encode(NodeKind::Project, demo_project_id(p)).0
-}
 
 /// A session of `email` in `project` with `status`, holding `cpu` CPUs and `gpu` devices
 /// when its status occupies.

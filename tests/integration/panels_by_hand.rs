@@ -9,7 +9,8 @@ use uuid::Uuid;
 use sessiond::domain::status::SessionStatus;
 
 use crate::db_tests;
-use crate::panels::{PANEL, project, slot};
+use crate::panels::{PANEL, slot};
+use crate::support::project;
 use crate::support::{TestApp, session_row};
 
 const GIB: f64 = (1u64 << 30) as f64;

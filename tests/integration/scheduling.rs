@@ -5,25 +5,13 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder
 use serde_json::{Value, json};
 
 use entity::session_status_transition;
-use sessiond::domain::seed::demo_project_id;
 use sessiond::domain::status::SessionStatus;
-use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
+use sessiond::graphql::ids::{NodeKind, decode_uuid};
 
 use crate::db_tests;
-use crate::support::TestApp;
+use crate::support::{TestApp, launch_input as input, project};
 
 const GIB: i64 = 1 << 30;
-
-fn project(p: &str) -> String {
-    encode(NodeKind::Project, demo_project_id(p)).0
-}
-
-fn input(name: &str, cpu: f64) -> Value {
-    json!({
-        "projectId": project("default/default"), "name": name, "image": "python:3.12",
-        "resources": [{"slot": "cpu", "amount": cpu}, {"slot": "mem", "amount": GIB}],
-    })
-}
 
 const LAUNCH: &str = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
 const DETAIL: &str = "query($id: ID!) { session(id: $id) {

@@ -245,7 +245,6 @@ async fn queue_positions_move_up_when_the_head_is_cancelled(app: TestApp) {
 /// On PostgreSQL, a pass while another replica holds the scheduler lock does nothing.
 async fn a_held_scheduler_lock_skips_the_pass(app: TestApp) {
     let id = launch(&app, "demo-alice", "locked-out", 1.0, 0, 0).await;
-    let mut lock_checked = false;
     match app.backend {
         Backend::Postgres => {
             // Another replica: its own connection, holding the lock for its session.
@@ -258,12 +257,10 @@ async fn a_held_scheduler_lock_skips_the_pass(app: TestApp) {
             assert_eq!(state(&app, &id).await, ("PENDING".to_owned(), None, None, Vec::new()), "untouched");
             replica.execute_unprepared(&format!("SELECT pg_advisory_unlock({SCHEDULER_LOCK})")).await.expect("unlock");
             replica.close().await.expect("close");
-            lock_checked = true;
         }
         // SQLite has one writer by construction and no scheduler lock.
         Backend::Sqlite => {}
     }
-    assert_eq!(lock_checked, app.backend == Backend::Postgres);
     let report = run_pass(&app).await;
     assert_eq!((report.scheduled, report.skipped), (1, false));
     assert_eq!(state(&app, &id).await.0, "SCHEDULED");
@@ -274,6 +271,9 @@ async fn a_held_scheduler_lock_skips_the_pass(app: TestApp) {
 /// broken record as an internal error rather than guessing.
 async fn an_unknown_strategy_schedules_nothing_in_its_group(app: TestApp) {
     let waiting = launch(&app, "demo-alice", "stuck", 1.0, 0, 10).await;
+    let carols =
+        session_row("carol@other.example", "other/other", "elsewhere", "PENDING", json!({"cpu": 1, "mem": GIB}));
+    let carols = carols.insert(&app.db).await.expect("carol's pending session").id;
     resource_group::Entity::update_many()
         .col_expr(resource_group::Column::Scheduler, Expr::value("ROUND_ROBIN"))
         .filter(resource_group::Column::Name.eq("default"))
@@ -281,8 +281,10 @@ async fn an_unknown_strategy_schedules_nothing_in_its_group(app: TestApp) {
         .await
         .expect("break the strategy");
     let report = run_pass(&app).await;
-    assert_eq!((report.scheduled, report.skipped), (0, false));
+    assert_eq!((report.scheduled, report.skipped), (1, false), "only group `other` is scheduled");
     assert_eq!(detail(&app, &waiting).await["status"], "PENDING");
+    let carols = session::Entity::find_by_id(carols).one(&app.db).await.expect("read").expect("carol's session");
+    assert_eq!((carols.status.as_str(), carols.agent_id.as_deref()), ("SCHEDULED", Some("o1")));
     let resp = app
         .gql(
             Some("demo-alice"),

@@ -11,11 +11,7 @@ use sessiond::domain::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, encode};
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes};
-
-fn project(p: &str) -> String {
-    encode(NodeKind::Project, demo_project_id(p)).0
-}
+use crate::support::{TestApp, error_codes, project};
 
 const LIST: &str = "query($p: ID!, $scope: SessionScope, $filter: SessionFilter) {
   sessions(projectId: $p, scope: $scope, filter: $filter, first: 500) { totalCount edges { node { id owner { email } } } }

@@ -240,6 +240,23 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
     }
 }
 
+/// The global id of the demo project `project` (`domain/name`).
+pub fn project(project: &str) -> String {
+    sessiond::graphql::ids::encode(
+        sessiond::graphql::ids::NodeKind::Project,
+        sessiond::domain::seed::demo_project_id(project),
+    )
+    .0
+}
+
+/// A launch input of `cpu` CPUs and 1 GiB of python:3.12 in the demo project `default`.
+pub fn launch_input(name: &str, cpu: f64) -> Value {
+    json!({
+        "projectId": project("default/default"), "name": name, "image": "python:3.12",
+        "resources": [{"slot": "cpu", "amount": cpu}, {"slot": "mem", "amount": 1_i64 << 30}],
+    })
+}
+
 /// The codes of a response's errors, in order.
 pub fn error_codes(resp: &Value) -> Vec<String> {
     resp["errors"]
