@@ -119,10 +119,54 @@ pub struct HttpLimits {
     /// A GraphQL request that takes longer is answered 408.
     #[arg(long, env = "SESSIOND_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
     pub request_timeout_ms: u64,
+    #[command(flatten)]
+    pub ws: WsLimits,
 }
 
 impl Default for HttpLimits {
     fn default() -> Self {
-        Self { max_body_bytes: 1 << 20, request_timeout_ms: 30_000 }
+        Self { max_body_bytes: 1 << 20, request_timeout_ms: 30_000, ws: WsLimits::default() }
+    }
+}
+
+/// Limits and timings of the GraphQL WebSocket (`/graphql/ws`).
+#[derive(Clone, Debug, Args)]
+pub struct WsLimits {
+    /// A connection that sends no `connection_init` within this time is closed (4408).
+    #[arg(long, env = "SESSIOND_WS_INIT_TIMEOUT_MS", default_value_t = 3_000)]
+    pub ws_init_timeout_ms: u64,
+    /// The server pings every connection this often.
+    #[arg(long, env = "SESSIOND_WS_KEEPALIVE_MS", default_value_t = 15_000)]
+    pub ws_keepalive_ms: u64,
+    /// A connection from which nothing (not even a pong) arrives for this long is closed;
+    /// so is one that cannot take a message for this long.
+    #[arg(long, env = "SESSIOND_WS_KEEPALIVE_TIMEOUT_MS", default_value_t = 45_000)]
+    pub ws_keepalive_timeout_ms: u64,
+    /// Open WebSocket connections at most; one more is closed at once (1013).
+    #[arg(long, env = "SESSIOND_MAX_WS_CONNECTIONS", default_value_t = 4_096)]
+    pub max_ws_connections: usize,
+    /// Operations running at once on one connection; one more is refused (LIMIT_EXCEEDED).
+    #[arg(long, env = "SESSIOND_MAX_SUBSCRIPTIONS_PER_CONNECTION", default_value_t = 100)]
+    pub max_subscriptions_per_connection: usize,
+    /// Events a subscription may fall behind before it is ended with `LAGGED` (the client
+    /// resumes from the cursor that error carries).
+    #[arg(long, env = "SESSIOND_SUBSCRIPTION_BUFFER", default_value_t = crate::domain::events::DEFAULT_CAPACITY)]
+    pub subscription_buffer: usize,
+    /// Largest accepted WebSocket message, in bytes.
+    #[arg(long, env = "SESSIOND_WS_MAX_MESSAGE_BYTES", default_value_t = 64 << 10)]
+    pub ws_max_message_bytes: usize,
+}
+
+impl Default for WsLimits {
+    fn default() -> Self {
+        Self {
+            ws_init_timeout_ms: 3_000,
+            ws_keepalive_ms: 15_000,
+            ws_keepalive_timeout_ms: 45_000,
+            max_ws_connections: 4_096,
+            max_subscriptions_per_connection: 100,
+            subscription_buffer: crate::domain::events::DEFAULT_CAPACITY,
+            ws_max_message_bytes: 64 << 10,
+        }
     }
 }

@@ -42,7 +42,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(args.bind).await?;
     let addr = listener.local_addr()?;
     tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
-    let bus = EventBus::default();
+    let bus = EventBus::start(conn.clone(), args.http.ws.subscription_buffer)
+        .await
+        .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let workers = spawn_workers(&conn, &bus, &args.timings);
     let state = AppState::with(conn, bus, args.http, LaunchLimits { max_count: args.max_launch_count });
     axum::serve(listener, app(state)).with_graceful_shutdown(shutdown_signal()).await?;

@@ -124,12 +124,19 @@ impl Bench {
             // benchmark fills it.)
             db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
         }
+        // The event feed reads on its own clone, taken before the counter is attached: it
+        // runs when it likes, so its statements would blur the counts.
+        let bus = sessiond::domain::events::EventBus::start(db.clone(), sessiond::domain::events::DEFAULT_CAPACITY)
+            .await
+            .expect("event feed");
         let statements = Arc::new(AtomicUsize::new(0));
         let counter = statements.clone();
         db.set_metric_callback(move |_| {
             counter.fetch_add(1, Ordering::Relaxed);
         });
-        let router = sessiond::http::app(sessiond::http::AppState::new(db.clone(), HttpLimits::default()));
+        let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
+        let router =
+            sessiond::http::app(sessiond::http::AppState::with(db.clone(), bus, HttpLimits::default(), launch));
         Bench { router, db, statements, generated_in, _dir: dir }
     }
 

@@ -39,6 +39,10 @@ pub enum DomainError {
     NeverFits(String),
     #[error("{0}")]
     LimitExceeded(String),
+    /// A live feed whose consumer fell too far behind, ended after the event with this
+    /// sequence number: everything up to it was delivered; resume after it.
+    #[error("the subscription fell too far behind and was ended; subscribe again after the cursor of this error")]
+    Lagged(i64),
     /// Anything the client cannot fix: database failures, broken invariants.
     #[error("internal error")]
     Internal(Arc<dyn std::error::Error + Send + Sync>),

@@ -1,75 +1,230 @@
-//! The in-process event bus: every status change is published here after its transaction
-//! commits; the scheduler and the runtime wake on it. One bus per process.
+//! Status-change events: the one feed of every committed status transition, in sequence
+//! order, for the scheduler, the runtime and the live subscriptions of this process.
+//!
+//! The transition table is the source of truth. A writer commits its transitions with
+//! [`super::lifecycle::commit`], which pokes this process's bus; on PostgreSQL the same
+//! commit sends a `NOTIFY` that pokes the bus of every replica. A poked bus reads the
+//! transitions after the last one it fanned out, in sequence order, and broadcasts them.
+//! Sequence order is commit order (SQLite has one writer; on PostgreSQL transitions are
+//! numbered under a lock held until commit), so a reader that has seen sequence `n` has
+//! seen everything before it: that is what makes a resume cursor exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::broadcast;
-use uuid::Uuid;
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
+use tokio::sync::{Notify, broadcast};
 
-use entity::{session, session_status_transition};
+use entity::{session, session_status_transition as transition};
 
+use super::DomainResult;
 use super::status::SessionStatus;
 
+/// The PostgreSQL channel on which commits announce new transitions (payload: the highest
+/// sequence number of the commit).
+pub const CHANNEL: &str = "sessiond_events";
+
+/// Default number of events a subscriber may fall behind before it is dropped as lagging.
+pub const DEFAULT_CAPACITY: usize = 4096;
+
+/// Transitions read per statement, by the bus and by a subscription's replay.
+pub const READ_BATCH: u64 = 500;
+
 /// One status change of one session.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SessionEvent {
     /// The transition's global sequence number: events are ordered by it.
     pub seq: i64,
-    pub session_id: Uuid,
-    pub project_id: Uuid,
-    pub owner_id: Uuid,
-    pub domain_id: Uuid,
-    pub resource_group: String,
     pub from: Option<SessionStatus>,
     pub to: SessionStatus,
     pub reason: Option<String>,
     pub at: DateTime<Utc>,
+    /// The session as read with the event: its state then (possibly already further on).
+    pub session: Arc<session::Model>,
 }
 
 impl SessionEvent {
     /// The event of a committed transition of `s`; `None` for a stored status we do not know.
-    pub fn of(s: &session::Model, t: &session_status_transition::Model) -> Option<Self> {
+    fn of(t: transition::Model, s: Arc<session::Model>) -> Option<Self> {
         Some(Self {
             seq: t.id,
-            session_id: s.id,
-            project_id: s.project_id,
-            owner_id: s.owner_id,
-            domain_id: s.domain_id,
-            resource_group: s.resource_group.clone(),
             from: t.from_status.as_deref().and_then(SessionStatus::parse),
             to: SessionStatus::parse(&t.to_status)?,
-            reason: t.reason.clone(),
+            reason: t.reason,
             at: t.occurred_at,
+            session: s,
         })
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct EventBus {
-    tx: broadcast::Sender<SessionEvent>,
+/// Up to `limit` committed events after sequence `after` whose session matches `sessions`,
+/// in sequence order.
+pub async fn read_after(
+    db: &impl ConnectionTrait,
+    after: i64,
+    sessions: Condition,
+    limit: u64,
+) -> DomainResult<Vec<SessionEvent>> {
+    let rows = transition::Entity::find()
+        .find_also_related(session::Entity)
+        .filter(transition::Column::Id.gt(after))
+        .filter(sessions)
+        .order_by_asc(transition::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().filter_map(|(t, s)| SessionEvent::of(t, Arc::new(s?))).collect())
 }
 
-impl Default for EventBus {
-    fn default() -> Self {
-        Self::new(4096)
-    }
+/// The highest committed sequence number (0 before the first transition).
+pub async fn last_sequence(db: &impl ConnectionTrait) -> DomainResult<i64> {
+    let last: Option<Option<i64>> = transition::Entity::find()
+        .select_only()
+        .column_as(transition::Column::Id.max(), "last")
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(last.flatten().unwrap_or(0))
+}
+
+/// This process's event bus. Cheap to clone; the feed stops when the last clone is dropped.
+#[derive(Clone, Debug)]
+pub struct EventBus {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    tx: broadcast::Sender<SessionEvent>,
+    poke: Arc<Notify>,
+    /// The sequence number of the last event broadcast.
+    fanned_out: AtomicI64,
+    /// Notifications received from the database (other replicas' commits and our own).
+    notifications: AtomicU64,
 }
 
 impl EventBus {
-    pub fn new(capacity: usize) -> Self {
-        Self { tx: broadcast::channel(capacity).0 }
+    /// A bus fed from `db`, starting after the transitions already committed. `capacity`
+    /// bounds how far a subscriber may fall behind (see [`broadcast`]). On PostgreSQL it also
+    /// listens for the commits of other replicas.
+    pub async fn start(db: DatabaseConnection, capacity: usize) -> DomainResult<Self> {
+        let start = last_sequence(&db).await?;
+        let inner = Arc::new(Inner {
+            tx: broadcast::channel(capacity.max(1)).0,
+            poke: Arc::new(Notify::new()),
+            fanned_out: AtomicI64::new(start),
+            notifications: AtomicU64::new(0),
+        });
+        let poke = inner.poke.clone();
+        let postgres = db.get_database_backend() == DbBackend::Postgres;
+        if postgres {
+            tokio::spawn(listen(db.clone(), Arc::downgrade(&inner)));
+        }
+        tokio::spawn(feed(db, Arc::downgrade(&inner), poke, postgres));
+        Ok(Self { inner })
     }
 
-    /// Publishes committed events, in sequence order. Never call inside a transaction.
-    pub fn publish(&self, events: impl IntoIterator<Item = SessionEvent>) {
-        let mut events: Vec<_> = events.into_iter().collect();
-        events.sort_by_key(|e| e.seq);
-        for e in events {
-            // No receiver is fine: nobody is listening right now.
-            let _ = self.tx.send(e);
+    /// Says that transitions were committed: the feed reads and broadcasts them. Call after
+    /// the commit, never inside a transaction.
+    pub fn committed(&self) {
+        self.inner.poke.notify_one();
+    }
+
+    /// Every event broadcast from now on, in sequence order.
+    pub fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
+        self.inner.tx.subscribe()
+    }
+
+    /// The sequence number of the last event broadcast.
+    pub fn fanned_out(&self) -> i64 {
+        self.inner.fanned_out.load(Ordering::Acquire)
+    }
+
+    /// How many commit notifications this bus has received (PostgreSQL only).
+    pub fn notifications(&self) -> u64 {
+        self.inner.notifications.load(Ordering::Relaxed)
+    }
+}
+
+/// Reads new transitions whenever poked, and broadcasts them in order. On PostgreSQL it also
+/// looks every second, in case a notification was lost while the listener reconnected.
+async fn feed(db: DatabaseConnection, bus: std::sync::Weak<Inner>, poke: Arc<Notify>, look_anyway: bool) {
+    loop {
+        let poked = tokio::time::timeout(Duration::from_secs(1), poke.notified()).await.is_ok();
+        let Some(inner) = bus.upgrade() else { return };
+        if !poked && !look_anyway {
+            continue;
+        }
+        loop {
+            let after = inner.fanned_out.load(Ordering::Acquire);
+            let events = match read_after(&db, after, Condition::all(), READ_BATCH).await {
+                Ok(events) => events,
+                Err(e) => {
+                    tracing::error!(error = ?e, "reading new status transitions failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    inner.poke.notify_one();
+                    break;
+                }
+            };
+            let full = events.len() as u64 == READ_BATCH;
+            for e in events {
+                let seq = e.seq;
+                // No receiver is fine: nobody is listening right now.
+                let _ = inner.tx.send(e);
+                inner.fanned_out.store(seq, Ordering::Release);
+            }
+            if !full {
+                break;
+            }
         }
     }
+}
 
-    pub fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
-        self.tx.subscribe()
+/// Pokes the bus on every notification of [`CHANNEL`] (the commits of every replica),
+/// reconnecting when the connection drops.
+async fn listen(db: DatabaseConnection, bus: std::sync::Weak<Inner>) {
+    use sea_orm::sqlx::postgres::PgListener;
+    loop {
+        let pool = db.get_postgres_connection_pool();
+        let mut listener = match PgListener::connect_with(pool).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for other replicas' events; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if bus.strong_count() == 0 {
+                    return;
+                }
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(CHANNEL).await {
+            tracing::warn!(error = %e, "LISTEN failed; retrying");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(1), listener.try_recv()).await;
+            let Some(inner) = bus.upgrade() else { return };
+            match next {
+                // Nothing for a second: check that the bus still exists.
+                Err(_) => {}
+                Ok(Ok(Some(_))) => {
+                    inner.notifications.fetch_add(1, Ordering::Relaxed);
+                    inner.poke.notify_one();
+                }
+                // The connection dropped; the listener reconnects. Look, in case we missed one.
+                Ok(Ok(None)) => inner.poke.notify_one(),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "listening for other replicas' events failed; reconnecting");
+                    inner.poke.notify_one();
+                    break;
+                }
+            }
+        }
     }
 }

@@ -1,16 +1,78 @@
 //! Status changes: the one writer of session statuses. It refuses illegal transitions,
-//! keeps each session's timestamps in step with its status, writes the append-only
-//! transition rows, and hands back the events to publish once the transaction commits.
+//! keeps each session's timestamps in step with its status, and writes the append-only
+//! transition rows as the last statements of their transaction ([`commit`]), which then
+//! tells the event bus.
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, EntityTrait, QueryFilter, Set, Statement};
 
 use entity::{session, session_status_transition as transition};
 
-use super::events::SessionEvent;
+use super::events::{CHANNEL, EventBus};
 use super::status::{SessionResult, SessionStatus};
 use super::{DomainError, DomainResult};
+
+/// The status transitions of one transaction, written by [`commit`].
+#[derive(Debug, Default)]
+pub struct Transitions {
+    rows: Vec<transition::ActiveModel>,
+}
+
+impl Transitions {
+    pub fn push(&mut self, row: transition::ActiveModel) {
+        self.rows.push(row);
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// The PostgreSQL advisory lock (two-key space, apart from the launches' one-key locks)
+/// under which transitions are numbered: held from numbering to commit, it makes sequence
+/// order commit order across concurrent transactions and replicas.
+const SEQUENCE_LOCK: (i32, i32) = (0x7365_7373, 1);
+
+/// Writes `transitions` as the last statements of `txn`, commits, and then tells the bus.
+/// Returns how many transitions were written.
+///
+/// On PostgreSQL the rows are numbered under [`SEQUENCE_LOCK`] and a `NOTIFY` on
+/// [`CHANNEL`] (delivered at commit) wakes every replica's bus. Nothing runs between the
+/// lock and the commit that could wait on another transaction, so the lock cannot deadlock.
+pub async fn commit(txn: DatabaseTransaction, transitions: Transitions, bus: &EventBus) -> DomainResult<usize> {
+    let n = transitions.rows.len();
+    if n > 0 {
+        let postgres = txn.get_database_backend() == DbBackend::Postgres;
+        if postgres {
+            txn.execute_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT pg_advisory_xact_lock($1, $2)",
+                [SEQUENCE_LOCK.0.into(), SEQUENCE_LOCK.1.into()],
+            ))
+            .await?;
+        }
+        let inserted = transition::Entity::insert_many(transitions.rows).exec_with_returning(&txn).await?;
+        if postgres {
+            let last = inserted.iter().map(|t| t.id).max().unwrap_or(0);
+            txn.execute_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT pg_notify($1, $2)",
+                [CHANNEL.into(), last.to_string().into()],
+            ))
+            .await?;
+        }
+    }
+    txn.commit().await?;
+    if n > 0 {
+        bus.committed();
+    }
+    Ok(n)
+}
 
 /// A status change to make.
 #[derive(Clone, Debug)]
@@ -28,17 +90,6 @@ impl Change {
     pub fn new(session: session::Model, to: SessionStatus, reason: impl Into<Option<String>>) -> Self {
         Self { session, to, reason: reason.into(), agent: None, result: None }
     }
-}
-
-/// Inserts transition rows in one statement and returns them with their sequence numbers.
-pub async fn insert_transitions(
-    db: &impl ConnectionTrait,
-    rows: Vec<transition::ActiveModel>,
-) -> DomainResult<Vec<transition::Model>> {
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(transition::Entity::insert_many(rows).exec_with_returning(db).await?)
 }
 
 pub fn transition_row(
@@ -67,8 +118,9 @@ pub enum Applied {
     Moved(session::Model),
 }
 
-/// Applies `changes` inside the caller's transaction. Each update is guarded by the status
-/// the change was computed from, so a concurrent change is detected, not overwritten.
+/// Applies `changes` inside the caller's transaction, adding their transition rows to
+/// `transitions` for [`commit`]. Each update is guarded by the status the change was
+/// computed from, so a concurrent change is detected, not overwritten.
 ///
 /// Rows are updated in session-id order, whoever calls, so that two transactions changing
 /// the same sessions lock them in the same order and cannot deadlock. `Applied` comes back
@@ -77,11 +129,10 @@ pub async fn apply(
     txn: &impl ConnectionTrait,
     mut changes: Vec<Change>,
     now: DateTime<Utc>,
-) -> DomainResult<(Vec<Applied>, Vec<SessionEvent>)> {
+    transitions: &mut Transitions,
+) -> DomainResult<Vec<Applied>> {
     changes.sort_by_key(|c| c.session.id);
     let mut applied = Vec::with_capacity(changes.len());
-    let mut rows = Vec::new();
-    let mut changed = Vec::new();
     for c in changes {
         let from = SessionStatus::stored(&c.session.status)?;
         if !from.can_become(c.to) {
@@ -123,17 +174,11 @@ pub async fn apply(
             .await?
             .ok_or_else(|| DomainError::invariant(format!("session {} vanished", c.session.id)))?;
         if result.rows_affected == 1 {
-            rows.push(transition_row(c.session.id, Some(from), c.to, c.reason, now));
-            changed.push(current.clone());
+            transitions.push(transition_row(c.session.id, Some(from), c.to, c.reason, now));
             applied.push(Applied::Changed(current));
         } else {
             applied.push(Applied::Moved(current));
         }
     }
-    let inserted = insert_transitions(txn, rows).await?;
-    let events = inserted
-        .iter()
-        .filter_map(|t| changed.iter().find(|s| s.id == t.session_id).and_then(|s| SessionEvent::of(s, t)))
-        .collect();
-    Ok((applied, events))
+    Ok(applied)
 }

@@ -28,6 +28,7 @@ pub mod slots;
 pub mod status;
 pub mod terminate;
 pub mod visibility;
+pub mod watch;
 
 pub use error::{DomainError, DomainResult, InputProblem};
 

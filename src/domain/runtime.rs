@@ -220,7 +220,8 @@ impl Runtime for SimulatedRuntime {
         // The updates are guarded by the status read above: a session that moved meanwhile
         // (terminated by its owner, driven by another replica) is left alone.
         let txn = super::begin_write(db).await?;
-        let (applied, events) = lifecycle::apply(&txn, changes, now).await?;
+        let mut transitions = lifecycle::Transitions::default();
+        let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
         let mut logs = Vec::new();
         let mut entries = Vec::new();
         let mut newly_pulled: HashMap<String, Vec<String>> = HashMap::new();
@@ -264,10 +265,7 @@ impl Runtime for SimulatedRuntime {
             session_log::Entity::insert_many(logs).exec_without_returning(&txn).await?;
         }
         history::record(&txn, entries, now).await?;
-        txn.commit().await?;
-        let changed = events.len();
-        bus.publish(events);
-        Ok(changed)
+        lifecycle::commit(txn, transitions, bus).await
     }
 }
 

@@ -167,7 +167,8 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
             .exec(&txn)
             .await?;
     }
-    let (applied, events) = lifecycle::apply(&txn, changes, now).await?;
+    let mut transitions = lifecycle::Transitions::default();
+    let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
     for a in applied {
         if let lifecycle::Applied::Changed(s) = a {
             if s.status == SessionStatus::Scheduled.as_str() {
@@ -179,8 +180,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
         }
     }
     history::record(&txn, entries, now).await?;
-    txn.commit().await?;
-    bus.publish(events);
+    lifecycle::commit(txn, transitions, bus).await?;
     Ok(report)
 }
 

@@ -168,7 +168,7 @@ pub async fn project_sessions(
         return Err(DomainError::BadInput(problems));
     }
     let scope = visibility::session_scope(db, viewer, project_id, scope).await?;
-    Ok(SessionSet { condition: scope.add(filter_condition(filter)) })
+    Ok(SessionSet { condition: scope.condition().add(filter_condition(filter)) })
 }
 
 fn filter_condition(f: &SessionFilter) -> Condition {

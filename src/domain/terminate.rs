@@ -68,7 +68,7 @@ pub async fn terminate(
     let reason = if force { "force-terminated" } else { "user-requested" };
     let mut current = visible;
     let mut changed: BTreeSet<Uuid> = BTreeSet::new();
-    let mut events = Vec::new();
+    let mut transitions = lifecycle::Transitions::default();
     for _ in 0..3 {
         let mut changes = Vec::new();
         for s in current.values().filter(|s| !changed.contains(&s.id)) {
@@ -79,8 +79,7 @@ pub async fn terminate(
         if changes.is_empty() {
             break;
         }
-        let (applied, more) = lifecycle::apply(&txn, changes, now).await?;
-        events.extend(more);
+        let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
         let mut moved = false;
         for a in applied {
             match a {
@@ -98,8 +97,7 @@ pub async fn terminate(
             break;
         }
     }
-    txn.commit().await?;
-    bus.publish(events);
+    lifecycle::commit(txn, transitions, bus).await?;
 
     let after: HashMap<Uuid, (bool, session::Model)> =
         current.into_iter().map(|(id, s)| (id, (changed.contains(&id), s))).collect();

@@ -110,24 +110,49 @@ pub enum SessionScope {
     Project,
 }
 
-/// The condition selecting the sessions of `project_id` the viewer may list in `scope`:
-/// `NOT_FOUND` for a project the viewer cannot see, `FORBIDDEN` for a scope it may not use.
-/// Every session list starts here.
+/// The sessions of one project a viewer may see in one scope: as a SQL condition for the
+/// lists, counts and replays, and as a test of one session for the live events. Both come
+/// from the same two fields, so they cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopedSessions {
+    pub project_id: Uuid,
+    /// `Some(viewer)` for scope MINE; `None` for every owner (scope PROJECT).
+    pub owner_id: Option<Uuid>,
+}
+
+impl ScopedSessions {
+    pub fn condition(&self) -> Condition {
+        let c = Condition::all().add(session::Column::ProjectId.eq(self.project_id));
+        match self.owner_id {
+            Some(owner) => c.add(session::Column::OwnerId.eq(owner)),
+            None => c,
+        }
+    }
+
+    pub fn admits(&self, s: &session::Model) -> bool {
+        s.project_id == self.project_id && self.owner_id.is_none_or(|o| o == s.owner_id)
+    }
+}
+
+/// The sessions of `project_id` the viewer may list in `scope`: `NOT_FOUND` for a project
+/// the viewer cannot see, `FORBIDDEN` for a scope it may not use. Every session list and
+/// every live feed of session events starts here.
 pub async fn session_scope(
     db: &impl ConnectionTrait,
     viewer: &Viewer,
     project_id: Uuid,
     scope: SessionScope,
-) -> DomainResult<Condition> {
+) -> DomainResult<ScopedSessions> {
     let mut access = project_access(db, viewer, project_id).await?;
     let project = access.project.clone();
-    let in_project = session::Column::ProjectId.eq(project.id);
     match scope {
         SessionScope::Mine => {
             access.require_member(db, viewer, "its administrators list its sessions with scope PROJECT").await?;
-            Ok(Condition::all().add(in_project).add(session::Column::OwnerId.eq(viewer.user_id)))
+            Ok(ScopedSessions { project_id: project.id, owner_id: Some(viewer.user_id) })
         }
-        SessionScope::Project if viewer.administers_domain(project.domain_id) => Ok(Condition::all().add(in_project)),
+        SessionScope::Project if viewer.administers_domain(project.domain_id) => {
+            Ok(ScopedSessions { project_id: project.id, owner_id: None })
+        }
         SessionScope::Project => Err(DomainError::Forbidden(
             "listing every user's sessions needs an administrator of the project's domain".to_owned(),
         )),

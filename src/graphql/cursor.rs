@@ -25,6 +25,24 @@ pub fn decode<P: DeserializeOwned>(text: &str, field: &str) -> ApiResult<P> {
     )
 }
 
+/// The cursor of a position in the global sequence of status transitions (a timeline entry,
+/// a live event): the number itself, so that any of them resumes a subscription.
+pub fn sequence(seq: i64) -> String {
+    seq.to_string()
+}
+
+/// The sequence number of cursor `text` given as argument `field`, or `INVALID_CURSOR`.
+pub fn decode_sequence(text: &str, field: &str) -> ApiResult<i64> {
+    text.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+        DomainError::bad_input(
+            "INVALID_CURSOR",
+            Some(field.to_owned()),
+            format!("`{field}`: malformed cursor (use the cursor of an event or status transition)"),
+        )
+        .into()
+    })
+}
+
 /// The domain page request of Relay's `first`/`last`/`after`/`before`: sizes are checked
 /// first (whatever is wrong with the cursors), then the cursors decoded into positions.
 /// `path` names the domain's paging fields in this API.

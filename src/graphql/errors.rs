@@ -17,6 +17,7 @@ pub const NAME_TAKEN: &str = "NAME_TAKEN";
 pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
 pub const NEVER_FITS: &str = "NEVER_FITS";
 pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
+pub const LAGGED: &str = "LAGGED";
 pub const INTERNAL: &str = "INTERNAL";
 
 /// The message a client sees for any internal error; the detail goes to the log.
@@ -86,6 +87,7 @@ pub fn code_of(err: &DomainError) -> &'static str {
         DomainError::QuotaExceeded(_) => QUOTA_EXCEEDED,
         DomainError::NeverFits(_) => NEVER_FITS,
         DomainError::LimitExceeded(_) => LIMIT_EXCEEDED,
+        DomainError::Lagged(_) => LAGGED,
         DomainError::Internal(_) => INTERNAL,
     }
 }
@@ -105,6 +107,10 @@ impl From<ApiError> for async_graphql::Error {
                     e.set("field", field);
                 }
                 e.set("problems", problems_value(problems));
+            }),
+            DomainError::Lagged(seq) => async_graphql::Error::new(err.to_string()).extend_with(|_, e| {
+                e.set("code", code);
+                e.set("cursor", super::cursor::sequence(*seq));
             }),
             _ => async_graphql::Error::new(err.to_string()).extend_with(|_, e| e.set("code", code)),
         }

@@ -13,10 +13,11 @@ pub mod scalars;
 pub mod scheduling;
 pub mod session;
 pub mod settings;
+pub mod subscription;
 pub mod types;
 pub mod viewer;
 
-use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema, SchemaBuilder};
+use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema, SchemaBuilder};
 use sea_orm::DatabaseConnection;
 
 use crate::domain::events::EventBus;
@@ -40,10 +41,13 @@ pub struct Query(
 #[derive(MergedObject, Default)]
 pub struct Mutation(launch::LaunchMutation, settings::SettingsMutation);
 
-pub type AppSchema = Schema<Query, Mutation, EmptySubscription>;
+#[derive(MergedSubscription, Default)]
+pub struct Subscription(subscription::SessionSubscription);
 
-fn builder() -> SchemaBuilder<Query, Mutation, EmptySubscription> {
-    Schema::build(Query::default(), Mutation::default(), EmptySubscription)
+pub type AppSchema = Schema<Query, Mutation, Subscription>;
+
+fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
+    Schema::build(Query::default(), Mutation::default(), Subscription::default())
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY)
 }
@@ -60,6 +64,18 @@ pub fn prepare_request(
     viewer: crate::domain::auth::Viewer,
 ) -> async_graphql::Request {
     request.data(viewer).data(loaders::loaders(db.clone()))
+}
+
+/// The same for an operation that may live long (over the WebSocket): its loaders batch but
+/// do not cache, so each event of a subscription reads its relations afresh.
+pub fn prepare_long_lived(
+    request: async_graphql::Request,
+    db: &DatabaseConnection,
+    viewer: crate::domain::auth::Viewer,
+) -> async_graphql::Request {
+    let loaders = loaders::loaders(db.clone());
+    loaders.enable_all_cache(false);
+    request.data(viewer).data(loaders)
 }
 
 /// The SDL of the schema, sorted so that the checked-in `schema.graphql` is stable.

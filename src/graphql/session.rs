@@ -291,7 +291,7 @@ impl Session {
         rows.into_iter()
             .map(|t| {
                 Ok(StatusTransition {
-                    cursor: t.id.to_string(),
+                    cursor: cursor::sequence(t.id),
                     from_status: t.from_status.as_deref().map(parse_status).transpose()?.map(Into::into),
                     to_status: parse_status(&t.to_status)?.into(),
                     reason: t.reason,

@@ -3,6 +3,7 @@
 pub mod graphiql;
 pub mod graphql;
 pub mod health;
+pub mod ws;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,16 +38,26 @@ pub struct AppState {
     pub schema: AppSchema,
     pub bus: EventBus,
     pub limits: Arc<HttpLimits>,
+    /// One permit per open WebSocket connection.
+    pub ws_connections: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
     /// A state with its own event bus and the default launch limits.
-    pub fn new(db: DatabaseConnection, limits: HttpLimits) -> Self {
-        Self::with(db, EventBus::default(), limits, LaunchLimits { max_count: DEFAULT_MAX_LAUNCH_COUNT })
+    pub async fn start(db: DatabaseConnection, limits: HttpLimits) -> crate::domain::DomainResult<Self> {
+        let bus = EventBus::start(db.clone(), limits.ws.subscription_buffer).await?;
+        Ok(Self::with(db, bus, limits, LaunchLimits { max_count: DEFAULT_MAX_LAUNCH_COUNT }))
     }
 
     pub fn with(db: DatabaseConnection, bus: EventBus, limits: HttpLimits, launch: LaunchLimits) -> Self {
-        Self { schema: build_schema(db.clone(), bus.clone(), launch), db, bus, limits: Arc::new(limits) }
+        let ws_connections = Arc::new(tokio::sync::Semaphore::new(limits.ws.max_ws_connections));
+        Self {
+            schema: build_schema(db.clone(), bus.clone(), launch),
+            db,
+            bus,
+            limits: Arc::new(limits),
+            ws_connections,
+        }
     }
 }
 
@@ -61,6 +72,7 @@ pub fn app(state: AppState) -> Router {
         ));
     Router::new()
         .merge(graphql_routes)
+        .route("/graphql/ws", get(ws::upgrade))
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/{asset}", get(graphiql::asset))
         .route("/healthz", get(health::healthz))

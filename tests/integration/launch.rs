@@ -9,7 +9,7 @@ use sessiond::domain::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;
-use crate::support::{Backend, TestApp, error_codes, project};
+use crate::support::{Backend, TestApp, error_codes, events_until_quiet, next_event, project};
 
 /// Statements of one `launchSessions` (any count) with its payload, on SQLite: auth
 /// (keypair, user), the project, its membership (checked once), image, slot types, the
@@ -18,8 +18,9 @@ use crate::support::{Backend, TestApp, error_codes, project};
 /// group, sessions, transitions, history); then the payload's launch-group page.
 /// `SESSIOND_TEST_SQL=1` prints them.
 const LAUNCH_STATEMENTS_SQLITE: usize = 16;
-/// The same on PostgreSQL, which also takes the keypair's advisory lock in the transaction.
-const LAUNCH_STATEMENTS_POSTGRES: usize = 17;
+/// The same on PostgreSQL, which also takes the keypair's advisory lock in the transaction,
+/// and before the transitions the sequence lock, and after them a `NOTIFY`.
+const LAUNCH_STATEMENTS_POSTGRES: usize = 19;
 
 const GIB: i64 = 1 << 30;
 
@@ -53,8 +54,8 @@ async fn launch_one_and_many(app: TestApp) {
     );
     assert_eq!(s["requestedSlots"], json!({"cpu": 1.0, "memory": GIB}));
     let id = decode_uuid(s["id"].as_str().expect("id"), NodeKind::Session).expect("session id");
-    let event = events.try_recv().expect("an event after commit");
-    assert_eq!((event.session_id, event.from, event.to), (id, None, SessionStatus::Pending));
+    let event = next_event(&mut events).await;
+    assert_eq!((event.session.id, event.from, event.to), (id, None, SessionStatus::Pending));
 
     let transitions = session_status_transition::Entity::find()
         .filter(session_status_transition::Column::SessionId.eq(id))
@@ -385,6 +386,7 @@ async fn terminate_outcomes_for_every_status(app: TestApp) {
             .collect();
         assert_eq!(outcomes, vec!["NOT_FOUND"; ids.len()], "{token}: {resp}");
     }
+    app.settled().await;
     let mut events = app.bus.subscribe();
     let mut request: Vec<String> = ids.iter().map(|i| i.0.clone()).collect();
     request.push(encode(NodeKind::Session, uuid::Uuid::new_v4()).0);
@@ -407,7 +409,7 @@ async fn terminate_outcomes_for_every_status(app: TestApp) {
     }
     assert_eq!(results[ids.len()]["outcome"], "NOT_FOUND");
     assert_eq!(results[ids.len() + 1]["outcome"], "NOT_FOUND");
-    let published: Vec<_> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+    let published = events_until_quiet(&mut events, std::time::Duration::from_millis(500)).await;
     assert_eq!(published.len(), changed, "one event per change");
     assert_eq!(changed, 7, "PENDING and the six started statuses change; the four others are skipped");
 
@@ -434,10 +436,12 @@ async fn terminate_outcomes_for_every_status(app: TestApp) {
 }
 
 async fn a_failed_launch_leaves_no_rows_and_no_events(app: TestApp) {
+    let mut events = app.bus.subscribe();
     app.gql(Some("demo-alice"), LAUNCH, json!({"i": input("before")})).await;
+    // The feed is asynchronous: take this launch's event before looking for more.
+    assert_eq!(next_event(&mut events).await.to, SessionStatus::Pending);
     let before = session_count(&app).await;
     let transitions = session_status_transition::Entity::find().count(&app.db).await.expect("count");
-    let mut events = app.bus.subscribe();
     // Break the last table the launch writes: the transaction fails after the sessions,
     // group and transitions are written.
     app.db.execute_unprepared("DROP TABLE scheduling_history").await.expect("drop");
@@ -447,7 +451,8 @@ async fn a_failed_launch_leaves_no_rows_and_no_events(app: TestApp) {
     assert_eq!(session_count(&app).await, before);
     assert_eq!(session_status_transition::Entity::find().count(&app.db).await.expect("count"), transitions);
     assert_eq!(launch_group::Entity::find().count(&app.db).await.expect("count"), 0);
-    assert!(events.try_recv().is_err(), "nothing published for a rolled-back launch");
+    let published = events_until_quiet(&mut events, std::time::Duration::from_millis(500)).await;
+    assert!(published.is_empty(), "nothing published for a rolled-back launch: {published:?}");
 }
 
 async fn a_batch_costs_the_same_statements_whatever_its_count(app: TestApp) {

@@ -16,3 +16,4 @@ mod schema;
 mod sessions;
 mod sessions_paging;
 mod storage;
+mod subscriptions;

@@ -88,7 +88,7 @@ pub async fn launch(
         return Ok(previous);
     }
     let plan = validate::validate(db, viewer, request, count, limits).await?;
-    let (launched, events) = match write::write(db, viewer, &plan, batch, now).await {
+    let launched = match write::write(db, viewer, &plan, batch, now, bus).await {
         Ok(done) => done,
         Err(write::WriteError::Taken(name)) => {
             // Another request won: maybe a retry with the same idempotency key, which must
@@ -109,6 +109,5 @@ pub async fn launch(
         }
         Err(write::WriteError::Other(e)) => return Err(e),
     };
-    bus.publish(events);
     Ok(launched)
 }

@@ -1,7 +1,5 @@
 //! Writing a launch: every row in one transaction, each table in one statement whatever
-//! the count; events are returned to publish after the commit.
-
-use std::collections::HashMap;
+//! the count; the transitions go last, and the bus hears of them after the commit.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -17,9 +15,9 @@ use super::idempotency::{IDEMPOTENCY_RETENTION, stored_result};
 use super::{Launched, Plan};
 use crate::domain::DomainError;
 use crate::domain::auth::Viewer;
-use crate::domain::events::SessionEvent;
+use crate::domain::events::EventBus;
 use crate::domain::history::SchedulingResult;
-use crate::domain::lifecycle::{insert_transitions, transition_row};
+use crate::domain::lifecycle::{self, Transitions, transition_row};
 use crate::domain::status::{SessionResult, SessionStatus};
 
 pub enum WriteError {
@@ -51,7 +49,8 @@ pub async fn write(
     plan: &Plan,
     batch: bool,
     now: DateTime<Utc>,
-) -> Result<(Launched, Vec<SessionEvent>), WriteError> {
+    bus: &EventBus,
+) -> Result<Launched, WriteError> {
     let txn = crate::domain::begin_write(db).await?;
     // The admission checks count this keypair's sessions: serialise launches of one keypair
     // (SQLite's write lock already does; PostgreSQL takes a transaction-scoped lock).
@@ -128,14 +127,6 @@ pub async fn write(
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))
         .exec_without_returning(&txn)
         .await?;
-    let transitions = insert_transitions(
-        &txn,
-        sessions
-            .iter()
-            .map(|s| transition_row(s.id, None, SessionStatus::Pending, Some("launched".into()), now))
-            .collect(),
-    )
-    .await?;
     scheduling_history::Entity::insert_many(sessions.iter().map(|s| scheduling_history::ActiveModel {
         id: NotSet,
         session_id: Set(s.id),
@@ -163,8 +154,10 @@ pub async fn write(
         .exec_without_returning(&txn)
         .await?;
     }
-    txn.commit().await?;
-    let by_id: HashMap<Uuid, &session::Model> = launched.sessions.iter().map(|s| (s.id, s)).collect();
-    let events = transitions.iter().filter_map(|t| SessionEvent::of(by_id.get(&t.session_id)?, t)).collect();
-    Ok((launched, events))
+    let mut transitions = Transitions::default();
+    for s in &launched.sessions {
+        transitions.push(transition_row(s.id, None, SessionStatus::Pending, Some("launched".into()), now));
+    }
+    lifecycle::commit(txn, transitions, bus).await?;
+    Ok(launched)
 }

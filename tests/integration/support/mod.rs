@@ -8,6 +8,7 @@
 //! `SESSIOND_REQUIRE_POSTGRES=1` turns every skip into a failure instead.
 
 pub mod pg;
+pub mod ws;
 
 use axum::Router;
 use axum::body::Body;
@@ -39,7 +40,8 @@ pub struct TestApp {
     pub statements: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// The app's event bus: subscribe to see what it publishes.
     pub bus: sessiond::domain::events::EventBus,
-    /// The scheduler and runtime, when started; stopped when the app is dropped.
+    pub limits: HttpLimits,
+    /// The scheduler, runtime and server, when started; stopped when the app is dropped.
     workers: Vec<tokio::task::JoinHandle<()>>,
     _dir: Option<std::sync::Arc<tempfile::TempDir>>,
 }
@@ -96,15 +98,70 @@ fn notice_postgres_skip(why: &str) {
 impl TestApp {
     /// A new app on an empty database of `backend`, demo data seeded.
     pub async fn start(backend: Backend) -> Option<TestApp> {
-        let (url, dir) = fresh_database(backend).await?;
-        Some(Self::open(backend, url, dir.map(std::sync::Arc::new)).await)
+        Self::start_with(backend, HttpLimits::default()).await
     }
 
-    async fn open(backend: Backend, url: String, dir: Option<std::sync::Arc<tempfile::TempDir>>) -> TestApp {
+    /// A new app with these HTTP and WebSocket limits.
+    pub async fn start_with(backend: Backend, limits: HttpLimits) -> Option<TestApp> {
+        let (url, dir) = fresh_database(backend).await?;
+        Some(Self::open(backend, url, dir.map(std::sync::Arc::new), limits).await)
+    }
+
+    /// A second replica of this app: its own pool, bus and router on the same database.
+    pub async fn replica(&self) -> TestApp {
+        Self::open(self.backend, self.url.clone(), self._dir.clone(), self.limits.clone()).await
+    }
+
+    /// This app's database served anew with other limits (the old app stops).
+    pub async fn reopen_with(self, limits: HttpLimits) -> TestApp {
+        Self::open(self.backend, self.url.clone(), self._dir.clone(), limits).await
+    }
+
+    /// The cursor of the last status change so far: a subscription given it as `after`
+    /// gets every later change, however long it takes to start.
+    pub async fn last_cursor(&self) -> String {
+        sessiond::domain::events::last_sequence(&self.db).await.expect("last sequence").to_string()
+    }
+
+    /// Waits until the bus has fanned out every committed status change (at most 10 s):
+    /// a receiver subscribed afterwards gets only later ones.
+    pub async fn settled(&self) {
+        let last = sessiond::domain::events::last_sequence(&self.db).await.expect("last sequence");
+        for _ in 0..1000 {
+            if self.bus.fanned_out() >= last {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the bus did not fan out up to {last}");
+    }
+
+    /// Serves the router on a free loopback port until the app is dropped; returns the address.
+    pub async fn serve(&mut self) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let addr = listener.local_addr().expect("local address");
+        let router = self.router.clone();
+        self.workers.push(tokio::spawn(async move {
+            axum::serve(listener, router).await.expect("serve");
+        }));
+        addr
+    }
+
+    async fn open(
+        backend: Backend,
+        url: String,
+        dir: Option<std::sync::Arc<tempfile::TempDir>>,
+        limits: HttpLimits,
+    ) -> TestApp {
         // Server logs go to the test's captured output (shown when it fails).
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
         let args = DbArgs { database_url: url.clone(), db_max_connections: 4 };
         let (mut db, seeded) = open_database(&args, true).await.expect("open the test database");
+        // The event feed reads on its own clone, taken before the counter below is attached:
+        // it runs when it likes, so its statements would blur the counts tests assert.
+        let bus = sessiond::domain::events::EventBus::start(db.clone(), limits.ws.subscription_buffer)
+            .await
+            .expect("start the event feed");
         let statements = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = statements.clone();
         // SESSIOND_TEST_SQL=1 prints each statement, numbered: for checking the statement
@@ -116,16 +173,15 @@ impl TestApp {
                 println!("SQL {n}: {}", info.statement.sql);
             }
         });
-        let bus = sessiond::domain::events::EventBus::default();
-        let limits = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
-        let router = app(AppState::with(db.clone(), bus.clone(), HttpLimits::default(), limits));
-        TestApp { backend, url, db, router, seeded, statements, bus, workers: Vec::new(), _dir: dir }
+        let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
+        let router = app(AppState::with(db.clone(), bus.clone(), limits.clone(), launch));
+        TestApp { backend, url, db, router, seeded, statements, bus, limits, workers: Vec::new(), _dir: dir }
     }
 
     /// Starts the scheduler and the simulated runtime (20 ms steps, 1.5 s batch runs).
     pub fn start_workers(&mut self) {
         let timings = sessiond::config::Timings { scheduler_interval_ms: 50, sim_step_ms: 20, sim_batch_ms: 1500 };
-        self.workers = sessiond::server::spawn_workers(&self.db, &self.bus, &timings);
+        self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings));
     }
 
     /// Polls `query` until `done` holds for its answer (at most 30 s), and returns it.
@@ -143,7 +199,7 @@ impl TestApp {
 
     /// The same database opened again, as after a server restart.
     pub async fn restart(&self) -> TestApp {
-        Self::open(self.backend, self.url.clone(), self._dir.clone()).await
+        Self::open(self.backend, self.url.clone(), self._dir.clone(), self.limits.clone()).await
     }
 
     /// Adds `n` generated sessions (seed `seed`) to the database.
@@ -334,4 +390,26 @@ pub async fn add_resource_group(
         .await
         .expect("offer the group to a project");
     }
+}
+
+/// The next event the bus broadcasts (the feed is asynchronous; at most 10 s).
+pub async fn next_event(
+    events: &mut tokio::sync::broadcast::Receiver<sessiond::domain::events::SessionEvent>,
+) -> sessiond::domain::events::SessionEvent {
+    tokio::time::timeout(std::time::Duration::from_secs(10), events.recv())
+        .await
+        .expect("an event within 10 s")
+        .expect("the bus is open")
+}
+
+/// Every event the bus broadcasts until none comes for `quiet`.
+pub async fn events_until_quiet(
+    events: &mut tokio::sync::broadcast::Receiver<sessiond::domain::events::SessionEvent>,
+    quiet: std::time::Duration,
+) -> Vec<sessiond::domain::events::SessionEvent> {
+    let mut out = Vec::new();
+    while let Ok(Ok(e)) = tokio::time::timeout(quiet, events.recv()).await {
+        out.push(e);
+    }
+    out
 }

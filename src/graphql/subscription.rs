@@ -1,0 +1,83 @@
+//! The live feed: `sessionEvents`. Served over the WebSocket route only.
+
+use async_graphql::{Context, ID, Object, Subscription};
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+
+use crate::domain::DomainError;
+use crate::domain::events::{EventBus, SessionEvent as DomEvent};
+use crate::domain::watch::{self, WatchRequest};
+
+use super::context::{db, viewer};
+use super::cursor;
+use super::errors::ApiError;
+use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
+use super::session::{Session, SessionScope};
+use super::types::SessionStatus;
+
+/// One status change of one session.
+pub struct SessionEvent(DomEvent);
+
+#[Object]
+impl SessionEvent {
+    /// Position in the global sequence of status changes: pass it as `after` to resume.
+    async fn cursor(&self) -> String {
+        cursor::sequence(self.0.seq)
+    }
+    async fn session_id(&self) -> ID {
+        encode(NodeKind::Session, self.0.session.id)
+    }
+    async fn from_status(&self) -> Option<SessionStatus> {
+        self.0.from.map(Into::into)
+    }
+    async fn to_status(&self) -> SessionStatus {
+        self.0.to.into()
+    }
+    async fn reason(&self) -> Option<&str> {
+        self.0.reason.as_deref()
+    }
+    async fn occurred_at(&self) -> DateTime<Utc> {
+        self.0.at
+    }
+    /// The session as it was when the event was read (it may have moved on since the
+    /// change): enough to update a row of the list without asking again.
+    async fn session(&self) -> Option<Session> {
+        Some(Session((*self.0.session).clone()))
+    }
+}
+
+#[derive(Default)]
+pub struct SessionSubscription;
+
+#[Subscription]
+impl SessionSubscription {
+    /// Every status change of the sessions the caller may see in the project and scope
+    /// (exactly those `sessions` lists with the same arguments), or of one of them with
+    /// `sessionId`. With `after` (the cursor of the last event received), the events missed
+    /// since are replayed first; without it, the feed starts with the next change. A client
+    /// that falls too far behind gets a `LAGGED` error carrying the cursor to resume from.
+    async fn session_events(
+        &self,
+        ctx: &Context<'_>,
+        project_id: ID,
+        #[graphql(default_with = "Some(SessionScope::Mine)")] scope: Option<SessionScope>,
+        session_id: Option<ID>,
+        after: Option<String>,
+    ) -> Result<BoxStream<'static, Result<SessionEvent, ApiError>>, ApiError> {
+        let bus = ctx
+            .data_opt::<EventBus>()
+            .ok_or_else(|| DomainError::invariant("the schema was built without an event bus"))?;
+        let session_id = session_id
+            .map(|id| decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session")))
+            .transpose()?;
+        let request = WatchRequest {
+            project_id: project_uuid(&project_id)?,
+            scope: scope.unwrap_or_default().into(),
+            session_id,
+            after: after.as_deref().map(|a| cursor::decode_sequence(a, "after")).transpose()?,
+        };
+        let feed = watch::watch(db(ctx)?, bus, viewer(ctx)?, request).await?;
+        Ok(feed.map(|e| e.map(SessionEvent).map_err(ApiError::from)).boxed())
+    }
+}

@@ -1,0 +1,357 @@
+//! GraphQL over WebSocket at `/graphql/ws`: the `graphql-transport-ws` protocol (the
+//! `graphql-ws` npm client's) to the letter, and the legacy `graphql-ws` protocol
+//! (subscriptions-transport-ws) for older clients. The server answers with the subprotocol
+//! it actually serves.
+//!
+//! Our own connection loop, because the protocol's close codes are part of the contract:
+//! 4400 a message we cannot understand, 4401 an operation before `connection_ack`, 4403 a
+//! bad token in `connection_init`, 4406 no subprotocol we speak, 4408 no `connection_init`
+//! in time, 4409 an operation id already running, 4429 a second `connection_init`. Beyond
+//! the protocol: 1013 when the server already has its maximum of connections, 1001 when a
+//! peer stays silent (no pong to our pings) or cannot take messages for the keepalive
+//! timeout. One operation too many on a connection is refused with `LIMIT_EXCEEDED`, and
+//! the connection stays.
+//!
+//! Every operation runs in its own task and hands its messages to the connection through a
+//! small bounded queue: a client that does not read stops its operations' tasks, whose
+//! subscriptions then fall behind the event bus and end with `LAGGED`. Nothing grows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use crate::domain::DomainError;
+use crate::domain::auth::{self, Viewer};
+use crate::graphql::errors::{INTERNAL_MESSAGE, LIMIT_EXCEEDED, finalize_errors};
+use crate::graphql::prepare_long_lived;
+
+use super::AppState;
+
+/// Messages an operation may have queued for its connection before it waits.
+const QUEUE: usize = 16;
+/// How long a closing connection waits for the peer's close frame.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// The subprotocols we speak, in the order we prefer them.
+const PROTOCOLS: [&str; 2] = [Protocol::TransportWs.name(), Protocol::Legacy.name()];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    /// `graphql-transport-ws`.
+    TransportWs,
+    /// `graphql-ws`: the protocol of the retired subscriptions-transport-ws.
+    Legacy,
+}
+
+impl Protocol {
+    const fn name(self) -> &'static str {
+        match self {
+            Protocol::TransportWs => "graphql-transport-ws",
+            Protocol::Legacy => "graphql-ws",
+        }
+    }
+
+    fn named(name: &str) -> Option<Self> {
+        [Protocol::TransportWs, Protocol::Legacy].into_iter().find(|p| p.name().eq_ignore_ascii_case(name))
+    }
+}
+
+pub async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+    let limits = &state.limits.ws;
+    let ws = ws
+        .protocols(PROTOCOLS)
+        .max_message_size(limits.ws_max_message_bytes)
+        .max_frame_size(limits.ws_max_message_bytes)
+        // Small buffers: an idle connection should cost little.
+        .read_buffer_size(4 << 10)
+        .write_buffer_size(0);
+    let protocol = ws.selected_protocol().and_then(|p| p.to_str().ok()).and_then(Protocol::named);
+    let permit = state.ws_connections.clone().try_acquire_owned().ok();
+    ws.on_upgrade(move |mut socket| async move {
+        let Some(protocol) = protocol else {
+            close(&mut socket, 4406, "Subprotocol not acceptable: use graphql-transport-ws or graphql-ws").await;
+            return;
+        };
+        let Some(permit) = permit else {
+            let max = state.limits.ws.max_ws_connections;
+            close(&mut socket, 1013, &format!("Too many WebSocket connections (at most {max}); try again later")).await;
+            return;
+        };
+        let (conn, out_rx) = Connection::new(state, protocol, permit);
+        serve(conn, out_rx, socket).await;
+    })
+}
+
+async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
+    let frame = CloseFrame { code, reason: reason.into() };
+    let _ = socket.send(Message::Close(Some(frame))).await;
+}
+
+/// What an operation's task hands to its connection.
+enum Out {
+    Text(String),
+    /// The last messages of operation `id` (its `generation`-th start): the id is free
+    /// again before the client reads them.
+    Last(Vec<String>, String, u64),
+}
+
+/// Why the loop ends.
+struct Closing(u16, String);
+
+impl Closing {
+    fn new(code: u16, reason: impl Into<String>) -> Self {
+        Self(code, reason.into())
+    }
+}
+
+struct Connection {
+    state: AppState,
+    protocol: Protocol,
+    /// Held while the connection lives: counts it against `--max-ws-connections`.
+    _permit: OwnedSemaphorePermit,
+    /// Set by a successful `connection_init`.
+    viewer: Option<Arc<Viewer>>,
+    init_received: bool,
+    /// Running operations by id, with the generation that started them.
+    operations: HashMap<String, (u64, AbortHandle)>,
+    generation: u64,
+    out_tx: mpsc::Sender<Out>,
+    /// Names this connection in the log lines of its internal errors.
+    log_id: String,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        for (_, (_, task)) in self.operations.drain() {
+            task.abort();
+        }
+    }
+}
+
+impl Connection {
+    fn new(state: AppState, protocol: Protocol, permit: OwnedSemaphorePermit) -> (Self, mpsc::Receiver<Out>) {
+        let (out_tx, out_rx) = mpsc::channel(QUEUE);
+        let conn = Self {
+            state,
+            protocol,
+            _permit: permit,
+            viewer: None,
+            init_received: false,
+            operations: HashMap::new(),
+            generation: 0,
+            out_tx,
+            log_id: format!("ws-{}", uuid::Uuid::new_v4()),
+        };
+        (conn, out_rx)
+    }
+}
+
+/// The connection's loop: client messages, operations' messages, the init deadline and the
+/// keepalive, until either side closes.
+async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket: WebSocket) {
+    {
+        let limits = conn.state.limits.ws.clone();
+        let init_deadline = tokio::time::sleep(Duration::from_millis(limits.ws_init_timeout_ms));
+        tokio::pin!(init_deadline);
+        let keepalive = Duration::from_millis(limits.ws_keepalive_ms.max(1));
+        let silence = Duration::from_millis(limits.ws_keepalive_timeout_ms.max(1));
+        let mut pings = tokio::time::interval_at(Instant::now() + keepalive, keepalive);
+        let mut last_heard = Instant::now();
+        let closing = loop {
+            let outgoing = tokio::select! {
+                incoming = socket.recv() => {
+                    last_heard = Instant::now();
+                    match incoming {
+                        None | Some(Err(_)) => return,
+                        Some(Ok(Message::Text(text))) => match conn.handle(text.as_str()).await {
+                            Ok(replies) => replies,
+                            Err(closing) => break closing,
+                        },
+                        Some(Ok(Message::Binary(_))) => break Closing::new(4400, "Binary messages are not supported"),
+                        Some(Ok(Message::Close(_))) => return,
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => Vec::new(),
+                    }
+                }
+                Some(out) = out_rx.recv() => match out {
+                    Out::Text(text) => vec![Message::Text(text.into())],
+                    Out::Last(texts, id, generation) => {
+                        if conn.operations.get(&id).is_some_and(|(g, _)| *g == generation) {
+                            conn.operations.remove(&id);
+                        }
+                        texts.into_iter().map(|t| Message::Text(t.into())).collect()
+                    }
+                },
+                () = &mut init_deadline, if !conn.init_received => {
+                    break Closing::new(4408, "Connection initialisation timeout");
+                }
+                _ = pings.tick() => {
+                    if last_heard.elapsed() >= silence {
+                        break Closing::new(1001, "Keepalive timeout: no answer to pings");
+                    }
+                    let mut msgs = vec![Message::Ping(Default::default())];
+                    if conn.protocol == Protocol::Legacy && conn.viewer.is_some() {
+                        msgs.push(Message::Text(json!({"type": "ka"}).to_string().into()));
+                    }
+                    msgs
+                }
+            };
+            for msg in outgoing {
+                match tokio::time::timeout(silence, socket.send(msg)).await {
+                    Ok(Ok(())) => {}
+                    // Gone, or not reading for the whole keepalive timeout: drop it.
+                    _ => return,
+                }
+            }
+        };
+        drop(conn); // stops the operations
+        let Closing(code, reason) = closing;
+        // The closing handshake: our close frame, then the peer's (a second at most), so
+        // that the peer reads our reason before the connection goes.
+        let _ = tokio::time::timeout(CLOSE_WAIT, async {
+            close(&mut socket, code, &reason).await;
+            while let Some(Ok(msg)) = socket.recv().await {
+                if matches!(msg, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+}
+
+impl Connection {
+    /// Handles one client message: the messages to send back, or why to close.
+    async fn handle(&mut self, text: &str) -> Result<Vec<Message>, Closing> {
+        let bad = |why: &str| Closing::new(4400, format!("Invalid message received: {why}"));
+        let message: Value = serde_json::from_str(text).map_err(|_| bad("not JSON"))?;
+        let kind = message.get("type").and_then(Value::as_str).ok_or_else(|| bad("no `type`"))?;
+        let reply = |v: Value| Ok(vec![Message::Text(v.to_string().into())]);
+        match (self.protocol, kind) {
+            (_, "connection_init") => self.init(message.get("payload")).await,
+            (Protocol::TransportWs, "ping") => reply(json!({"type": "pong"})),
+            (Protocol::TransportWs, "pong") => Ok(Vec::new()),
+            (Protocol::TransportWs, "subscribe") | (Protocol::Legacy, "start") => {
+                let id = message.get("id").and_then(Value::as_str).filter(|id| !id.is_empty());
+                let id = id.ok_or_else(|| bad("an operation needs a non-empty string `id`"))?.to_owned();
+                let request: async_graphql::Request = message
+                    .get("payload")
+                    .cloned()
+                    .and_then(|p| serde_json::from_value(p).ok())
+                    .ok_or_else(|| bad("the `payload` of an operation is a GraphQL request"))?;
+                self.start(id, request)
+            }
+            (Protocol::TransportWs, "complete") | (Protocol::Legacy, "stop") => {
+                let id = message.get("id").and_then(Value::as_str).ok_or_else(|| bad("no `id`"))?;
+                let stopped = self.operations.remove(id).map(|(_, task)| task.abort()).is_some();
+                if stopped && self.protocol == Protocol::Legacy {
+                    return reply(json!({"type": "complete", "id": id}));
+                }
+                Ok(Vec::new())
+            }
+            (Protocol::Legacy, "connection_terminate") => Err(Closing::new(1000, "Terminated by the client")),
+            (_, other) => Err(bad(&format!("unknown message type `{other}`"))),
+        }
+    }
+
+    async fn init(&mut self, payload: Option<&Value>) -> Result<Vec<Message>, Closing> {
+        if self.init_received {
+            return Err(Closing::new(4429, "Too many initialisation requests"));
+        }
+        self.init_received = true;
+        let header =
+            payload.and_then(|p| p.get("authorization").or_else(|| p.get("Authorization"))).and_then(Value::as_str);
+        let viewer = match header.and_then(super::bearer_token) {
+            None => Err(DomainError::Unauthenticated),
+            Some(token) => auth::authenticate(&self.state.db, token).await,
+        };
+        match viewer {
+            Ok(v) => {
+                self.viewer = Some(Arc::new(v));
+                let mut msgs = vec![Message::Text(json!({"type": "connection_ack"}).to_string().into())];
+                if self.protocol == Protocol::Legacy {
+                    msgs.push(Message::Text(json!({"type": "ka"}).to_string().into()));
+                }
+                Ok(msgs)
+            }
+            Err(DomainError::Unauthenticated) => {
+                Err(Closing::new(4403, "Forbidden: send `{\"authorization\": \"Bearer <token>\"}` as the payload"))
+            }
+            Err(e) => {
+                tracing::error!(error = ?e, connection = %self.log_id, "authenticating a WebSocket failed");
+                Err(Closing::new(1011, INTERNAL_MESSAGE))
+            }
+        }
+    }
+
+    fn start(&mut self, id: String, request: async_graphql::Request) -> Result<Vec<Message>, Closing> {
+        let Some(viewer) = self.viewer.clone() else {
+            return Err(Closing::new(4401, "Unauthorized: send connection_init first"));
+        };
+        if self.operations.contains_key(&id) {
+            return Err(Closing::new(4409, format!("Subscriber for {id} already exists")));
+        }
+        let max = self.state.limits.ws.max_subscriptions_per_connection;
+        if self.operations.len() >= max {
+            let error = json!({
+                "message": format!("at most {max} operations may run at once on one connection"),
+                "extensions": {"code": LIMIT_EXCEEDED},
+            });
+            return Ok(self.failure(&id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        let request = prepare_long_lived(request, &self.state.db, (*viewer).clone());
+        let stream = self.state.schema.execute_stream(request);
+        let tx = self.out_tx.clone();
+        let protocol = self.protocol;
+        let log_id = self.log_id.clone();
+        let op_id = id.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = stream;
+            while let Some(mut response) = stream.next().await {
+                finalize_errors(&mut response.errors, &log_id);
+                // An error that left no data ends the operation (refused, invalid, lagged).
+                let failed = response.data == async_graphql::Value::Null && !response.errors.is_empty();
+                if failed {
+                    let errors = response.errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
+                    let _ = tx.send(Out::Last(failure(protocol, &op_id, errors.collect()), op_id, generation)).await;
+                    return;
+                }
+                let kind = if protocol == Protocol::Legacy { "data" } else { "next" };
+                let text = json!({"type": kind, "id": op_id, "payload": response}).to_string();
+                if tx.send(Out::Text(text)).await.is_err() {
+                    return;
+                }
+            }
+            let complete = json!({"type": "complete", "id": op_id}).to_string();
+            let _ = tx.send(Out::Last(vec![complete], op_id, generation)).await;
+        });
+        self.operations.insert(id, (generation, task.abort_handle()));
+        Ok(Vec::new())
+    }
+
+    fn failure(&self, id: &str, errors: Vec<Value>) -> Vec<String> {
+        failure(self.protocol, id, errors)
+    }
+}
+
+/// The messages that end operation `id` with `errors`: `error` in graphql-transport-ws
+/// (which ends the operation by itself); `data` with the errors, then `complete`, in the
+/// legacy protocol.
+fn failure(protocol: Protocol, id: &str, errors: Vec<Value>) -> Vec<String> {
+    match protocol {
+        Protocol::TransportWs => vec![json!({"type": "error", "id": id, "payload": errors}).to_string()],
+        Protocol::Legacy => vec![
+            json!({"type": "data", "id": id, "payload": {"data": null, "errors": errors}}).to_string(),
+            json!({"type": "complete", "id": id}).to_string(),
+        ],
+    }
+}
