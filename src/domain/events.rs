@@ -32,7 +32,7 @@ pub const CHANNEL: &str = "sessiond_events";
 /// Default number of events a subscriber may fall behind before it is dropped as lagging.
 pub const DEFAULT_CAPACITY: usize = 4096;
 
-/// Transitions read per statement, by the bus and by a subscription's replay.
+/// Transitions the bus reads per statement.
 pub const READ_BATCH: u64 = 500;
 
 /// One status change of one session.
@@ -62,23 +62,40 @@ impl SessionEvent {
     }
 }
 
-/// Up to `limit` committed events after sequence `after` whose session matches `sessions`,
-/// in sequence order.
+/// What one read of the transition table found.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub events: Vec<SessionEvent>,
+    /// The sequence number of the last row read (also of rows that made no event: a status
+    /// this version does not know), so that the next read starts after it.
+    pub last_row: Option<i64>,
+    /// The read hit its limit: there may be more.
+    pub full: bool,
+}
+
+/// Up to `limit` committed transitions with a sequence number in `(after, up_to]` whose
+/// session matches `sessions`, in sequence order, as events.
 pub async fn read_after(
     db: &impl ConnectionTrait,
     after: i64,
+    up_to: Option<i64>,
     sessions: Condition,
     limit: u64,
-) -> DomainResult<Vec<SessionEvent>> {
-    let rows = transition::Entity::find()
+) -> DomainResult<Read> {
+    let mut query = transition::Entity::find()
         .find_also_related(session::Entity)
         .filter(transition::Column::Id.gt(after))
         .filter(sessions)
         .order_by_asc(transition::Column::Id)
-        .limit(limit)
-        .all(db)
-        .await?;
-    Ok(rows.into_iter().filter_map(|(t, s)| SessionEvent::of(t, Arc::new(s?))).collect())
+        .limit(limit);
+    if let Some(up_to) = up_to {
+        query = query.filter(transition::Column::Id.lte(up_to));
+    }
+    let rows = query.all(db).await?;
+    let full = rows.len() as u64 == limit;
+    let last_row = rows.last().map(|(t, _)| t.id);
+    let events = rows.into_iter().filter_map(|(t, s)| SessionEvent::of(t, Arc::new(s?))).collect();
+    Ok(Read { events, last_row, full })
 }
 
 /// The highest committed sequence number (0 before the first transition).
@@ -135,6 +152,13 @@ impl EventBus {
         self.inner.poke.notify_one();
     }
 
+    /// A guard that pokes the bus when dropped: held across a commit, it tells the bus even
+    /// when the committing future is dropped (a timeout, a client gone) after the commit
+    /// went through. A poke without new transitions costs one read.
+    pub fn poke_on_drop(&self) -> PokeOnDrop<'_> {
+        PokeOnDrop(self)
+    }
+
     /// Every event broadcast from now on, in sequence order.
     pub fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
         self.inner.tx.subscribe()
@@ -151,6 +175,14 @@ impl EventBus {
     }
 }
 
+pub struct PokeOnDrop<'a>(&'a EventBus);
+
+impl Drop for PokeOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.committed();
+    }
+}
+
 /// Reads new transitions whenever poked, and broadcasts them in order. On PostgreSQL it also
 /// looks every second, in case a notification was lost while the listener reconnected.
 async fn feed(db: DatabaseConnection, bus: std::sync::Weak<Inner>, poke: Arc<Notify>, look_anyway: bool) {
@@ -162,8 +194,8 @@ async fn feed(db: DatabaseConnection, bus: std::sync::Weak<Inner>, poke: Arc<Not
         }
         loop {
             let after = inner.fanned_out.load(Ordering::Acquire);
-            let events = match read_after(&db, after, Condition::all(), READ_BATCH).await {
-                Ok(events) => events,
+            let read = match read_after(&db, after, None, Condition::all(), READ_BATCH).await {
+                Ok(read) => read,
                 Err(e) => {
                     tracing::error!(error = ?e, "reading new status transitions failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -171,14 +203,16 @@ async fn feed(db: DatabaseConnection, bus: std::sync::Weak<Inner>, poke: Arc<Not
                     break;
                 }
             };
-            let full = events.len() as u64 == READ_BATCH;
-            for e in events {
+            for e in read.events {
                 let seq = e.seq;
                 // No receiver is fine: nobody is listening right now.
                 let _ = inner.tx.send(e);
                 inner.fanned_out.store(seq, Ordering::Release);
             }
-            if !full {
+            if let Some(last) = read.last_row {
+                inner.fanned_out.fetch_max(last, Ordering::AcqRel);
+            }
+            if !read.full {
                 break;
             }
         }
@@ -186,26 +220,32 @@ async fn feed(db: DatabaseConnection, bus: std::sync::Weak<Inner>, poke: Arc<Not
 }
 
 /// Pokes the bus on every notification of [`CHANNEL`] (the commits of every replica),
-/// reconnecting when the connection drops.
+/// reconnecting when the connection drops. The listener has a connection of its own, not
+/// one of the pool's.
 async fn listen(db: DatabaseConnection, bus: std::sync::Weak<Inner>) {
-    use sea_orm::sqlx::postgres::PgListener;
-    loop {
-        let pool = db.get_postgres_connection_pool();
-        let mut listener = match PgListener::connect_with(pool).await {
+    use sea_orm::sqlx::postgres::{PgListener, PgPoolOptions};
+    let options = (*db.get_postgres_connection_pool().connect_options()).clone();
+    let own = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
+    while bus.strong_count() > 0 {
+        let mut listener = match PgListener::connect_with(&own).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot listen for other replicas' events; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                if bus.strong_count() == 0 {
-                    return;
-                }
                 continue;
             }
         };
+        // Reconnecting is done here, outside the timeout below, which then only ever
+        // interrupts the (cancel-safe) wait for a notification.
+        listener.eager_reconnect(false);
         if let Err(e) = listener.listen(CHANNEL).await {
             tracing::warn!(error = %e, "LISTEN failed; retrying");
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
+        }
+        // Anything committed while we were not listening.
+        if let Some(inner) = bus.upgrade() {
+            inner.poke.notify_one();
         }
         loop {
             let next = tokio::time::timeout(Duration::from_secs(1), listener.try_recv()).await;
@@ -217,11 +257,9 @@ async fn listen(db: DatabaseConnection, bus: std::sync::Weak<Inner>) {
                     inner.notifications.fetch_add(1, Ordering::Relaxed);
                     inner.poke.notify_one();
                 }
-                // The connection dropped; the listener reconnects. Look, in case we missed one.
-                Ok(Ok(None)) => inner.poke.notify_one(),
+                Ok(Ok(None)) => break, // the connection dropped: listen anew
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "listening for other replicas' events failed; reconnecting");
-                    inner.poke.notify_one();
                     break;
                 }
             }

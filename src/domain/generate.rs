@@ -6,6 +6,10 @@
 //! finished, with timestamps, results and exit codes that agree with their status, and a
 //! legal status-transition path. The newest few are PENDING or RUNNING with small requests
 //! that fit the demo agents. Everything is written in one transaction with bulk inserts.
+//!
+//! It is history, not news: its transitions bypass [`super::lifecycle::commit`] (no
+//! sequence lock, no `NOTIFY`), so run it against a database no server is writing to, as
+//! the benchmarks do; a running server's subscribers do not see generated sessions.
 
 use chrono::{DateTime, TimeDelta, Utc};
 use rand::{Rng, SeedableRng};

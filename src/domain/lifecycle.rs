@@ -42,8 +42,11 @@ const SEQUENCE_LOCK: (i32, i32) = (0x7365_7373, 1);
 /// Returns how many transitions were written.
 ///
 /// On PostgreSQL the rows are numbered under [`SEQUENCE_LOCK`] and a `NOTIFY` on
-/// [`CHANNEL`] (delivered at commit) wakes every replica's bus. Nothing runs between the
-/// lock and the commit that could wait on another transaction, so the lock cannot deadlock.
+/// [`CHANNEL`] (delivered at commit) wakes every replica's bus. Between the lock and the
+/// commit run only the insert (whose foreign-key check takes a share lock on rows this
+/// transaction already updated or inserted) and the `NOTIFY`: nothing that waits on another
+/// transaction, so the lock cannot deadlock. Keep it so: no statement may follow the
+/// transitions. The price: status-changing commits are serialised for that short moment.
 pub async fn commit(txn: DatabaseTransaction, transitions: Transitions, bus: &EventBus) -> DomainResult<usize> {
     let n = transitions.rows.len();
     if n > 0 {
@@ -67,10 +70,9 @@ pub async fn commit(txn: DatabaseTransaction, transitions: Transitions, bus: &Ev
             .await?;
         }
     }
+    // Pokes the bus once the commit is over, even if this future is dropped while it runs.
+    let _poke = (n > 0).then(|| bus.poke_on_drop());
     txn.commit().await?;
-    if n > 0 {
-        bus.committed();
-    }
     Ok(n)
 }
 

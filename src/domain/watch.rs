@@ -9,9 +9,11 @@
 //! A consumer that falls more than the bus's capacity behind is ended with
 //! [`DomainError::Lagged`] carrying the last sequence number it was given (or skipped as
 //! not its own): it resumes from there. Memory per watcher is one bus receiver and at most
-//! one replay batch.
+//! one replay batch; a replay reads bounded windows of the sequence, so resuming from an
+//! old cursor is many short statements, paced by the consumer.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use futures_util::Stream;
 use sea_orm::DatabaseConnection;
@@ -19,7 +21,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
 use super::auth::Viewer;
-use super::events::{self, EventBus, READ_BATCH, SessionEvent};
+use super::events::{self, EventBus, SessionEvent};
 use super::visibility::{self, ScopedSessions, SessionScope};
 use super::{DomainError, DomainResult};
 
@@ -44,18 +46,12 @@ pub async fn watch(
     viewer: &Viewer,
     request: WatchRequest,
 ) -> DomainResult<impl Stream<Item = DomainResult<SessionEvent>> + Send + 'static> {
-    let sessions = visibility::session_scope(db, viewer, request.project_id, request.scope).await?;
-    if let Some(id) = request.session_id {
-        let s = visibility::visible_session(db, viewer, id).await?;
-        if !sessions.admits(&s) {
-            return Err(DomainError::NotFound("session"));
-        }
-    }
+    let sessions = admitted(db, viewer, &request).await?;
     // Subscribe first: whatever commits from now on reaches the receiver.
     let rx = bus.subscribe();
     let last = events::last_sequence(db).await?;
-    let (from, replay) = match request.after {
-        None => (last, false),
+    let (from, replay_to) = match request.after {
+        None => (last, None),
         Some(after) if after > last => {
             return Err(DomainError::bad_input(
                 "INVALID_CURSOR",
@@ -63,15 +59,19 @@ pub async fn watch(
                 "`after`: no event has this cursor yet",
             ));
         }
-        Some(after) => (after, after < last),
+        // Everything after `last` comes through the receiver.
+        Some(after) => (after, (after < last).then_some(last)),
     };
     let state = Feed {
         db: db.clone(),
+        viewer: viewer.clone(),
+        request,
         rx,
         sessions,
-        session_id: request.session_id,
         seen: from,
-        replay: replay.then(|| Replay { batch: VecDeque::new(), exhausted: false }),
+        replay_to,
+        batch: VecDeque::new(),
+        checked: Instant::now(),
         ended: false,
     };
     Ok(futures_util::stream::unfold(state, |mut feed| async move {
@@ -80,71 +80,100 @@ pub async fn watch(
     }))
 }
 
-struct Replay {
-    batch: VecDeque<SessionEvent>,
-    /// The last read returned less than a full batch.
-    exhausted: bool,
+/// The sessions `request` may watch, refused like the list (and a session outside them
+/// like a missing one).
+async fn admitted(db: &DatabaseConnection, viewer: &Viewer, request: &WatchRequest) -> DomainResult<ScopedSessions> {
+    let sessions = visibility::session_scope(db, viewer, request.project_id, request.scope).await?;
+    if let Some(id) = request.session_id {
+        let s = visibility::visible_session(db, viewer, id).await?;
+        if !sessions.admits(&s) {
+            return Err(DomainError::NotFound("session"));
+        }
+    }
+    Ok(sessions)
 }
+
+/// Events a replay holds at most at once.
+const REPLAY_BATCH: u64 = 100;
+/// Sequence numbers one replay statement looks through at most, matching or not: a narrow
+/// feed resuming from an old cursor costs many small statements, never one long scan.
+const REPLAY_WINDOW: i64 = 5_000;
+/// How often a live feed checks again that its viewer may still watch (a member removed
+/// from the project stops getting its events).
+const RECHECK: Duration = Duration::from_secs(30);
 
 struct Feed {
     db: DatabaseConnection,
+    viewer: Viewer,
+    request: WatchRequest,
     rx: broadcast::Receiver<SessionEvent>,
     sessions: ScopedSessions,
-    session_id: Option<Uuid>,
     /// Every event up to this sequence number was delivered or is not this feed's.
     seen: i64,
-    /// `Some` while replaying from the table.
-    replay: Option<Replay>,
+    /// While replaying: the last sequence number to replay from the table.
+    replay_to: Option<i64>,
+    batch: VecDeque<SessionEvent>,
+    /// When the viewer's right to watch was last checked.
+    checked: Instant,
     ended: bool,
 }
 
 impl Feed {
     fn wants(&self, e: &SessionEvent) -> bool {
-        self.sessions.admits(&e.session) && self.session_id.is_none_or(|id| id == e.session.id)
+        self.sessions.admits(&e.session) && self.request.session_id.is_none_or(|id| id == e.session.id)
+    }
+
+    fn end(&mut self, e: DomainError) -> Option<DomainResult<SessionEvent>> {
+        self.ended = true;
+        Some(Err(e))
     }
 
     async fn next(&mut self) -> Option<DomainResult<SessionEvent>> {
         if self.ended {
             return None;
         }
-        while let Some(replay) = &mut self.replay {
-            if let Some(e) = replay.batch.pop_front() {
-                self.seen = e.seq;
+        loop {
+            if let Some(e) = self.batch.pop_front() {
                 return Some(Ok(e));
             }
-            if replay.exhausted {
-                self.replay = None;
+            let Some(to) = self.replay_to else { break };
+            if self.seen >= to {
+                self.replay_to = None;
                 break;
             }
             let mut condition = self.sessions.condition();
-            if let Some(id) = self.session_id {
+            if let Some(id) = self.request.session_id {
                 condition = condition.add(sea_orm::ColumnTrait::eq(&entity::session::Column::Id, id));
             }
-            match events::read_after(&self.db, self.seen, condition, READ_BATCH).await {
-                Ok(batch) => {
-                    replay.exhausted = (batch.len() as u64) < READ_BATCH;
-                    replay.batch = batch.into();
+            let window_end = to.min(self.seen.saturating_add(REPLAY_WINDOW));
+            match events::read_after(&self.db, self.seen, Some(window_end), condition, REPLAY_BATCH).await {
+                Ok(read) => {
+                    // A full batch continues after its last row; otherwise the window is done.
+                    self.seen = if read.full { read.last_row.unwrap_or(window_end) } else { window_end };
+                    self.batch = read.events.into();
                 }
-                Err(e) => {
-                    self.ended = true;
-                    return Some(Err(e));
-                }
+                Err(e) => return self.end(e),
             }
         }
         loop {
-            match self.rx.recv().await {
-                Ok(e) if e.seq <= self.seen => {} // replayed already, or from before the start
-                Ok(e) => {
-                    self.seen = e.seq;
-                    if self.wants(&e) {
-                        return Some(Ok(e));
-                    }
-                }
-                Err(RecvError::Lagged(_)) => {
-                    self.ended = true;
-                    return Some(Err(DomainError::Lagged(self.seen)));
-                }
+            let e = match self.rx.recv().await {
+                Ok(e) => e,
+                Err(RecvError::Lagged(_)) => return self.end(DomainError::Lagged(self.seen)),
                 Err(RecvError::Closed) => return None,
+            };
+            if e.seq <= self.seen {
+                continue; // replayed already, or from before the start
+            }
+            if self.checked.elapsed() >= RECHECK {
+                self.checked = Instant::now();
+                match admitted(&self.db, &self.viewer, &self.request).await {
+                    Ok(sessions) => self.sessions = sessions,
+                    Err(e) => return self.end(e),
+                }
+            }
+            self.seen = e.seq;
+            if self.wants(&e) {
+                return Some(Ok(e));
             }
         }
     }

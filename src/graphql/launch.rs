@@ -195,7 +195,7 @@ impl LaunchMutation {
             .map_err(|e| with_paths(e, launch_path))?;
         let session =
             launched.sessions.into_iter().next().ok_or_else(|| DomainError::invariant("a launch without session"))?;
-        Ok(LaunchSessionPayload { session: Session(session) })
+        Ok(LaunchSessionPayload { session: Session::new(session) })
     }
 
     /// "Launch Multiple Sessions": `count` sessions of one configuration, named
@@ -215,7 +215,7 @@ impl LaunchMutation {
             launched.launch_group.ok_or_else(|| DomainError::invariant("a batch launch without launch group"))?;
         Ok(LaunchSessionsPayload {
             launch_group: LaunchGroup(group),
-            sessions: launched.sessions.into_iter().map(Session).collect(),
+            sessions: launched.sessions.into_iter().map(Session::new).collect(),
         })
     }
 
@@ -236,7 +236,7 @@ impl LaunchMutation {
                 .map(|(id, (outcome, session))| TerminateResult {
                     id,
                     outcome: outcome.into(),
-                    session: session.map(Session),
+                    session: session.map(Session::new),
                 })
                 .collect(),
         })

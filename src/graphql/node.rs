@@ -38,7 +38,7 @@ impl NodeQuery {
                 Err(e) => Err(e),
             }
         } else if let Some(uuid) = decode_uuid(&id, NodeKind::Session) {
-            visibility::visible_session(db, viewer, uuid).await.map(|s| Node::Session(Session(s)))
+            visibility::visible_session(db, viewer, uuid).await.map(|s| Node::Session(Session::new(s)))
         } else if let Some(uuid) = decode_uuid(&id, NodeKind::LaunchGroup) {
             visibility::visible_launch_group(db, viewer, uuid).await.map(|g| Node::LaunchGroup(LaunchGroup(g)))
         } else {

@@ -165,7 +165,13 @@ fn parse_status(text: &str) -> ApiResult<DomStatus> {
 }
 
 /// A compute session.
-pub struct Session(pub session::Model);
+pub struct Session(pub Arc<session::Model>);
+
+impl Session {
+    pub fn new(model: session::Model) -> Self {
+        Self(Arc::new(model))
+    }
+}
 
 #[Object]
 impl Session {
@@ -383,7 +389,7 @@ pub struct SessionConnection {
 impl SessionConnection {
     /// The sessions of the page, without cursors.
     async fn nodes(&self) -> Vec<Session> {
-        self.edges.iter().map(|e| Session(e.node.0.clone())).collect()
+        self.edges.iter().map(|e| Session(Arc::clone(&e.node.0))).collect()
     }
     /// How many sessions the whole list has, over all pages.
     async fn total_count(&self, ctx: &Context<'_>) -> ApiResult<i64> {
@@ -416,7 +422,7 @@ pub async fn session_connection(
     prefetch_relations(ctx, page.rows.iter().map(|(m, _)| m)).await?;
     let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
         .into_iter()
-        .map(|(model, position)| SessionEdge { cursor: cursor::encode(&position), node: Session(model) })
+        .map(|(model, position)| SessionEdge { cursor: cursor::encode(&position), node: Session::new(model) })
         .collect();
     Ok(SessionConnection { page_info: PageInfo::of(&page, &edges, |e| &e.cursor), edges, set: Arc::new(set) })
 }
@@ -510,7 +516,7 @@ impl SessionQuery {
     async fn session(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Session>> {
         let Some(uuid) = decode_uuid(&id, NodeKind::Session) else { return Ok(None) };
         match visibility::visible_session(db(ctx)?, viewer(ctx)?, uuid).await {
-            Ok(s) => Ok(Some(Session(s))),
+            Ok(s) => Ok(Some(Session::new(s))),
             Err(DomainError::NotFound(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }

@@ -1,6 +1,7 @@
 //! GraphiQL, served entirely by sessiond: the page and its scripts and styles are built into
-//! the binary (vendored from the npm packages `graphiql@3`, `react@18`, `react-dom@18`), so
-//! it works with no network. The page has a field for the bearer token.
+//! the binary (vendored from the npm packages `graphiql@3`, `react@18`, `react-dom@18`, and
+//! `graphql-ws@6` for subscriptions over `/graphql/ws`), so it works with no network. The
+//! page has a field for the bearer token.
 
 use axum::extract::Path;
 use axum::http::{StatusCode, header};
@@ -38,6 +39,11 @@ const ASSETS: &[Asset] = &[
         name: "react-dom.production.min.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("graphiql/react-dom.production.min.js"),
+    },
+    Asset {
+        name: "graphql-ws.min.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("graphiql/graphql-ws.min.js"),
     },
     Asset { name: "init.js", content_type: "text/javascript; charset=utf-8", body: include_bytes!("graphiql/init.js") },
 ];

@@ -173,17 +173,32 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
 /// Whether the operation the request would run is a mutation (or subscription). An
 /// unparsable document is left to the executor, which reports the syntax error.
 fn is_mutation(request: &async_graphql::Request) -> bool {
-    use async_graphql::parser::types::{DocumentOperations, OperationType};
-    let Ok(doc) = async_graphql::parser::parse_query(&request.query) else {
-        return false;
+    use async_graphql::parser::types::OperationType;
+    matches!(operation_of(request), Some(Operation { ty: OperationType::Mutation | OperationType::Subscription, .. }))
+}
+
+/// What a transport needs to know of the operation a request would run.
+pub struct Operation {
+    pub ty: async_graphql::parser::types::OperationType,
+    /// The root selection is exactly one field (no fragments): what GraphQL's "single root
+    /// field" rule asks of a subscription.
+    pub single_root_field: bool,
+}
+
+/// The operation the request would run; `None` when the document does not parse or does
+/// not say which operation (the executor then reports why).
+pub fn operation_of(request: &async_graphql::Request) -> Option<Operation> {
+    use async_graphql::parser::types::{DocumentOperations, Selection};
+    let doc = async_graphql::parser::parse_query(&request.query).ok()?;
+    let op = match (&doc.operations, request.operation_name.as_deref()) {
+        (DocumentOperations::Single(op), _) => op,
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
+        _ => return None,
     };
-    let ty = match (&doc.operations, request.operation_name.as_deref()) {
-        (DocumentOperations::Single(op), _) => Some(op.node.ty),
-        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name).map(|op| op.node.ty),
-        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next().map(|op| op.node.ty),
-        _ => None,
-    };
-    matches!(ty, Some(OperationType::Mutation | OperationType::Subscription))
+    let items = &op.node.selection_set.node.items;
+    let single_root_field = items.len() == 1 && matches!(items[0].node, Selection::Field(_));
+    Some(Operation { ty: op.node.ty, single_root_field })
 }
 
 async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: async_graphql::Request) -> Response {

@@ -31,13 +31,16 @@ use tokio::time::Instant;
 
 use crate::domain::DomainError;
 use crate::domain::auth::{self, Viewer};
-use crate::graphql::errors::{INTERNAL_MESSAGE, LIMIT_EXCEEDED, finalize_errors};
+use crate::graphql::errors::{BAD_USER_INPUT, INTERNAL_MESSAGE, LIMIT_EXCEEDED, finalize_errors};
 use crate::graphql::prepare_long_lived;
+use async_graphql::parser::types::OperationType;
 
 use super::AppState;
 
 /// Messages an operation may have queued for its connection before it waits.
 const QUEUE: usize = 16;
+/// Longest operation id accepted.
+const MAX_ID: usize = 128;
 /// How long a closing connection waits for the peer's close frame.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// The subprotocols we speak, in the order we prefer them.
@@ -91,24 +94,35 @@ pub async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Res
 }
 
 async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
-    let frame = CloseFrame { code, reason: reason.into() };
+    // A close frame carries at most 123 bytes of reason.
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let frame = CloseFrame { code, reason: reason[..end].into() };
     let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
 /// What an operation's task hands to its connection.
+/// Each names the operation and the start of it (`generation`) it comes from: what a
+/// stopped or replaced operation had queued is dropped, never sent.
 enum Out {
-    Text(String),
-    /// The last messages of operation `id` (its `generation`-th start): the id is free
-    /// again before the client reads them.
+    Text(String, String, u64),
+    /// The last messages of an operation: its id is free again before the client reads them.
     Last(Vec<String>, String, u64),
 }
 
 /// Why the loop ends.
-struct Closing(u16, String);
+struct Closing {
+    code: u16,
+    reason: String,
+    /// A message to send before the close frame.
+    before: Option<String>,
+}
 
 impl Closing {
     fn new(code: u16, reason: impl Into<String>) -> Self {
-        Self(code, reason.into())
+        Self { code, reason: reason.into(), before: None }
     }
 }
 
@@ -181,13 +195,14 @@ async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket
                     }
                 }
                 Some(out) = out_rx.recv() => match out {
-                    Out::Text(text) => vec![Message::Text(text.into())],
-                    Out::Last(texts, id, generation) => {
-                        if conn.operations.get(&id).is_some_and(|(g, _)| *g == generation) {
-                            conn.operations.remove(&id);
-                        }
+                    Out::Text(text, id, generation) if conn.is_running(&id, generation) => {
+                        vec![Message::Text(text.into())]
+                    }
+                    Out::Last(texts, id, generation) if conn.is_running(&id, generation) => {
+                        conn.operations.remove(&id);
                         texts.into_iter().map(|t| Message::Text(t.into())).collect()
                     }
+                    _ => Vec::new(), // from an operation the client has stopped
                 },
                 () = &mut init_deadline, if !conn.init_received => {
                     break Closing::new(4408, "Connection initialisation timeout");
@@ -212,10 +227,13 @@ async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket
             }
         };
         drop(conn); // stops the operations
-        let Closing(code, reason) = closing;
+        let Closing { code, reason, before } = closing;
         // The closing handshake: our close frame, then the peer's (a second at most), so
         // that the peer reads our reason before the connection goes.
         let _ = tokio::time::timeout(CLOSE_WAIT, async {
+            if let Some(text) = before {
+                let _ = socket.send(Message::Text(text.into())).await;
+            }
             close(&mut socket, code, &reason).await;
             while let Some(Ok(msg)) = socket.recv().await {
                 if matches!(msg, Message::Close(_)) {
@@ -228,6 +246,10 @@ async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket
 }
 
 impl Connection {
+    fn is_running(&self, id: &str, generation: u64) -> bool {
+        self.operations.get(id).is_some_and(|(g, _)| *g == generation)
+    }
+
     /// Handles one client message: the messages to send back, or why to close.
     async fn handle(&mut self, text: &str) -> Result<Vec<Message>, Closing> {
         let bad = |why: &str| Closing::new(4400, format!("Invalid message received: {why}"));
@@ -239,8 +261,8 @@ impl Connection {
             (Protocol::TransportWs, "ping") => reply(json!({"type": "pong"})),
             (Protocol::TransportWs, "pong") => Ok(Vec::new()),
             (Protocol::TransportWs, "subscribe") | (Protocol::Legacy, "start") => {
-                let id = message.get("id").and_then(Value::as_str).filter(|id| !id.is_empty());
-                let id = id.ok_or_else(|| bad("an operation needs a non-empty string `id`"))?.to_owned();
+                let id = message.get("id").and_then(Value::as_str).filter(|id| !id.is_empty() && id.len() <= MAX_ID);
+                let id = id.ok_or_else(|| bad("an operation needs a string `id` of 1 to 128 bytes"))?.to_owned();
                 let request: async_graphql::Request = message
                     .get("payload")
                     .cloned()
@@ -282,7 +304,13 @@ impl Connection {
                 Ok(msgs)
             }
             Err(DomainError::Unauthenticated) => {
-                Err(Closing::new(4403, "Forbidden: send `{\"authorization\": \"Bearer <token>\"}` as the payload"))
+                let why = "Forbidden: send {\"authorization\": \"Bearer <token>\"} as the payload";
+                let mut closing = Closing::new(4403, why);
+                if self.protocol == Protocol::Legacy {
+                    // The legacy protocol says so in a message before the close.
+                    closing.before = Some(json!({"type": "connection_error", "payload": {"message": why}}).to_string());
+                }
+                Err(closing)
             }
             Err(e) => {
                 tracing::error!(error = ?e, connection = %self.log_id, "authenticating a WebSocket failed");
@@ -306,33 +334,37 @@ impl Connection {
             });
             return Ok(self.failure(&id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
         }
+        let operation = super::graphql::operation_of(&request);
+        let subscription = operation.as_ref().is_some_and(|o| o.ty == OperationType::Subscription);
+        if subscription && !operation.as_ref().is_some_and(|o| o.single_root_field) {
+            let error = json!({
+                "message": "a subscription selects exactly one root field, without fragments",
+                "extensions": {"code": BAD_USER_INPUT},
+            });
+            return Ok(self.failure(&id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
+        }
+        // Queries and mutations get the time limit they have over HTTP; a subscription runs
+        // until it ends or is stopped.
+        let timeout = (!subscription).then(|| Duration::from_millis(self.state.limits.request_timeout_ms));
         self.generation += 1;
         let generation = self.generation;
         let request = prepare_long_lived(request, &self.state.db, (*viewer).clone());
         let stream = self.state.schema.execute_stream(request);
-        let tx = self.out_tx.clone();
-        let protocol = self.protocol;
+        let run = Run { tx: self.out_tx.clone(), protocol: self.protocol, id: id.clone(), generation };
         let log_id = self.log_id.clone();
-        let op_id = id.clone();
         let task = tokio::spawn(async move {
-            let mut stream = stream;
-            while let Some(mut response) = stream.next().await {
-                finalize_errors(&mut response.errors, &log_id);
-                // An error that left no data ends the operation (refused, invalid, lagged).
-                let failed = response.data == async_graphql::Value::Null && !response.errors.is_empty();
-                if failed {
-                    let errors = response.errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
-                    let _ = tx.send(Out::Last(failure(protocol, &op_id, errors.collect()), op_id, generation)).await;
-                    return;
-                }
-                let kind = if protocol == Protocol::Legacy { "data" } else { "next" };
-                let text = json!({"type": kind, "id": op_id, "payload": response}).to_string();
-                if tx.send(Out::Text(text)).await.is_err() {
-                    return;
+            match timeout {
+                None => run.forward(stream, &log_id).await,
+                Some(limit) => {
+                    if tokio::time::timeout(limit, run.forward(stream, &log_id)).await.is_err() {
+                        let error = json!({
+                            "message": format!("the operation took longer than {} ms", limit.as_millis()),
+                            "extensions": {"code": LIMIT_EXCEEDED},
+                        });
+                        run.last(failure(run.protocol, &run.id, vec![error])).await;
+                    }
                 }
             }
-            let complete = json!({"type": "complete", "id": op_id}).to_string();
-            let _ = tx.send(Out::Last(vec![complete], op_id, generation)).await;
         });
         self.operations.insert(id, (generation, task.abort_handle()));
         Ok(Vec::new())
@@ -340,6 +372,49 @@ impl Connection {
 
     fn failure(&self, id: &str, errors: Vec<Value>) -> Vec<String> {
         failure(self.protocol, id, errors)
+    }
+}
+
+/// One running operation's way to its connection.
+struct Run {
+    tx: mpsc::Sender<Out>,
+    protocol: Protocol,
+    id: String,
+    generation: u64,
+}
+
+impl Run {
+    /// Sends each response of `stream`, then `complete`; an error that left no data ends
+    /// the operation with an error message instead (refused, invalid, lagged).
+    async fn forward(
+        &self,
+        mut stream: impl futures_util::Stream<Item = async_graphql::Response> + Unpin,
+        log_id: &str,
+    ) {
+        let kind = if self.protocol == Protocol::Legacy { "data" } else { "next" };
+        // The id once as JSON: each message is then written straight from the response.
+        let id = serde_json::to_string(&self.id).unwrap_or_default();
+        while let Some(mut response) = stream.next().await {
+            finalize_errors(&mut response.errors, log_id);
+            if response.data == async_graphql::Value::Null && !response.errors.is_empty() {
+                let errors = response.errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
+                self.last(failure(self.protocol, &self.id, errors.collect())).await;
+                return;
+            }
+            let Ok(payload) = serde_json::to_string(&response) else {
+                tracing::error!(connection = %log_id, "could not serialize a response");
+                continue;
+            };
+            let text = format!(r#"{{"type":"{kind}","id":{id},"payload":{payload}}}"#);
+            if self.tx.send(Out::Text(text, self.id.clone(), self.generation)).await.is_err() {
+                return;
+            }
+        }
+        self.last(vec![json!({"type": "complete", "id": self.id}).to_string()]).await;
+    }
+
+    async fn last(&self, texts: Vec<String>) {
+        let _ = self.tx.send(Out::Last(texts, self.id.clone(), self.generation)).await;
     }
 }
 

@@ -129,10 +129,14 @@ async fn graphiql_works_offline(app: TestApp) {
             assets += 1;
         }
     }
-    assert_eq!(assets, 5, "react, react-dom, graphiql js and css, and our start-up script");
+    assert_eq!(assets, 6, "react, react-dom, graphiql js and css, the graphql-ws client, and our start-up script");
     let (_, _, init) = app.get("/graphiql/init.js").await;
     let init = String::from_utf8(init).expect("utf8");
     assert!(init.contains("'/graphql'") && init.contains("Authorization"), "talks to our endpoint with the token");
+    assert!(
+        init.contains("'/graphql/ws'") && init.contains("graphqlWs.createClient") && init.contains("authorization"),
+        "subscribes over our WebSocket with the token"
+    );
     let (status, _, _) = app.get("/graphiql/nope.js").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

@@ -17,3 +17,4 @@ mod sessions;
 mod sessions_paging;
 mod storage;
 mod subscriptions;
+mod ws_client;

@@ -112,6 +112,11 @@ async fn the_legacy_protocol_is_served_too(app: TestApp) {
     assert_eq!(ws.recv_skipping_ka().await, json!({"type": "complete", "id": "1"}));
     ws.send(json!({"type": "connection_terminate"})).await;
     assert_eq!(ws.closed().await.0, 1000);
+    // A bad token: `connection_error`, then the close.
+    let mut ws = Ws::connect(addr, Some(LEGACY_WS)).await;
+    ws.send(json!({"type": "connection_init", "payload": {"authorization": "Bearer nope"}})).await;
+    assert_eq!(ws.recv().await["type"], "connection_error");
+    assert_eq!(ws.closed().await.0, 4403);
 }
 
 async fn every_close_code_of_the_protocol(app: TestApp) {
@@ -153,6 +158,9 @@ async fn every_close_code_of_the_protocol(app: TestApp) {
         json!({"type": "launch_missiles"}).to_string(),
         json!({"type": "subscribe", "id": "x"}).to_string(),
         json!({"type": "subscribe", "payload": {"query": "{ __typename }"}}).to_string(),
+        json!({"type": "subscribe", "id": "i".repeat(129), "payload": {"query": "{ __typename }"}}).to_string(),
+        // A reason too long for a close frame is cut, and the code still arrives.
+        json!({"type": "x".repeat(10_000)}).to_string(),
     ] {
         let mut ws = Ws::open(addr, "demo-alice").await;
         ws.send_text(&bad).await;
@@ -198,6 +206,11 @@ async fn limits_on_operations_and_silent_peers(app: TestApp) {
     ws.subscribe("two", EVENTS, json!({"p": default_project()})).await;
     let errors = ws.error_of("two").await;
     assert_eq!(codes(&errors), ["LIMIT_EXCEEDED"], "{errors:?}");
+    // One subscription, one root field: aliases cannot open several feeds in one operation.
+    let mut other = Ws::open(addr, "demo-alice").await;
+    let twice = "subscription($p: ID!) { a: sessionEvents(projectId: $p) { cursor } b: sessionEvents(projectId: $p) { cursor } }";
+    other.subscribe("two", twice, json!({"p": default_project()})).await;
+    assert_eq!(codes(&other.error_of("two").await), ["BAD_USER_INPUT"]);
     // The first still runs and the connection stays.
     launch(&app, "demo-alice", "limit-1").await;
     assert_eq!(ws.next_event("one").await["toStatus"], "PENDING");

@@ -1,4 +1,5 @@
 // Starts GraphiQL against this server's /graphql, sending the bearer token typed above.
+// Subscriptions go over /graphql/ws with the graphql-ws client (graphql-transport-ws).
 (function () {
   'use strict';
   var STORAGE_KEY = 'sessiond.token';
@@ -7,8 +8,29 @@
   input.value = window.localStorage.getItem(STORAGE_KEY) || '';
   var root = ReactDOM.createRoot(document.getElementById('graphiql'));
 
+  var wsClient = null;
+
+  // Whether the operation GraphiQL runs is a subscription.
+  function isSubscription(params) {
+    var query = (params.query || '').replace(/#[^\n]*/g, '');
+    if (params.operationName) {
+      return new RegExp('\\bsubscription\\s+' + params.operationName + '\\b').test(query);
+    }
+    return /^\s*subscription\b/.test(query);
+  }
+
   function makeFetcher(token) {
+    if (wsClient) wsClient.dispose();
+    var scheme = window.location.protocol === 'https:' ? 'wss://' : 'ws://';
+    wsClient = graphqlWs.createClient({
+      url: scheme + window.location.host + '/graphql/ws',
+      connectionParams: token ? { authorization: 'Bearer ' + token } : {},
+      lazy: true
+    });
     return function (params) {
+      if (isSubscription(params)) {
+        return wsClient.iterate(params);
+      }
       var headers = {
         'Content-Type': 'application/json',
         Accept: 'application/graphql-response+json, application/json'

@@ -1,0 +1,260 @@
+//! Live events under load: 1 000 WebSocket subscribers to `sessionEvents` on a release
+//! server (its own process, on loopback) while a loop launches and terminates sessions.
+//! Reports the latency from a transition to its delivery at every subscriber (p50, p99,
+//! max) and the server's resident memory per idle subscription. `cargo bench --bench
+//! subscriptions [-- --runs N]`; each figure is the median of the runs.
+//!
+//! Latency is measured from the transition's `occurredAt`, which the writer takes inside
+//! its transaction before it commits: an upper bound of commit-to-delivery. Client and
+//! server share the machine's cores, so the figure includes the client's own scheduling.
+
+#[allow(dead_code)] // each benchmark uses a part of it
+mod support;
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+use sessiond::domain::seed::demo_project_id;
+use sessiond::graphql::ids::{NodeKind, encode};
+use support::{over_runs, runs, stamp};
+
+const SUBSCRIBERS: usize = 1_000;
+const ROUNDS: usize = 30;
+const EVENTS: &str = "subscription($p: ID!, $after: String) {
+  sessionEvents(projectId: $p, after: $after) { cursor sessionId toStatus occurredAt session { name status } }
+}";
+
+struct Server {
+    child: std::process::Child,
+    base: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    async fn start(backend: &str) -> Server {
+        let (url, dir) = support::database(backend).await;
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+        #[allow(clippy::zombie_processes)] // `Server` waits for it when dropped
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
+            .args(["serve", "--demo", "--database-url", &url, "--bind", &format!("127.0.0.1:{port}")])
+            .args(["--max-ws-connections", "5000", "--sim-step-ms", "20", "--db-max-connections", "8"])
+            .env("SESSIOND_LOG", "error")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start sessiond");
+        let server = Server { child, base: format!("127.0.0.1:{port}"), _dir: dir };
+        let http = reqwest::Client::new();
+        for _ in 0..600 {
+            if http.get(format!("http://{}/readyz", server.base)).send().await.is_ok_and(|r| r.status().is_success()) {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("sessiond did not become ready");
+    }
+
+    /// Resident memory of the server process, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .expect("VmRSS")
+    }
+
+    async fn gql(&self, query: &str, variables: Value) -> Value {
+        reqwest::Client::new()
+            .post(format!("http://{}/graphql", self.base))
+            .bearer_auth("demo-alice")
+            .json(&json!({"query": query, "variables": variables}))
+            .send()
+            .await
+            .expect("POST /graphql")
+            .json()
+            .await
+            .expect("JSON")
+    }
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A connection past `connection_ack`.
+async fn connection(base: &str) -> Socket {
+    let mut request = format!("ws://{base}/graphql/ws").into_client_request().expect("request");
+    request.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_static("graphql-transport-ws"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.expect("connect");
+    let init = json!({"type": "connection_init", "payload": {"authorization": "Bearer demo-alice"}});
+    ws.send(Message::Text(init.to_string().into())).await.expect("init");
+    while let Some(Ok(msg)) = ws.next().await {
+        if let Message::Text(t) = msg
+            && t.as_str().contains("connection_ack")
+        {
+            return ws;
+        }
+    }
+    panic!("no connection_ack");
+}
+
+/// One subscriber: subscribes after `after` on `ws`, and reports each event.
+async fn subscriber(mut ws: Socket, after: String, tx: tokio::sync::mpsc::UnboundedSender<(String, String, f64)>) {
+    let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
+    let sub =
+        json!({"type": "subscribe", "id": "s", "payload": {"query": EVENTS, "variables": {"p": p, "after": after}}});
+    ws.send(Message::Text(sub.to_string().into())).await.expect("subscribe");
+    while let Some(Ok(msg)) = ws.next().await {
+        let Message::Text(text) = msg else { continue };
+        let now = chrono::Utc::now();
+        let v: Value = serde_json::from_str(text.as_str()).expect("JSON");
+        if v["type"] != "next" {
+            continue;
+        }
+        let e = &v["payload"]["data"]["sessionEvents"];
+        let at: chrono::DateTime<chrono::Utc> =
+            e["occurredAt"].as_str().and_then(|s| s.parse().ok()).expect("occurredAt");
+        let ms = (now - at).num_microseconds().unwrap_or(0) as f64 / 1000.0;
+        let key = e["sessionId"].as_str().unwrap_or_default().to_owned();
+        if tx.send((key, e["toStatus"].as_str().unwrap_or_default().to_owned(), ms)).is_err() {
+            return;
+        }
+    }
+}
+
+struct Figures {
+    p50: f64,
+    p99: f64,
+    max: f64,
+    delivered: usize,
+    kib_per_connection: f64,
+    kib_per_subscription: f64,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn run(backend: &str) -> Figures {
+    let server = Server::start(backend).await;
+    let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
+    let launch = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
+    let terminate = "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }";
+    let input = |name: &str| {
+        json!({"projectId": p, "name": name, "image": "python:3.12",
+               "resources": [{"slot": "cpu", "amount": 0.5}, {"slot": "mem", "amount": 1_i64 << 30}]})
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // Warm up the server's paths with one subscriber and one session, then measure.
+    let after = "0".to_owned();
+    let warm = tokio::spawn(subscriber(connection(&server.base).await, after.clone(), tx.clone()));
+    let resp = server.gql(launch, json!({"i": input("warm-up")})).await;
+    let id = resp["data"]["launchSession"]["session"]["id"].as_str().expect("id").to_owned();
+    while rx.recv().await.expect("event").0 != id {}
+    server.gql(terminate, json!({"ids": [id]})).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    warm.abort();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    while rx.try_recv().is_ok() {}
+    let before = server.rss_kib();
+
+    let cursor = {
+        let r = server
+            .gql("query($id: ID!) { session(id: $id) { statusTransitions { cursor } } }", json!({"id": id}))
+            .await;
+        r["data"]["session"]["statusTransitions"].as_array().and_then(|a| a.last()).expect("t")["cursor"]
+            .as_str()
+            .expect("cursor")
+            .to_owned()
+    };
+    let mut sockets = Vec::with_capacity(SUBSCRIBERS);
+    for _ in 0..SUBSCRIBERS {
+        sockets.push(connection(&server.base).await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let connected = server.rss_kib();
+    let kib_per_connection = (connected.saturating_sub(before)) as f64 / SUBSCRIBERS as f64;
+    let tasks: Vec<_> = sockets.into_iter().map(|ws| tokio::spawn(subscriber(ws, cursor.clone(), tx.clone()))).collect();
+    // A fence: once every subscriber has its event, all are live.
+    let fence = server.gql(launch, json!({"i": input("fence")})).await;
+    let fence = fence["data"]["launchSession"]["session"]["id"].as_str().expect("id").to_owned();
+    let mut got = 0;
+    while got < SUBSCRIBERS {
+        let (sid, status, _) = rx.recv().await.expect("event");
+        got += usize::from(sid == fence && status == "PENDING");
+    }
+    server.gql(terminate, json!({"ids": [fence]})).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    while rx.try_recv().is_ok() {}
+    let during = server.rss_kib();
+    let kib_per_subscription = (during.saturating_sub(before)) as f64 / SUBSCRIBERS as f64;
+    let _ = connected;
+
+    let mut latencies = Vec::new();
+    for round in 0..ROUNDS {
+        let resp = server.gql(launch, json!({"i": input(&format!("round-{round}"))})).await;
+        let id = resp["data"]["launchSession"]["session"]["id"].as_str().expect("id").to_owned();
+        let mut terminated = false;
+        let mut ended = 0;
+        while ended < SUBSCRIBERS {
+            let (sid, status, ms) = rx.recv().await.expect("event");
+            if sid != id {
+                continue;
+            }
+            latencies.push(ms);
+            if !terminated {
+                terminated = true;
+                server.gql(terminate, json!({"ids": [id]})).await;
+            }
+            ended += usize::from(["TERMINATED", "CANCELLED", "ERROR"].contains(&status.as_str()));
+        }
+    }
+    for t in tasks {
+        t.abort();
+    }
+    latencies.sort_by(f64::total_cmp);
+    Figures {
+        p50: percentile(&latencies, 0.5),
+        p99: percentile(&latencies, 0.99),
+        max: *latencies.last().expect("events"),
+        delivered: latencies.len(),
+        kib_per_connection,
+        kib_per_subscription,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    stamp("cargo bench --bench subscriptions");
+    println!(
+        "| database | subscribers | events delivered (per run) | p50 (ms) | p99 (ms) | max (ms) | server memory per subscription, connection included (KiB) | of which the connection alone (KiB) | runs p99 (ms) | runs memory (KiB) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for backend in ["sqlite", "postgres"] {
+        let mut all = Vec::new();
+        for _ in 0..runs() {
+            all.push(run(backend).await);
+        }
+        let (p50, _) = over_runs(&all.iter().map(|f| f.p50).collect::<Vec<_>>(), 1);
+        let (p99, p99_runs) = over_runs(&all.iter().map(|f| f.p99).collect::<Vec<_>>(), 1);
+        let (max, _) = over_runs(&all.iter().map(|f| f.max).collect::<Vec<_>>(), 1);
+        let (mem, mem_runs) = over_runs(&all.iter().map(|f| f.kib_per_subscription).collect::<Vec<_>>(), 1);
+        let (conn, _) = over_runs(&all.iter().map(|f| f.kib_per_connection).collect::<Vec<_>>(), 1);
+        let delivered = all[0].delivered;
+        println!(
+            "| {backend} | {SUBSCRIBERS} | {delivered} | {p50:.1} | {p99:.1} | {max:.1} | {mem:.1} | {conn:.1} | {p99_runs} | {mem_runs} |"
+        );
+    }
+}
