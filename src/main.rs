@@ -2,6 +2,12 @@
 
 use std::process::ExitCode;
 
+/// mimalloc: the server makes many small, short-lived allocations on many threads (a
+/// response per event per subscriber); it returns freed pages to the system, where glibc's
+/// allocator keeps the high-water mark.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use sessiond::config::{Cli, Command, TokenCommand};
 use sessiond::{db, domain, graphql, server};

@@ -1,6 +1,7 @@
 //! `sessiond serve`: open and migrate the database, seed the demo when asked, serve HTTP
 //! until SIGTERM or Ctrl-C.
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use sea_orm::DatabaseConnection;
@@ -47,6 +48,13 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let workers = spawn_workers(&conn, &bus, &args.timings);
     let state = AppState::with(conn, bus, args.http, LaunchLimits { max_count: args.max_launch_count });
+    // No Nagle: a live event is a small message that must not wait for the previous one's
+    // acknowledgement (up to the peer's delayed-ACK timeout, 40 ms on Linux).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app(state)).with_graceful_shutdown(shutdown_signal()).await?;
     for w in workers {
         w.abort();

@@ -142,6 +142,10 @@ impl TestApp {
         let addr = listener.local_addr().expect("local address");
         let router = self.router.clone();
         self.workers.push(tokio::spawn(async move {
+            use axum::serve::ListenerExt;
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, router).await.expect("serve");
         }));
         addr
