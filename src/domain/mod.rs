@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod clock;
 pub mod error;
 pub mod events;
+pub mod export;
 pub mod generate;
 pub mod history;
 pub mod ids;

@@ -1,5 +1,6 @@
 //! The HTTP surface: one router, so tests drive exactly what the server serves.
 
+pub mod export;
 pub mod graphiql;
 pub mod graphql;
 pub mod health;
@@ -73,6 +74,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(graphql_routes)
         .route("/graphql/ws", get(ws::upgrade))
+        .route("/export/sessions.csv", get(export::sessions_csv))
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/{asset}", get(graphiql::asset))
         .route("/healthz", get(health::healthz))

@@ -5,6 +5,7 @@ mod support;
 mod auth;
 mod cli;
 mod cluster;
+mod export;
 mod graphql_http;
 mod launch;
 mod launch_rules;

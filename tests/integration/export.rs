@@ -1,0 +1,221 @@
+//! `GET /export/sessions.csv`: the same rows as the list, the columns of the view, CSV
+//! quoting and spreadsheet safety, and every error status.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::db_tests;
+use crate::support::{TestApp, project, session_row};
+
+/// GETs an export as `token` with the query string `query`.
+async fn export(app: &TestApp, token: Option<&str>, query: &str) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let mut req = Request::get(format!("/export/sessions.csv?{query}"));
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    app.send(req.body(Body::empty()).expect("request")).await
+}
+
+/// The records of a CSV body (header first).
+fn records(body: &[u8]) -> Vec<Vec<String>> {
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(body)
+        .records()
+        .map(|r| r.expect("a CSV record").iter().map(str::to_owned).collect())
+        .collect()
+}
+
+fn default_project() -> String {
+    project("default/default")
+}
+
+/// The names of every session the GraphQL list gives for these arguments, in order.
+async fn list_names(app: &TestApp, token: &str, scope: &str, filter: Value, order: Value) -> Vec<String> {
+    let query = "query($p: ID!, $scope: SessionScope, $f: SessionFilter, $o: [SessionOrder!], $after: String) {
+      sessions(projectId: $p, scope: $scope, filter: $f, orderBy: $o, first: 500, after: $after) {
+        edges { node { name } } pageInfo { hasNextPage endCursor } } }";
+    let mut names = Vec::new();
+    let mut after = Value::Null;
+    loop {
+        let vars = json!({"p": default_project(), "scope": scope, "f": filter, "o": order, "after": after});
+        let resp = app.gql(Some(token), query, vars).await;
+        let page = &resp["data"]["sessions"];
+        let edges = page["edges"].as_array().unwrap_or_else(|| panic!("{resp}"));
+        names.extend(edges.iter().map(|e| e["node"]["name"].as_str().expect("name").to_owned()));
+        if page["pageInfo"]["hasNextPage"] != true {
+            return names;
+        }
+        after = page["pageInfo"]["endCursor"].clone();
+    }
+}
+
+async fn an_export_holds_exactly_the_rows_of_the_list(app: TestApp) {
+    app.generate(1_200, 7).await;
+    let p = default_project();
+    let cases: [(&str, &str, Value, Value, &str); 5] = [
+        ("demo-alice", "MINE", json!({}), json!(null), ""),
+        ("demo-admin", "PROJECT", json!({}), json!(null), ""),
+        (
+            "demo-admin",
+            "PROJECT",
+            json!({"tab": "FINISHED", "types": ["BATCH", "INTERACTIVE"]}),
+            json!([{"field": "NAME", "direction": "ASC"}]),
+            "&tab=FINISHED&types=BATCH,INTERACTIVE&orderBy=NAME_ASC",
+        ),
+        (
+            "demo-bob",
+            "MINE",
+            json!({"tab": "RUNNING"}),
+            json!([{"field": "ELAPSED", "direction": "DESC"}]),
+            "&tab=RUNNING&orderBy=ELAPSED_DESC",
+        ),
+        (
+            "demo-admin",
+            "PROJECT",
+            json!({"nameContains": "a", "ownerEmail": "bob@example.com"}),
+            json!(null),
+            "&nameContains=a&ownerEmail=bob%40example.com",
+        ),
+    ];
+    for (token, scope, filter, order, extra) in cases {
+        let (status, headers, body) =
+            export(&app, Some(token), &format!("projectId={p}&scope={scope}&columns=NAME{extra}")).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(headers[header::CONTENT_TYPE], "text/csv; charset=utf-8");
+        let rows = records(&body);
+        assert_eq!(rows[0], ["Name"]);
+        let exported: Vec<String> = rows[1..].iter().map(|r| r[0].clone()).collect();
+        let listed = list_names(&app, token, scope, filter.clone(), order.clone()).await;
+        assert!(!listed.is_empty(), "{token} {scope} {filter}: the case tests something");
+        assert_eq!(exported, listed, "{token} {scope} {filter} {order}");
+    }
+}
+
+async fn mine_holds_only_the_callers_sessions_whatever_the_role(app: TestApp) {
+    app.generate(400, 3).await;
+    let p = default_project();
+    for (token, email) in
+        [("demo-alice", "alice@example.com"), ("demo-bob", "bob@example.com"), ("demo-admin", "admin@example.com")]
+    {
+        let (status, _, body) = export(&app, Some(token), &format!("projectId={p}&columns=OWNER,NAME")).await;
+        assert_eq!(status, StatusCode::OK);
+        let rows = records(&body);
+        assert_eq!(rows[0], ["Owner", "Name"]);
+        assert!(rows[1..].iter().all(|r| r[0] == email), "{token}: only own sessions");
+        let listed = list_names(&app, token, "MINE", json!({}), json!(null)).await;
+        assert_eq!(rows.len() - 1, listed.len(), "{token}");
+    }
+}
+
+async fn columns_come_from_the_settings_or_the_request(app: TestApp) {
+    let p = default_project();
+    // Default view: name, status, the accelerators the project's groups serve, CPU,
+    // memory, elapsed time (as seconds and as text).
+    let (_, headers, body) = export(&app, Some("demo-alice"), &format!("projectId={p}")).await;
+    let disposition = headers[header::CONTENT_DISPOSITION].to_str().expect("ascii");
+    let name = disposition.strip_prefix("attachment; filename=\"sessions-default-").expect(disposition);
+    assert!(name.len() == "20261129T235959Z.csv\"".len() && name.ends_with("Z.csv\""), "{disposition}");
+    let header_row = records(&body)[0].clone();
+    assert_eq!(
+        header_row,
+        ["Name", "Status", "Accelerator cuda.device", "CPU (cores)", "Memory (GiB)", "Elapsed (s)", "Elapsed"]
+    );
+    // The user's own columns, in their order.
+    let set = "mutation($c: [SessionColumnInput!]!) { updateSessionListColumns(columns: $c) { sessionListColumns { column } } }";
+    let columns = json!([
+        {"column": "OWNER", "visible": true}, {"column": "NAME", "visible": true},
+        {"column": "CPU", "visible": false}, {"column": "CREATED_AT", "visible": true},
+    ]);
+    let resp = app.gql(Some("demo-alice"), set, json!({"c": columns})).await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+    let (_, _, body) = export(&app, Some("demo-alice"), &format!("projectId={p}")).await;
+    let first = records(&body)[0].clone();
+    assert_eq!(&first[..3], ["Owner", "Name", "Created at (UTC)"]);
+    assert!(!first.contains(&"CPU (cores)".to_owned()));
+    // `columns` wins over the settings.
+    let (_, _, body) = export(&app, Some("demo-alice"), &format!("projectId={p}&columns=STATUS,PRIORITY")).await;
+    assert_eq!(records(&body)[0], ["Status", "Priority"]);
+}
+
+async fn cells_are_quoted_and_formulas_neutralised(app: TestApp) {
+    use sea_orm::{ActiveModelTrait, Set};
+    let mut row = session_row(
+        "alice@example.com",
+        "default/default",
+        "quoted-1",
+        "ERROR",
+        json!({"cpu": 2.0, "mem": 3_221_225_472_i64}),
+    );
+    row.status_info = Set(Some("=HYPERLINK(\"http://x\",\"a, b\")\nsecond line".to_owned()));
+    row.insert(&app.db).await.expect("insert");
+    let mut row = session_row(
+        "alice@example.com",
+        "default/default",
+        "quoted-2",
+        "ERROR",
+        json!({"cpu": 0.5, "mem": 1_i64 << 30}),
+    );
+    row.status_info = Set(Some("@cmd|' /C calc'!A0".to_owned()));
+    row.insert(&app.db).await.expect("insert");
+    let p = default_project();
+    let (status, _, body) = export(
+        &app,
+        Some("demo-alice"),
+        &format!("projectId={p}&columns=NAME,STATUS_INFO,CPU,MEMORY&orderBy=NAME_ASC"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8(body.clone()).expect("utf8");
+    assert!(text.contains("\"'=HYPERLINK(\"\"http://x\"\",\"\"a, b\"\")\nsecond line\""), "{text}");
+    let rows = records(&body);
+    assert_eq!(rows[1], ["quoted-1", "'=HYPERLINK(\"http://x\",\"a, b\")\nsecond line", "2", "3.00"]);
+    assert_eq!(rows[2], ["quoted-2", "'@cmd|' /C calc'!A0", "0.5", "1.00"]);
+    assert!(text.ends_with("\r\n"));
+}
+
+async fn every_error_has_its_status_and_a_json_body(app: TestApp) {
+    let p = default_project();
+    let cases: Vec<(Option<&str>, String, StatusCode, &str)> = vec![
+        (None, format!("projectId={p}"), StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
+        (Some("nope"), format!("projectId={p}"), StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
+        (Some("demo-alice"), format!("projectId={p}&scope=PROJECT"), StatusCode::FORBIDDEN, "FORBIDDEN"),
+        (Some("demo-carol"), format!("projectId={p}"), StatusCode::NOT_FOUND, "NOT_FOUND"),
+        (Some("demo-alice"), "projectId=garbage".to_owned(), StatusCode::NOT_FOUND, "NOT_FOUND"),
+        (Some("demo-alice"), String::new(), StatusCode::BAD_REQUEST, "BAD_USER_INPUT"),
+        (Some("demo-alice"), format!("projectId={p}&columns=NAME,NOPE"), StatusCode::BAD_REQUEST, "BAD_USER_INPUT"),
+        (Some("demo-alice"), format!("projectId={p}&columns=NAME,NAME"), StatusCode::BAD_REQUEST, "BAD_USER_INPUT"),
+        (
+            Some("demo-alice"),
+            format!("projectId={p}&createdAfter=yesterday"),
+            StatusCode::BAD_REQUEST,
+            "BAD_USER_INPUT",
+        ),
+        (Some("demo-alice"), format!("projectId={p}&orderBy=NAME_SIDEWAYS"), StatusCode::BAD_REQUEST, "BAD_USER_INPUT"),
+        (Some("demo-alice"), format!("projectId={p}&colums=NAME"), StatusCode::BAD_REQUEST, "BAD_USER_INPUT"),
+        (Some("demo-alice"), format!("projectId={p}&scope=MINE&scope=MINE"), StatusCode::BAD_REQUEST, "BAD_USER_INPUT"),
+        (
+            Some("demo-alice"),
+            format!("projectId={p}&ownerEmail=bob%40example.com"),
+            StatusCode::BAD_REQUEST,
+            "BAD_USER_INPUT",
+        ),
+    ];
+    for (token, query, status, code) in cases {
+        let (got, headers, body) = export(&app, token, &query).await;
+        assert_eq!(got, status, "{query}: {}", String::from_utf8_lossy(&body));
+        assert!(headers[header::CONTENT_TYPE].to_str().expect("ct").starts_with("application/json"), "{query}");
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["error"]["code"], code, "{query}: {body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+}
+
+db_tests!(
+    an_export_holds_exactly_the_rows_of_the_list,
+    mine_holds_only_the_callers_sessions_whatever_the_role,
+    columns_come_from_the_settings_or_the_request,
+    cells_are_quoted_and_formulas_neutralised,
+    every_error_has_its_status_and_a_json_body,
+);
