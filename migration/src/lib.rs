@@ -4,6 +4,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_init;
 mod m20261129_000002_queue_position;
+mod m20261130_000003_signing_keys;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -11,6 +12,10 @@ pub struct Migrator;
 #[sea_orm_migration::async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261129_000001_init::Migration), Box::new(m20261129_000002_queue_position::Migration)]
+        vec![
+            Box::new(m20261129_000001_init::Migration),
+            Box::new(m20261129_000002_queue_position::Migration),
+            Box::new(m20261130_000003_signing_keys::Migration),
+        ]
     }
 }

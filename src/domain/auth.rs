@@ -47,6 +47,20 @@ pub async fn authenticate(db: &impl ConnectionTrait, token: &str) -> DomainResul
     else {
         return Err(DomainError::Unauthenticated);
     };
+    viewer_of(db, kp).await
+}
+
+/// The viewer of an active keypair, by id (for a link that keypair signed); `None` for an
+/// unknown or inactive one.
+pub async fn keypair_viewer(db: &impl ConnectionTrait, keypair_id: Uuid) -> DomainResult<Option<Viewer>> {
+    let kp = keypair::Entity::find_by_id(keypair_id).filter(keypair::Column::IsActive.eq(true)).one(db).await?;
+    match kp {
+        Some(kp) => Ok(Some(viewer_of(db, kp).await?)),
+        None => Ok(None),
+    }
+}
+
+async fn viewer_of(db: &impl ConnectionTrait, kp: keypair::Model) -> DomainResult<Viewer> {
     let u = user::Entity::find_by_id(kp.user_id)
         .one(db)
         .await?

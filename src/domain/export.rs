@@ -290,6 +290,128 @@ pub fn elapsed_text(seconds: i64) -> String {
     if days > 0 { format!("{days}d {clock}") } else { clock }
 }
 
+/// How long a signed export link works.
+pub const LINK_LIFETIME_SECONDS: i64 = 60;
+
+/// A link's proof: who signed it (a keypair), until when (Unix seconds), and the signature
+/// over that and the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    pub keypair_id: Uuid,
+    pub expires: i64,
+    pub mac: String,
+}
+
+/// The request as the text a signature covers: every argument, in a fixed order.
+fn canonical(r: &ExportRequest) -> String {
+    let f = &r.filter;
+    let names = |v: Option<Vec<&str>>| v.map(|v| v.join(","));
+    let time = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true));
+    serde_json::json!([
+        r.project_id,
+        match r.scope {
+            SessionScope::Mine => "MINE",
+            SessionScope::Project => "PROJECT",
+        },
+        names(f.types.as_ref().map(|v| v.iter().map(|t| t.as_str()).collect())),
+        f.tab.map(|t| format!("{t:?}")),
+        names(f.statuses.as_ref().map(|v| v.iter().map(|s| s.as_str()).collect())),
+        f.name_contains,
+        f.resource_group,
+        f.owner_email,
+        f.launch_group_id,
+        time(f.created_after),
+        time(f.created_before),
+        r.orders.iter().map(|o| format!("{}:{}", o.field.as_str(), o.descending)).collect::<Vec<_>>(),
+        names(r.columns.as_ref().map(|v| v.iter().map(|c| c.as_str()).collect())),
+    ])
+    .to_string()
+}
+
+const KEY_NAME: &str = "export-links";
+
+/// The server's link-signing key: generated on first use and stored, so every replica and
+/// every restart shares it.
+async fn signing_key(db: &impl ConnectionTrait) -> DomainResult<Vec<u8>> {
+    use base64::Engine;
+    use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Query};
+    let backend = db.get_database_backend();
+    let select = Query::select()
+        .column(Alias::new("secret"))
+        .from(Alias::new("signing_keys"))
+        .and_where(ExprTrait::eq(Expr::col(Alias::new("name")), KEY_NAME))
+        .to_owned();
+    let read = |row: sea_orm::QueryResult| -> DomainResult<Vec<u8>> {
+        let text: String = row.try_get("", "secret")?;
+        base64::engine::general_purpose::STANDARD.decode(text).map_err(DomainError::internal)
+    };
+    if let Some(row) = db.query_one_raw(backend.build(&select)).await? {
+        return read(row);
+    }
+    let mut secret = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut secret);
+    let insert = Query::insert()
+        .into_table(Alias::new("signing_keys"))
+        .columns([Alias::new("name"), Alias::new("secret"), Alias::new("created_at")])
+        .values_panic([
+            KEY_NAME.into(),
+            base64::engine::general_purpose::STANDARD.encode(secret).into(),
+            super::clock::now().into(),
+        ])
+        // Two replicas starting at once: the first key stays, both read it back.
+        .on_conflict(OnConflict::column(Alias::new("name")).do_nothing().to_owned())
+        .to_owned();
+    db.execute_raw(backend.build(&insert)).await?;
+    let row = db.query_one_raw(backend.build(&select)).await?;
+    read(row.ok_or_else(|| DomainError::invariant("the signing key vanished"))?)
+}
+
+fn mac(key: &[u8], keypair_id: Uuid, expires: i64, request: &ExportRequest) -> hmac::Hmac<sha2::Sha256> {
+    use hmac::Mac;
+    let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(key).expect("HMAC takes keys of any length");
+    mac.update(format!("{keypair_id}\n{expires}\n{}", canonical(request)).as_bytes());
+    mac
+}
+
+/// Signs `request` for the viewer's keypair, valid for [`LINK_LIFETIME_SECONDS`].
+pub async fn sign(
+    db: &impl ConnectionTrait,
+    viewer: &Viewer,
+    request: &ExportRequest,
+    now: DateTime<Utc>,
+) -> DomainResult<Signature> {
+    use base64::Engine;
+    use hmac::Mac;
+    let key = signing_key(db).await?;
+    let expires = now.timestamp() + LINK_LIFETIME_SECONDS;
+    let tag = mac(&key, viewer.keypair_id, expires, request).finalize().into_bytes();
+    Ok(Signature {
+        keypair_id: viewer.keypair_id,
+        expires,
+        mac: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag),
+    })
+}
+
+/// The viewer a signed link stands for. `FORBIDDEN` for a link that is expired, altered,
+/// or signed by a keypair no longer active: all look the same.
+pub async fn verify(
+    db: &impl ConnectionTrait,
+    signature: &Signature,
+    request: &ExportRequest,
+    now: DateTime<Utc>,
+) -> DomainResult<Viewer> {
+    use base64::Engine;
+    use hmac::Mac;
+    let refused = || DomainError::Forbidden("this export link is expired or not valid: ask for a new one".to_owned());
+    if now.timestamp() > signature.expires {
+        return Err(refused());
+    }
+    let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&signature.mac).map_err(|_| refused())?;
+    let key = signing_key(db).await?;
+    mac(&key, signature.keypair_id, signature.expires, request).verify_slice(&tag).map_err(|_| refused())?;
+    super::auth::keypair_viewer(db, signature.keypair_id).await?.ok_or_else(refused)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 pub mod context;
 pub mod cursor;
 pub mod errors;
+pub mod export;
 pub mod ids;
 pub mod launch;
 pub mod loaders;
@@ -36,6 +37,7 @@ pub struct Query(
     session::SessionQuery,
     launch::LaunchQuery,
     resource::ResourceQuery,
+    export::ExportQuery,
 );
 
 #[derive(MergedObject, Default)]

@@ -96,7 +96,7 @@ pub struct SessionFilter {
 
 /// The API path of a domain field of the list's arguments: paging as it is, the rest
 /// inside `filter`.
-fn list_path(field: &str) -> String {
+pub(super) fn list_path(field: &str) -> String {
     if ["first", "last", "after", "before"].contains(&field) {
         field.to_owned()
     } else {
@@ -105,7 +105,7 @@ fn list_path(field: &str) -> String {
 }
 
 impl SessionFilter {
-    fn to_domain(&self) -> ApiResult<dom::SessionFilter> {
+    pub(super) fn to_domain(&self) -> ApiResult<dom::SessionFilter> {
         let launch_group_id = match &self.launch_group_id {
             None => None,
             Some(id) => Some(decode_uuid(id, NodeKind::LaunchGroup).ok_or_else(|| {
@@ -129,7 +129,7 @@ impl SessionFilter {
     }
 }
 
-fn to_domain_orders(order_by: Option<Vec<SessionOrder>>) -> Vec<dom::SessionOrder> {
+pub(super) fn to_domain_orders(order_by: Option<Vec<SessionOrder>>) -> Vec<dom::SessionOrder> {
     order_by
         .unwrap_or_default()
         .into_iter()

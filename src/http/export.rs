@@ -140,7 +140,7 @@ fn request(params: &[(String, String)]) -> Result<ExportRequest, Refusal> {
             }
             "orderBy" => order = orders(value)?,
             "columns" => columns = Some(list(name, value, SessionColumnKey::parse)?),
-            "token" | "expires" | "sig" => {} // a signed link's own parameters
+            "key" | "expires" | "sig" => {} // a signed link's own parameters
             other => return Err(bad(other, format!("unknown parameter `{other}`"))),
         }
     }
@@ -169,20 +169,15 @@ pub async fn sessions_csv(
     headers: HeaderMap,
     Query(params): Query<Vec<(String, String)>>,
 ) -> Response {
-    let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(super::bearer_token);
-    let viewer = match token {
-        None => Err(DomainError::Unauthenticated),
-        Some(token) => auth::authenticate(&state.db, token).await,
-    };
-    let viewer = match viewer {
-        Ok(v) => v,
-        Err(e) => return domain_error(&e).into_response(),
-    };
+    let now = clock::now();
     let request = match request(&params) {
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
     };
-    let now = clock::now();
+    let viewer = match viewer(&state, &headers, &params, &request, now).await {
+        Ok(v) => v,
+        Err(e) => return domain_error(&e).into_response(),
+    };
     let export = match export::prepare(&state.db, &viewer, &request, now).await {
         Ok(e) => e,
         Err(e) => return domain_error(&e).into_response(),
@@ -208,6 +203,82 @@ pub async fn sessions_csv(
         body,
     )
         .into_response()
+}
+
+/// Who asks: the bearer of the `Authorization` header, or the signer of a link (`key`,
+/// `expires`, `sig`). A link used with another user's header is refused.
+async fn viewer(
+    state: &AppState,
+    headers: &HeaderMap,
+    params: &[(String, String)],
+    request: &ExportRequest,
+    now: DateTime<Utc>,
+) -> Result<auth::Viewer, DomainError> {
+    let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(super::bearer_token);
+    let bearer = match token {
+        Some(token) => Some(auth::authenticate(&state.db, token).await?),
+        None => None,
+    };
+    let param = |name: &str| params.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    let Some(mac) = param("sig") else {
+        return bearer.ok_or(DomainError::Unauthenticated);
+    };
+    let refused = || DomainError::Forbidden("this export link is expired or not valid: ask for a new one".to_owned());
+    let keypair_id = param("key").and_then(|k| uuid::Uuid::parse_str(k).ok()).ok_or_else(refused)?;
+    let expires = param("expires").and_then(|e| e.parse().ok()).ok_or_else(refused)?;
+    let signature = export::Signature { keypair_id, expires, mac: mac.to_owned() };
+    let signer = export::verify(&state.db, &signature, request, now).await?;
+    if bearer.is_some_and(|b| b.user_id != signer.user_id) {
+        return Err(DomainError::Forbidden("this export link belongs to another user".to_owned()));
+    }
+    Ok(signer)
+}
+
+/// The path of a signed link to the export `request`.
+pub fn link(request: &ExportRequest, signature: &export::Signature) -> String {
+    use crate::graphql::ids::encode;
+    use chrono::SecondsFormat;
+    let f = &request.filter;
+    let join = |names: Vec<&str>| names.join(",");
+    let mut q: Vec<(&str, String)> = vec![("projectId", encode(NodeKind::Project, request.project_id).0)];
+    q.push(("scope", if request.scope == SessionScope::Project { "PROJECT" } else { "MINE" }.to_owned()));
+    if let Some(t) = &f.types {
+        q.push(("types", join(t.iter().map(|t| t.as_str()).collect())));
+    }
+    if let Some(t) = f.tab {
+        q.push(("tab", if t == SessionTab::Running { "RUNNING" } else { "FINISHED" }.to_owned()));
+    }
+    if let Some(s) = &f.statuses {
+        q.push(("statuses", join(s.iter().map(|s| s.as_str()).collect())));
+    }
+    for (name, value) in
+        [("nameContains", &f.name_contains), ("resourceGroup", &f.resource_group), ("ownerEmail", &f.owner_email)]
+    {
+        if let Some(v) = value {
+            q.push((name, v.clone()));
+        }
+    }
+    if let Some(id) = f.launch_group_id {
+        q.push(("launchGroupId", encode(NodeKind::LaunchGroup, id).0));
+    }
+    for (name, value) in [("createdAfter", f.created_after), ("createdBefore", f.created_before)] {
+        if let Some(t) = value {
+            q.push((name, t.to_rfc3339_opts(SecondsFormat::Micros, true)));
+        }
+    }
+    let orders: Vec<String> = request
+        .orders
+        .iter()
+        .map(|o| format!("{}_{}", o.field.as_str(), if o.descending { "DESC" } else { "ASC" }))
+        .collect();
+    q.push(("orderBy", orders.join(",")));
+    if let Some(c) = &request.columns {
+        q.push(("columns", join(c.iter().map(|c| c.as_str()).collect())));
+    }
+    q.push(("key", signature.keypair_id.to_string()));
+    q.push(("expires", signature.expires.to_string()));
+    q.push(("sig", signature.mac.clone()));
+    format!("/export/sessions.csv?{}", serde_urlencoded::to_string(&q).unwrap_or_default())
 }
 
 /// Where the stream is.

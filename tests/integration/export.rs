@@ -212,7 +212,68 @@ async fn every_error_has_its_status_and_a_json_body(app: TestApp) {
     }
 }
 
+const LINK: &str = "query($p: ID!, $scope: SessionScope, $f: SessionFilter, $c: [SessionColumnKey!]) {
+  sessionExportUrl(projectId: $p, scope: $scope, filter: $f, columns: $c) }";
+
+async fn a_signed_link_downloads_without_a_header_for_a_minute(app: TestApp) {
+    app.generate(200, 5).await;
+    let p = default_project();
+    let vars = json!({"p": p, "scope": "PROJECT", "f": {"tab": "FINISHED"}, "c": ["NAME", "STATUS", "OWNER"]});
+    let resp = app.gql(Some("demo-admin"), LINK, vars).await;
+    let url = resp["data"]["sessionExportUrl"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    let path_and_query = url.strip_prefix("/export/sessions.csv?").expect("a path on this server").to_owned();
+    let (status, _, by_link) = export(&app, None, &path_and_query).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&by_link));
+    let (_, _, by_header) = export(
+        &app,
+        Some("demo-admin"),
+        &format!("projectId={p}&scope=PROJECT&tab=FINISHED&columns=NAME,STATUS,OWNER"),
+    )
+    .await;
+    assert_eq!(by_link, by_header, "the link downloads what the same request with a header does");
+    assert!(records(&by_link).len() > 1);
+    // With the signer's own header it works too; with another user's it does not.
+    assert_eq!(export(&app, Some("demo-admin"), &path_and_query).await.0, StatusCode::OK);
+    assert_eq!(export(&app, Some("demo-bob"), &path_and_query).await.0, StatusCode::FORBIDDEN);
+    // Any change to the link breaks it.
+    for (from, to) in
+        [("scope=PROJECT", "scope=MINE"), ("tab=FINISHED", "tab=RUNNING"), ("columns=NAME", "columns=AGENT")]
+    {
+        let altered = path_and_query.replace(from, to);
+        assert_ne!(altered, path_and_query);
+        let (status, _, body) = export(&app, None, &altered).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{from} → {to}");
+        assert_eq!(serde_json::from_slice::<Value>(&body).expect("JSON")["error"]["code"], "FORBIDDEN");
+    }
+    let forged = format!("{}x", path_and_query);
+    assert_eq!(export(&app, None, &forged).await.0, StatusCode::FORBIDDEN);
+    // A link signed more than a minute ago has expired.
+    let viewer = sessiond::domain::auth::authenticate(&app.db, "demo-admin").await.expect("admin");
+    let request = sessiond::domain::export::ExportRequest {
+        project_id: sessiond::domain::seed::demo_project_id("default/default"),
+        scope: sessiond::domain::visibility::SessionScope::Project,
+        filter: Default::default(),
+        orders: vec![sessiond::domain::sessions::SessionOrder::DEFAULT],
+        columns: None,
+    };
+    let past = chrono::Utc::now() - chrono::TimeDelta::seconds(61);
+    let signature = sessiond::domain::export::sign(&app.db, &viewer, &request, past).await.expect("sign");
+    let old = sessiond::http::export::link(&request, &signature);
+    let (status, _, _) = export(&app, None, old.strip_prefix("/export/sessions.csv?").expect("path")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "expired");
+    let fresh = sessiond::domain::export::sign(&app.db, &viewer, &request, chrono::Utc::now()).await.expect("sign");
+    let (status, _, _) =
+        export(&app, None, sessiond::http::export::link(&request, &fresh).split_once('?').expect("q").1).await;
+    assert_eq!(status, StatusCode::OK, "the same request signed now works");
+    // No link for what the list would refuse.
+    let resp = app.gql(Some("demo-carol"), LINK, json!({"p": p})).await;
+    assert_eq!(crate::support::error_codes(&resp), ["NOT_FOUND"], "{resp}");
+    let resp = app.gql(Some("demo-alice"), LINK, json!({"p": p, "scope": "PROJECT"})).await;
+    assert_eq!(crate::support::error_codes(&resp), ["FORBIDDEN"], "{resp}");
+}
+
 db_tests!(
+    a_signed_link_downloads_without_a_header_for_a_minute,
     an_export_holds_exactly_the_rows_of_the_list,
     mine_holds_only_the_callers_sessions_whatever_the_role,
     columns_come_from_the_settings_or_the_request,
