@@ -14,14 +14,14 @@ mod support;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
-use support::{over_runs, runs, stamp};
+use support::{Server, over_runs, runs, stamp};
 
 /// The loads measured: one subscriber (the pipeline alone), then the target's thousand.
 const LOADS: [usize; 2] = [1, 1_000];
@@ -29,68 +29,6 @@ const ROUNDS: usize = 30;
 const EVENTS: &str = "subscription($p: ID!, $after: String) {
   sessionEvents(projectId: $p, after: $after) { cursor sessionId toStatus occurredAt session { name status } }
 }";
-
-struct Server {
-    child: std::process::Child,
-    base: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    async fn start(backend: &str) -> Server {
-        let (url, dir) = support::database(backend).await;
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
-        #[allow(clippy::zombie_processes)] // `Server` waits for it when dropped
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
-            .args(["serve", "--demo", "--database-url", &url, "--bind", &format!("127.0.0.1:{port}")])
-            .args(["--max-ws-connections", "5000", "--sim-step-ms", "20", "--db-max-connections", "8"])
-            .env("SESSIOND_LOG", "error")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start sessiond");
-        let server = Server { child, base: format!("127.0.0.1:{port}"), _dir: dir };
-        let http = reqwest::Client::new();
-        for _ in 0..600 {
-            if http.get(format!("http://{}/readyz", server.base)).send().await.is_ok_and(|r| r.status().is_success()) {
-                return server;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("sessiond did not become ready");
-    }
-
-    /// Resident memory of the server process, in KiB.
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .expect("VmRSS")
-    }
-
-    async fn gql(&self, query: &str, variables: Value) -> Value {
-        reqwest::Client::new()
-            .post(format!("http://{}/graphql", self.base))
-            .bearer_auth("demo-alice")
-            .json(&json!({"query": query, "variables": variables}))
-            .send()
-            .await
-            .expect("POST /graphql")
-            .json()
-            .await
-            .expect("JSON")
-    }
-}
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -175,7 +113,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn run(backend: &str, subscribers: usize) -> Figures {
-    let server = Server::start(backend).await;
+    let server = Server::start(backend, &[]).await;
     let p = encode(NodeKind::Project, demo_project_id("default/default")).0;
     let launch = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
     let terminate = "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }";

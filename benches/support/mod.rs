@@ -145,3 +145,85 @@ impl Bench {
         self.statements.load(Ordering::Relaxed)
     }
 }
+
+/// sessiond itself, a release build in its own process on a fresh database: what a
+/// benchmark of the whole server (sockets, streaming, memory) measures. Killed on drop.
+pub struct Server {
+    child: std::process::Child,
+    pub base: String,
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts the server on a new demo database of `backend`, first running `sessiond` with
+    /// each of `prepare` (e.g. `generate`) on it.
+    pub async fn start(backend: &str, prepare: &[&[&str]]) -> Server {
+        let (url, dir) = database(backend).await;
+        for args in prepare {
+            let status = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
+                .args(*args)
+                .args(["--database-url", &url])
+                .env("SESSIOND_LOG", "error")
+                .stdout(std::process::Stdio::null())
+                .status()
+                .expect("run sessiond");
+            assert!(status.success(), "sessiond {args:?}");
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+        #[allow(clippy::zombie_processes)] // `Server` waits for it when dropped
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
+            .args(["serve", "--demo", "--database-url", &url, "--bind", &format!("127.0.0.1:{port}")])
+            .args(["--max-ws-connections", "5000", "--sim-step-ms", "20", "--db-max-connections", "8"])
+            .env("SESSIOND_LOG", "error")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start sessiond");
+        let server = Server { child, base: format!("127.0.0.1:{port}"), url, _dir: dir };
+        let http = reqwest::Client::new();
+        for _ in 0..600 {
+            if http.get(format!("http://{}/readyz", server.base)).send().await.is_ok_and(|r| r.status().is_success()) {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("sessiond did not become ready");
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory of the server process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// POSTs a GraphQL request as alice.
+    pub async fn gql(&self, query: &str, variables: Value) -> Value {
+        reqwest::Client::new()
+            .post(format!("http://{}/graphql", self.base))
+            .bearer_auth("demo-alice")
+            .json(&json!({"query": query, "variables": variables}))
+            .send()
+            .await
+            .expect("POST /graphql")
+            .json()
+            .await
+            .expect("JSON")
+    }
+}

@@ -116,8 +116,8 @@ pub struct Batch {
     pub next: Option<SessionPosition>,
 }
 
-/// Sessions per batch: one list page of the largest size.
-pub const BATCH: u64 = MAX_PAGE_SIZE;
+/// Sessions per batch: four list pages of the largest size (about 2 MB of rows at most).
+pub const BATCH: u64 = 4 * MAX_PAGE_SIZE;
 
 /// Checks `request` exactly as the list checks its arguments (visibility, scope, filter),
 /// and settles the columns. Nothing is read of the sessions yet.
@@ -216,20 +216,23 @@ impl Export {
     pub async fn batch(&self, db: &impl ConnectionTrait, after: Option<SessionPosition>) -> DomainResult<Batch> {
         let request = PageRequest { size: BATCH, backward: false, after, before: None };
         let page = self.set.page(db, &self.orders, &request, self.now).await?;
-        let owners = if self.columns.contains(&Column::Owner) {
-            let ids: Vec<Uuid> =
-                page.rows.iter().map(|(s, _)| s.owner_id).collect::<BTreeSet<_>>().into_iter().collect();
-            relations::users(db, &ids).await?.into_iter().map(|(id, u)| (id, u.email)).collect()
-        } else {
-            HashMap::new()
+        // Each id once, only when its column is shown.
+        let ids = |column: Column, id: fn(&session::Model) -> Uuid| -> Vec<Uuid> {
+            if !self.columns.contains(&column) {
+                return Vec::new();
+            }
+            page.rows.iter().map(|(s, _)| id(s)).collect::<BTreeSet<_>>().into_iter().collect()
         };
-        let projects = if self.columns.contains(&Column::Project) {
-            let ids: Vec<Uuid> =
-                page.rows.iter().map(|(s, _)| s.project_id).collect::<BTreeSet<_>>().into_iter().collect();
-            relations::projects(db, &ids).await?.into_iter().map(|(id, p)| (id, p.name)).collect()
-        } else {
-            HashMap::new()
-        };
+        let owners: HashMap<Uuid, String> = relations::users(db, &ids(Column::Owner, |s| s.owner_id))
+            .await?
+            .into_iter()
+            .map(|(id, u)| (id, u.email))
+            .collect();
+        let projects: HashMap<Uuid, String> = relations::projects(db, &ids(Column::Project, |s| s.project_id))
+            .await?
+            .into_iter()
+            .map(|(id, p)| (id, p.name))
+            .collect();
         let next = if page.has_next_page { page.rows.last().map(|(_, p)| p.clone()) } else { None };
         let mut rows = Vec::with_capacity(page.rows.len());
         for (s, _) in &page.rows {

@@ -12,11 +12,17 @@ use entity::{image, launch_group, project, resource_group, session_status_transi
 use super::DomainResult;
 
 pub async fn users(db: &impl ConnectionTrait, ids: &[Uuid]) -> DomainResult<HashMap<Uuid, user::Model>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new()); // no statement for nothing
+    }
     let rows = user::Entity::find().filter(user::Column::Id.is_in(ids.iter().copied())).all(db).await?;
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }
 
 pub async fn projects(db: &impl ConnectionTrait, ids: &[Uuid]) -> DomainResult<HashMap<Uuid, project::Model>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
     let rows = project::Entity::find().filter(project::Column::Id.is_in(ids.iter().copied())).all(db).await?;
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }

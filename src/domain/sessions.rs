@@ -473,7 +473,15 @@ fn seek(keys: &[SessionOrder], exprs: &[Expr], position: &SessionPosition, after
         };
         any = any.add(all);
     }
-    Ok(any)
+    // Implied by the alternatives above, but a range an index can start from: without it
+    // the database reads every row before the position again for each page.
+    let Some(first) = keys.first() else { return Ok(any) };
+    let bound = if first.descending == after {
+        exprs[0].clone().lte(values[0].clone())
+    } else {
+        exprs[0].clone().gte(values[0].clone())
+    };
+    Ok(Condition::all().add(bound).add(any))
 }
 
 /// Where a page starts: the ordering it belongs to, a row's sort values and id, and the

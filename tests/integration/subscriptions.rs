@@ -27,6 +27,13 @@ async fn terminate(app: &TestApp, token: &str, ids: &[String]) {
     assert!(resp.get("errors").is_none(), "{resp}");
 }
 
+/// The status transitions of alice's session `id`, oldest first.
+async fn timeline(app: &TestApp, id: &str) -> Vec<Value> {
+    let query = "query($id: ID!) { session(id: $id) { statusTransitions { cursor toStatus } } }";
+    let detail = app.gql(Some("demo-alice"), query, json!({"id": id})).await;
+    detail["data"]["session"]["statusTransitions"].as_array().unwrap_or_else(|| panic!("{detail}")).clone()
+}
+
 fn default_project() -> String {
     project("default/default")
 }
@@ -65,19 +72,8 @@ async fn a_launched_session_is_followed_from_pending_to_terminated(mut app: Test
         assert_eq!(e["session"]["owner"]["email"], "alice@example.com");
     }
     // Exactly the session's timeline: no change missed, none twice.
-    let detail = app
-        .gql(
-            Some("demo-alice"),
-            "query($id: ID!) { session(id: $id) { statusTransitions { cursor toStatus } } }",
-            json!({"id": id}),
-        )
-        .await;
-    let timeline: Vec<(Value, Value)> = detail["data"]["session"]["statusTransitions"]
-        .as_array()
-        .expect("transitions")
-        .iter()
-        .map(|t| (t["cursor"].clone(), t["toStatus"].clone()))
-        .collect();
+    let timeline: Vec<(Value, Value)> =
+        timeline(&app, &id).await.iter().map(|t| (t["cursor"].clone(), t["toStatus"].clone())).collect();
     let seen: Vec<(Value, Value)> = events.iter().map(|e| (e["cursor"].clone(), e["toStatus"].clone())).collect();
     assert_eq!(seen, timeline);
     let statuses: Vec<&str> = events.iter().filter_map(|e| e["toStatus"].as_str()).collect();
@@ -299,14 +295,7 @@ async fn a_resumed_subscription_replays_exactly_what_it_missed(mut app: TestApp)
     assert_eq!((e["sessionId"].as_str(), e["toStatus"].as_str()), (Some(later.as_str()), Some("PENDING")));
     assert_eq!(again.is_quiet(Duration::from_millis(300)).await, Ok(()), "nothing twice");
     // A cursor from a session's timeline resumes too.
-    let detail = app
-        .gql(
-            Some("demo-alice"),
-            "query($id: ID!) { session(id: $id) { statusTransitions { cursor } } }",
-            json!({"id": ids[2]}),
-        )
-        .await;
-    let timeline_cursor = detail["data"]["session"]["statusTransitions"][1]["cursor"].clone();
+    let timeline_cursor = timeline(&app, &ids[2]).await[1]["cursor"].clone();
     again.subscribe("t", EVENTS, json!({"p": p, "after": timeline_cursor})).await;
     let e = again.next_event("t").await;
     assert_eq!(e["toStatus"], "PENDING", "{e}");
@@ -383,14 +372,7 @@ async fn replicas_on_one_postgres_share_events() {
     let id = launch(&a, "demo-alice", "across").await;
     let e = ws.next_event("s").await;
     assert_eq!((e["sessionId"].as_str(), e["toStatus"].as_str()), (Some(id.as_str()), Some("PENDING")));
-    let detail = a
-        .gql(
-            Some("demo-alice"),
-            "query($id: ID!) { session(id: $id) { statusTransitions { cursor } } }",
-            json!({"id": id}),
-        )
-        .await;
-    assert_eq!(e["cursor"], detail["data"]["session"]["statusTransitions"][0]["cursor"]);
+    assert_eq!(e["cursor"], timeline(&a, &id).await[0]["cursor"]);
     assert!(b.bus.notifications() > heard, "b heard of a's commit through NOTIFY");
     // And the other way round, terminating through b, watched on a.
     let mut a = a;
