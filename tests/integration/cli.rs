@@ -93,7 +93,7 @@ async fn serve_demo_answers_the_readme_example(app: TestApp) {
 
     // The README's curl examples, run as written (only the address differs).
     let blocks = readme_curl_blocks();
-    assert_eq!(blocks.len(), 2, "the viewer example and the launch-and-list example: {blocks:?}");
+    assert_eq!(blocks.len(), 3, "the viewer, launch-and-list and export examples: {blocks:?}");
     let documented: Value = blocks[0]
         .lines()
         .find_map(|l| l.strip_prefix("# "))
@@ -114,6 +114,14 @@ async fn serve_demo_answers_the_readme_example(app: TestApp) {
         list["edges"].as_array().expect("edges").iter().map(|e| e["node"]["name"].as_str().expect("name")).collect();
     names.sort();
     assert_eq!(names, ["train-1", "train-2", "train-3"]);
+    // The export example prints the documented header, then the three sessions.
+    let script = blocks[2].replace("127.0.0.1:8080", &addr);
+    let out = Command::new("sh").arg("-c").arg(&script).stdin(Stdio::null()).output().expect("run sh");
+    let csv = String::from_utf8(out.stdout).expect("utf8");
+    let documented = blocks[2].lines().find_map(|l| l.strip_prefix("# ")).expect("the README shows the header");
+    assert_eq!(csv.lines().next(), Some(documented), "{csv}");
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    assert!(csv.lines().skip(1).all(|l| l.starts_with("train-") && l.contains(",alice@example.com,1,1.00")), "{csv}");
 
     let client = reqwest::Client::new();
     let page = client.get(format!("{base}/graphiql")).send().await.expect("graphiql");
