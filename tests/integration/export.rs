@@ -272,7 +272,42 @@ async fn a_signed_link_downloads_without_a_header_for_a_minute(app: TestApp) {
     assert_eq!(crate::support::error_codes(&resp), ["FORBIDDEN"], "{resp}");
 }
 
+async fn a_download_dropped_midway_stops_reading(app: TestApp) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    app.generate(6_000, 11).await; // a few thousand in the project: several batches
+    let p = default_project();
+    let request = || {
+        Request::get(format!("/export/sessions.csv?projectId={p}&scope=PROJECT&columns=NAME,OWNER"))
+            .header(header::AUTHORIZATION, "Bearer demo-admin")
+            .body(Body::empty())
+            .expect("request")
+    };
+    let statements = || app.statements.load(std::sync::atomic::Ordering::SeqCst);
+    // All of it: the header, then one chunk per batch.
+    let before = statements();
+    let mut body = app.router.clone().oneshot(request()).await.expect("response").into_body();
+    let mut chunks = 0;
+    while let Some(frame) = body.frame().await {
+        chunks += usize::from(frame.expect("frame").is_data());
+    }
+    let whole = statements() - before;
+    assert!(chunks >= 3, "a header and at least two batches: {chunks}");
+    // The header and the first batch only, then the client goes away.
+    let before = statements();
+    let mut body = app.router.clone().oneshot(request()).await.expect("response").into_body();
+    for _ in 0..2 {
+        body.frame().await.expect("a chunk").expect("frame");
+    }
+    drop(body);
+    let read = statements() - before;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(statements() - before, read, "nothing more is read once the download is gone");
+    assert!(read < whole, "the first batch costs less than all of them ({read} vs {whole})");
+}
+
 db_tests!(
+    a_download_dropped_midway_stops_reading,
     a_signed_link_downloads_without_a_header_for_a_minute,
     an_export_holds_exactly_the_rows_of_the_list,
     mine_holds_only_the_callers_sessions_whatever_the_role,
