@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
-use support::{Server, over_runs, runs, stamp};
+use support::{Server, over_runs, rss_kib, runs, stamp};
 
 /// Generated sessions: the demo project `default` gets a little under half of them.
 const GENERATED: &str = "230000";
@@ -61,16 +61,6 @@ async fn export_once(server: &Server, pid: u32, url: &str) -> Figures {
         growth_mib: (peak.load(Ordering::Relaxed).saturating_sub(before)) as f64 / 1024.0,
         bytes,
     }
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 #[tokio::main]

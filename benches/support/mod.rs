@@ -204,13 +204,7 @@ impl Server {
 
     /// Resident memory of the server process, in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .expect("VmRSS")
+        rss_kib(self.child.id())
     }
 
     /// POSTs a GraphQL request as alice.
@@ -226,4 +220,15 @@ impl Server {
             .await
             .expect("JSON")
     }
+}
+
+/// Resident memory of process `pid`, in KiB (0 once it is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }

@@ -312,12 +312,9 @@ fn canonical(r: &ExportRequest) -> String {
     let time = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true));
     serde_json::json!([
         r.project_id,
-        match r.scope {
-            SessionScope::Mine => "MINE",
-            SessionScope::Project => "PROJECT",
-        },
+        r.scope.as_str(),
         names(f.types.as_ref().map(|v| v.iter().map(|t| t.as_str()).collect())),
-        f.tab.map(|t| format!("{t:?}")),
+        f.tab.map(|t| t.as_str()),
         names(f.statuses.as_ref().map(|v| v.iter().map(|s| s.as_str()).collect())),
         f.name_contains,
         f.resource_group,
@@ -395,6 +392,11 @@ pub async fn sign(
     })
 }
 
+/// How every link that does not hold is refused: expired, altered or malformed alike.
+pub fn link_refused() -> DomainError {
+    DomainError::Forbidden("this export link is expired or not valid: ask for a new one".to_owned())
+}
+
 /// The viewer a signed link stands for. `FORBIDDEN` for a link that is expired, altered,
 /// or signed by a keypair no longer active: all look the same.
 pub async fn verify(
@@ -405,7 +407,7 @@ pub async fn verify(
 ) -> DomainResult<Viewer> {
     use base64::Engine;
     use hmac::Mac;
-    let refused = || DomainError::Forbidden("this export link is expired or not valid: ask for a new one".to_owned());
+    let refused = link_refused;
     if now.timestamp() > signature.expires {
         return Err(refused());
     }

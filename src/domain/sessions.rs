@@ -39,6 +39,17 @@ pub enum SessionTab {
 }
 
 impl SessionTab {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "RUNNING",
+            Self::Finished => "FINISHED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Running, Self::Finished].into_iter().find(|t| t.as_str() == text)
+    }
+
     pub fn statuses(self) -> Vec<SessionStatus> {
         SessionStatus::ALL.iter().copied().filter(|s| s.is_terminal() == (self == Self::Finished)).collect()
     }

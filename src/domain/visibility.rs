@@ -110,6 +110,19 @@ pub enum SessionScope {
     Project,
 }
 
+impl SessionScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mine => "MINE",
+            Self::Project => "PROJECT",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Mine, Self::Project].into_iter().find(|s| s.as_str() == text)
+    }
+}
+
 /// The sessions of one project a viewer may see in one scope: as a SQL condition for the
 /// lists, counts and replays, and as a test of one session for the live events. Both come
 /// from the same two fields, so they cannot disagree.

@@ -18,6 +18,12 @@ pub fn db<'a>(ctx: &Context<'a>) -> ApiResult<&'a DatabaseConnection> {
         .ok_or_else(|| DomainError::invariant("the schema was built without a database").into())
 }
 
+/// The process's event bus.
+pub fn bus<'a>(ctx: &Context<'a>) -> ApiResult<&'a crate::domain::events::EventBus> {
+    ctx.data_opt::<crate::domain::events::EventBus>()
+        .ok_or_else(|| DomainError::invariant("the schema was built without an event bus").into())
+}
+
 /// The request's DataLoaders.
 pub fn loaders<'a>(ctx: &Context<'a>) -> ApiResult<&'a super::loaders::Loaders> {
     ctx.data_opt::<super::loaders::Loaders>()

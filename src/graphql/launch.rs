@@ -2,11 +2,10 @@
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 
-use crate::domain::events::EventBus;
 use crate::domain::launch::{self, LaunchLimits};
 use crate::domain::{DomainError, terminate};
 
-use super::context::{db, viewer};
+use super::context::{bus, db, viewer};
 use super::errors::{ApiResult, camel, code_of, with_paths};
 use super::ids::{NodeKind, decode_uuid, project_uuid};
 use super::session::{LaunchGroup, Session};
@@ -138,10 +137,6 @@ fn limits<'a>(ctx: &Context<'a>) -> ApiResult<LaunchLimits> {
     ctx.data_opt::<LaunchLimits>()
         .copied()
         .ok_or_else(|| DomainError::invariant("the schema was built without launch limits").into())
-}
-
-fn bus<'a>(ctx: &Context<'a>) -> ApiResult<&'a EventBus> {
-    ctx.data_opt::<EventBus>().ok_or_else(|| DomainError::invariant("the schema was built without an event bus").into())
 }
 
 #[derive(Default)]

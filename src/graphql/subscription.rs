@@ -6,10 +6,10 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
 use crate::domain::DomainError;
-use crate::domain::events::{EventBus, SessionEvent as DomEvent};
+use crate::domain::events::SessionEvent as DomEvent;
 use crate::domain::watch::{self, WatchRequest};
 
-use super::context::{db, viewer};
+use super::context::{bus, db, viewer};
 use super::cursor;
 use super::errors::ApiError;
 use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
@@ -65,9 +65,6 @@ impl SessionSubscription {
         session_id: Option<ID>,
         after: Option<String>,
     ) -> Result<BoxStream<'static, Result<SessionEvent, ApiError>>, ApiError> {
-        let bus = ctx
-            .data_opt::<EventBus>()
-            .ok_or_else(|| DomainError::invariant("the schema was built without an event bus"))?;
         let session_id = session_id
             .map(|id| decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session")))
             .transpose()?;
@@ -77,7 +74,7 @@ impl SessionSubscription {
             session_id,
             after: after.as_deref().map(|a| cursor::decode_sequence(a, "after")).transpose()?,
         };
-        let feed = watch::watch(db(ctx)?, bus, viewer(ctx)?, request).await?;
+        let feed = watch::watch(db(ctx)?, bus(ctx)?, viewer(ctx)?, request).await?;
         Ok(feed.map(|e| e.map(SessionEvent).map_err(ApiError::from)).boxed())
     }
 }

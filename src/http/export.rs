@@ -113,21 +113,11 @@ fn request(params: &[(String, String)]) -> Result<ExportRequest, Refusal> {
         }
         match name.as_str() {
             "projectId" => project_id = Some(value.clone()),
-            "scope" => {
-                scope = match value.as_str() {
-                    "MINE" => SessionScope::Mine,
-                    "PROJECT" => SessionScope::Project,
-                    _ => return Err(bad(name, "`scope` is MINE or PROJECT")),
-                }
-            }
+            "scope" => scope = SessionScope::parse(value).ok_or_else(|| bad(name, "`scope` is MINE or PROJECT"))?,
             "types" => filter.types = Some(list(name, value, SessionType::parse)?),
             "statuses" => filter.statuses = Some(list(name, value, SessionStatus::parse)?),
             "tab" => {
-                filter.tab = Some(match value.as_str() {
-                    "RUNNING" => SessionTab::Running,
-                    "FINISHED" => SessionTab::Finished,
-                    _ => return Err(bad(name, "`tab` is RUNNING or FINISHED")),
-                })
+                filter.tab = Some(SessionTab::parse(value).ok_or_else(|| bad(name, "`tab` is RUNNING or FINISHED"))?)
             }
             "nameContains" => filter.name_contains = Some(value.clone()),
             "resourceGroup" => filter.resource_group = Some(value.clone()),
@@ -214,18 +204,13 @@ async fn viewer(
     request: &ExportRequest,
     now: DateTime<Utc>,
 ) -> Result<auth::Viewer, DomainError> {
-    let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(super::bearer_token);
-    let bearer = match token {
-        Some(token) => Some(auth::authenticate(&state.db, token).await?),
-        None => None,
-    };
+    let bearer = super::header_viewer(&state.db, headers).await?;
     let param = |name: &str| params.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
     let Some(mac) = param("sig") else {
         return bearer.ok_or(DomainError::Unauthenticated);
     };
-    let refused = || DomainError::Forbidden("this export link is expired or not valid: ask for a new one".to_owned());
-    let keypair_id = param("key").and_then(|k| uuid::Uuid::parse_str(k).ok()).ok_or_else(refused)?;
-    let expires = param("expires").and_then(|e| e.parse().ok()).ok_or_else(refused)?;
+    let keypair_id = param("key").and_then(|k| uuid::Uuid::parse_str(k).ok()).ok_or_else(export::link_refused)?;
+    let expires = param("expires").and_then(|e| e.parse().ok()).ok_or_else(export::link_refused)?;
     let signature = export::Signature { keypair_id, expires, mac: mac.to_owned() };
     let signer = export::verify(&state.db, &signature, request, now).await?;
     if bearer.is_some_and(|b| b.user_id != signer.user_id) {
@@ -241,12 +226,12 @@ pub fn link(request: &ExportRequest, signature: &export::Signature) -> String {
     let f = &request.filter;
     let join = |names: Vec<&str>| names.join(",");
     let mut q: Vec<(&str, String)> = vec![("projectId", encode(NodeKind::Project, request.project_id).0)];
-    q.push(("scope", if request.scope == SessionScope::Project { "PROJECT" } else { "MINE" }.to_owned()));
+    q.push(("scope", request.scope.as_str().to_owned()));
     if let Some(t) = &f.types {
         q.push(("types", join(t.iter().map(|t| t.as_str()).collect())));
     }
     if let Some(t) = f.tab {
-        q.push(("tab", if t == SessionTab::Running { "RUNNING" } else { "FINISHED" }.to_owned()));
+        q.push(("tab", t.as_str().to_owned()));
     }
     if let Some(s) = &f.statuses {
         q.push(("statuses", join(s.iter().map(|s| s.as_str()).collect())));

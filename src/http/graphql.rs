@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::domain::{DomainError, auth};
+use crate::domain::DomainError;
 use crate::graphql::errors::{
     BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, code_of, error_body, finalize_errors,
 };
@@ -203,11 +203,7 @@ pub fn operation_of(request: &async_graphql::Request) -> Option<Operation> {
 
 async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: async_graphql::Request) -> Response {
     let rid = request_id(headers);
-    let token = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(super::bearer_token);
-    let viewer = match token {
-        None => Err(DomainError::Unauthenticated),
-        Some(token) => auth::authenticate(&state.db, token).await,
-    };
+    let viewer = super::header_viewer(&state.db, headers).await.and_then(|v| v.ok_or(DomainError::Unauthenticated));
     let viewer = match viewer {
         Ok(v) => v,
         Err(err @ DomainError::Unauthenticated) => {

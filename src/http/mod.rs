@@ -32,6 +32,19 @@ pub fn bearer_token(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// The viewer of a request's `Authorization: Bearer` header: `None` without one,
+/// `Unauthenticated` for a token that is not valid.
+pub async fn header_viewer(
+    db: &DatabaseConnection,
+    headers: &axum::http::HeaderMap,
+) -> crate::domain::DomainResult<Option<crate::domain::auth::Viewer>> {
+    let token = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token);
+    match token {
+        Some(token) => Ok(Some(crate::domain::auth::authenticate(db, token).await?)),
+        None => Ok(None),
+    }
+}
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {

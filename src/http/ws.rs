@@ -332,7 +332,7 @@ impl Connection {
                 "message": format!("at most {max} operations may run at once on one connection"),
                 "extensions": {"code": LIMIT_EXCEEDED},
             });
-            return Ok(self.failure(&id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
+            return Ok(failure(self.protocol, &id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
         }
         let operation = super::graphql::operation_of(&request);
         let subscription = operation.as_ref().is_some_and(|o| o.ty == OperationType::Subscription);
@@ -341,7 +341,7 @@ impl Connection {
                 "message": "a subscription selects exactly one root field, without fragments",
                 "extensions": {"code": BAD_USER_INPUT},
             });
-            return Ok(self.failure(&id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
+            return Ok(failure(self.protocol, &id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
         }
         // Queries and mutations get the time limit they have over HTTP; a subscription runs
         // until it ends or is stopped.
@@ -368,10 +368,6 @@ impl Connection {
         });
         self.operations.insert(id, (generation, task.abort_handle()));
         Ok(Vec::new())
-    }
-
-    fn failure(&self, id: &str, errors: Vec<Value>) -> Vec<String> {
-        failure(self.protocol, id, errors)
     }
 }
 
