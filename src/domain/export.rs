@@ -4,9 +4,12 @@
 //! How the text is written out (CSV, quoting, spreadsheet safety) is the transport's.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, QueryResult, TryGetable,
+};
 use uuid::Uuid;
 
 use entity::{agent, session};
@@ -98,6 +101,31 @@ impl Column {
                 | Column::Agent
         )
     }
+
+    /// The columns of the sessions table its cells are made from.
+    fn reads(&self) -> &'static [session::Column] {
+        use session::Column as C;
+        match self {
+            Column::Name => &[C::Name],
+            Column::Status => &[C::Status],
+            Column::Accelerator(_) | Column::Cpu | Column::MemoryGib => &[C::RequestedSlots],
+            Column::ElapsedSeconds | Column::ElapsedText => &[C::CreatedAt, C::TerminatedAt],
+            Column::Type => &[C::SessionType],
+            Column::Image => &[C::Image],
+            Column::ResourceGroup => &[C::ResourceGroup],
+            Column::Owner => &[C::OwnerId],
+            Column::Project => &[C::ProjectId],
+            Column::CreatedAt => &[C::CreatedAt],
+            Column::StartedAt => &[C::StartedAt],
+            Column::TerminatedAt => &[C::TerminatedAt],
+            Column::ClusterSize => &[C::ClusterSize],
+            Column::StatusInfo => &[C::StatusInfo],
+            Column::Result => &[C::Result],
+            Column::Agent => &[C::AgentId],
+            Column::Priority => &[C::Priority],
+            Column::QueuePosition => &[C::Status, C::QueuePosition],
+        }
+    }
 }
 
 /// A prepared export: checked arguments, the columns, and the instant elapsed times use.
@@ -105,15 +133,30 @@ pub struct Export {
     set: SessionSet,
     orders: Vec<SessionOrder>,
     columns: Vec<Column>,
+    /// What the columns read of each session, each once.
+    reads: Vec<session::Column>,
     now: DateTime<Utc>,
     /// The project's name, for the file name.
     pub project_name: String,
 }
 
-/// One batch of rows, and where the next one starts (`None`: this was the last).
-pub struct Batch {
-    pub rows: Vec<Vec<String>>,
-    pub next: Option<SessionPosition>,
+/// One batch as read from the database, not yet made text: the rows (only the columns
+/// the file shows), the names they refer to, and where the next batch starts (`None`: this
+/// was the last).
+pub struct Fetched {
+    rows: Vec<QueryResult>,
+    owners: HashMap<Uuid, String>,
+    projects: HashMap<Uuid, String>,
+    next: Option<SessionPosition>,
+}
+
+/// The task reading an export's batches; dropping it stops the reading.
+struct Reader(tokio::task::JoinHandle<()>);
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Sessions per batch: four list pages of the largest size (about 2 MB of rows at most).
@@ -186,7 +229,13 @@ pub async fn prepare(
             SessionColumnKey::QueuePosition => columns.push(Column::QueuePosition),
         }
     }
-    Ok(Export { set, orders: request.orders.clone(), columns, now, project_name: project.name })
+    let mut reads: Vec<session::Column> = Vec::new();
+    for c in columns.iter().flat_map(Column::reads) {
+        if !reads.iter().any(|r| r.as_str() == c.as_str()) {
+            reads.push(*c);
+        }
+    }
+    Ok(Export { set, orders: request.orders.clone(), columns, reads, now, project_name: project.name })
 }
 
 /// The accelerator slots (every slot but CPU and memory) the agents of `groups` offer, sorted.
@@ -212,77 +261,155 @@ impl Export {
         self.columns.iter().map(Column::is_free_text).collect()
     }
 
-    /// The rows after `after` (from the start with `None`): at most [`BATCH`].
-    pub async fn batch(&self, db: &impl ConnectionTrait, after: Option<SessionPosition>) -> DomainResult<Batch> {
-        let request = PageRequest { size: BATCH, backward: false, after, before: None };
-        let page = self.set.page(db, &self.orders, &request, self.now).await?;
-        // Each id once, only when its column is shown.
-        let ids = |column: Column, id: fn(&session::Model) -> Uuid| -> Vec<Uuid> {
-            if !self.columns.contains(&column) {
-                return Vec::new();
-            }
-            page.rows.iter().map(|(s, _)| id(s)).collect::<BTreeSet<_>>().into_iter().collect()
+    /// Every row of the export as the text of its cells, batch by batch. Batches are read
+    /// by a task of their own, one batch ahead of the consumer, so that reading the next batch
+    /// and writing out this one overlap; dropping the stream stops the reading.
+    pub fn rows(
+        self: Arc<Self>,
+        db: DatabaseConnection,
+    ) -> impl futures_util::Stream<Item = DomainResult<Vec<Vec<String>>>> + Send + 'static {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let reader = {
+            let export = self.clone();
+            tokio::spawn(async move {
+                let mut after = None;
+                loop {
+                    let fetched = export.fetch(&db, after).await;
+                    after = fetched.as_ref().ok().and_then(|f| f.next.clone());
+                    let last = after.is_none();
+                    if tx.send(fetched).await.is_err() || last {
+                        return;
+                    }
+                }
+            })
         };
-        let owners: HashMap<Uuid, String> = relations::users(db, &ids(Column::Owner, |s| s.owner_id))
+        futures_util::stream::unfold((rx, Reader(reader)), move |(mut rx, reader)| {
+            let export = self.clone();
+            async move {
+                let texts = rx.recv().await?.and_then(|fetched| export.texts(&fetched));
+                Some((texts, (rx, reader)))
+            }
+        })
+    }
+
+    /// The rows after `after` (from the start with `None`): at most [`BATCH`], only the
+    /// columns the file shows.
+    async fn fetch(&self, db: &impl ConnectionTrait, after: Option<SessionPosition>) -> DomainResult<Fetched> {
+        use session::Column as C;
+        let request = PageRequest { size: BATCH, backward: false, after, before: None };
+        let (rows, next) = self.set.next_rows(db, &self.orders, &request, self.now, &self.reads, Ok).await?;
+        // Each id once, only when its column is shown.
+        let ids = |column: Column, id: C| -> DomainResult<Vec<Uuid>> {
+            if !self.columns.contains(&column) {
+                return Ok(Vec::new());
+            }
+            let ids = rows.iter().map(|row| get(row, id)).collect::<DomainResult<BTreeSet<Uuid>>>()?;
+            Ok(ids.into_iter().collect())
+        };
+        let owners: HashMap<Uuid, String> = relations::users(db, &ids(Column::Owner, C::OwnerId)?)
             .await?
             .into_iter()
             .map(|(id, u)| (id, u.email))
             .collect();
-        let projects: HashMap<Uuid, String> = relations::projects(db, &ids(Column::Project, |s| s.project_id))
+        let projects: HashMap<Uuid, String> = relations::projects(db, &ids(Column::Project, C::ProjectId)?)
             .await?
             .into_iter()
             .map(|(id, p)| (id, p.name))
             .collect();
-        let next = if page.has_next_page { page.rows.last().map(|(_, p)| p.clone()) } else { None };
-        let mut rows = Vec::with_capacity(page.rows.len());
-        for (s, _) in &page.rows {
-            let requested = ResourceSlots::from_json(&s.requested_slots)?;
-            rows.push(self.columns.iter().map(|c| self.cell(c, s, &requested, &owners, &projects)).collect());
-        }
-        Ok(Batch { rows, next })
+        Ok(Fetched { rows, owners, projects, next })
     }
 
-    fn cell(
-        &self,
-        column: &Column,
-        s: &session::Model,
-        requested: &ResourceSlots,
-        owners: &HashMap<Uuid, String>,
-        projects: &HashMap<Uuid, String>,
-    ) -> String {
-        let time =
-            |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default();
-        match column {
-            Column::Name => s.name.clone(),
-            Column::Status => s.status.clone(),
-            Column::Accelerator(slot) => number(requested.get(slot)),
-            Column::Cpu => number(requested.get(slots::CPU)),
-            Column::MemoryGib => format!("{:.2}", requested.get(slots::MEM) / f64::from(1u32 << 30)),
-            Column::ElapsedSeconds => sessions::elapsed_seconds(s, self.now).to_string(),
-            Column::ElapsedText => elapsed_text(sessions::elapsed_seconds(s, self.now)),
-            Column::Type => s.session_type.clone(),
-            Column::Image => s.image.clone(),
-            Column::ResourceGroup => s.resource_group.clone(),
-            Column::Owner => owners.get(&s.owner_id).cloned().unwrap_or_default(),
-            Column::Project => projects.get(&s.project_id).cloned().unwrap_or_default(),
-            Column::CreatedAt => time(Some(s.created_at)),
-            Column::StartedAt => time(s.started_at),
-            Column::TerminatedAt => time(s.terminated_at),
-            Column::ClusterSize => s.cluster_size.to_string(),
-            Column::StatusInfo => s.status_info.clone().unwrap_or_default(),
-            Column::Result => s.result.clone(),
-            Column::Agent => s.agent_id.clone().unwrap_or_default(),
-            Column::Priority => s.priority.to_string(),
-            Column::QueuePosition => s.queue_position.map(|p| p.to_string()).unwrap_or_default(),
+    /// The cells of a fetched batch, row by row.
+    fn texts(&self, fetched: &Fetched) -> DomainResult<Vec<Vec<String>>> {
+        let slots = self.reads.iter().any(|c| c.as_str() == session::Column::RequestedSlots.as_str());
+        let mut rows = Vec::with_capacity(fetched.rows.len());
+        for row in &fetched.rows {
+            let requested = if slots {
+                ResourceSlots::from_json(&get(row, session::Column::RequestedSlots)?)?
+            } else {
+                ResourceSlots::default()
+            };
+            let session = Read { row, requested, owners: &fetched.owners, projects: &fetched.projects };
+            rows.push(self.columns.iter().map(|c| self.cell(c, &session)).collect::<DomainResult<_>>()?);
         }
+        Ok(rows)
     }
+
+    fn cell(&self, column: &Column, s: &Read<'_>) -> DomainResult<String> {
+        use session::Column as C;
+        let time = |c: C| -> DomainResult<String> {
+            let t: Option<DateTime<Utc>> = get(s.row, c)?;
+            Ok(t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default())
+        };
+        let elapsed = || -> DomainResult<i64> {
+            Ok(sessions::elapsed_between(get(s.row, C::CreatedAt)?, get(s.row, C::TerminatedAt)?, self.now))
+        };
+        let text = |c: C| -> DomainResult<String> { Ok(get::<Option<String>>(s.row, c)?.unwrap_or_default()) };
+        let name = |id: C, names: &HashMap<Uuid, String>| -> DomainResult<String> {
+            Ok(names.get(&get(s.row, id)?).cloned().unwrap_or_default())
+        };
+        Ok(match column {
+            Column::Name => text(C::Name)?,
+            Column::Status => text(C::Status)?,
+            Column::Accelerator(slot) => number(s.requested.get(slot)),
+            Column::Cpu => number(s.requested.get(slots::CPU)),
+            Column::MemoryGib => gib(s.requested.get(slots::MEM)),
+            Column::ElapsedSeconds => elapsed()?.to_string(),
+            Column::ElapsedText => elapsed_text(elapsed()?),
+            Column::Type => text(C::SessionType)?,
+            Column::Image => text(C::Image)?,
+            Column::ResourceGroup => text(C::ResourceGroup)?,
+            Column::Owner => name(C::OwnerId, s.owners)?,
+            Column::Project => name(C::ProjectId, s.projects)?,
+            Column::CreatedAt => time(C::CreatedAt)?,
+            Column::StartedAt => time(C::StartedAt)?,
+            Column::TerminatedAt => time(C::TerminatedAt)?,
+            Column::ClusterSize => get::<i32>(s.row, C::ClusterSize)?.to_string(),
+            Column::StatusInfo => text(C::StatusInfo)?,
+            Column::Result => text(C::Result)?,
+            Column::Agent => text(C::AgentId)?,
+            Column::Priority => get::<i32>(s.row, C::Priority)?.to_string(),
+            Column::QueuePosition => sessions::queue_position_of(&text(C::Status)?, get(s.row, C::QueuePosition)?)?
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// One session as an export reads it: the row of the columns it shows, its requested
+/// resources, and the names of owners and projects.
+struct Read<'a> {
+    row: &'a QueryResult,
+    requested: ResourceSlots,
+    owners: &'a HashMap<Uuid, String>,
+    projects: &'a HashMap<Uuid, String>,
+}
+
+/// A column of a session's row.
+fn get<T: TryGetable>(row: &QueryResult, column: session::Column) -> DomainResult<T> {
+    Ok(row.try_get("", column.as_str())?)
 }
 
 /// An amount without trailing zeros: `2`, `0.5`, `1.25`.
 fn number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        return (x as i64).to_string(); // whole, the usual case: no float formatting
+    }
     let text = format!("{x:.3}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     if text.is_empty() || text == "-0" { "0".to_owned() } else { text.to_owned() }
+}
+
+/// Bytes as GiB with two decimals: `1.00`, `0.50`.
+fn gib(bytes: f64) -> String {
+    let hundredths = bytes * 100.0 / f64::from(1u32 << 30);
+    if hundredths.fract() == 0.0 && hundredths.abs() < 1e15 {
+        // Whole hundredths, the usual case: no float formatting.
+        let h = hundredths as i64;
+        let sign = if h < 0 { "-" } else { "" };
+        return format!("{sign}{}.{:02}", h.abs() / 100, h.abs() % 100);
+    }
+    format!("{:.2}", bytes / f64::from(1u32 << 30))
 }
 
 /// Elapsed seconds as the page shows them: `02:03:04`, or `1d 02:03:04` from a day on.
@@ -435,5 +562,14 @@ mod tests {
         assert_eq!(number(0.5), "0.5");
         assert_eq!(number(1.25), "1.25");
         assert_eq!(number(0.0), "0");
+    }
+
+    #[test]
+    fn gibibytes_with_two_decimals() {
+        let g = f64::from(1u32 << 30);
+        for (bytes, text) in [(g, "1.00"), (g / 2.0, "0.50"), (0.0, "0.00"), (1e9, "0.93"), (64.0 * g, "64.00")] {
+            assert_eq!(gib(bytes), text);
+            assert_eq!(gib(bytes), format!("{:.2}", bytes / g), "the fast path formats as the slow one");
+        }
     }
 }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, TimeZone, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Func, LikeExpr, Query};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, Order, QueryFilter, QueryOrder,
-    QuerySelect, QueryTrait, Value,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, IdenStatic, Order, QueryFilter,
+    QueryOrder, QuerySelect, QueryTrait, Value,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -109,7 +109,12 @@ pub fn pending_reasons(s: &session::Model) -> DomainResult<Vec<PendingReason>> {
 /// Its place among the pending sessions of its resource group (1 is next), once the
 /// scheduler has ordered it; none when not PENDING.
 pub fn queue_position(s: &session::Model) -> DomainResult<Option<i32>> {
-    Ok(if SessionStatus::stored(&s.status)? == SessionStatus::Pending { s.queue_position } else { None })
+    queue_position_of(&s.status, s.queue_position)
+}
+
+/// [`queue_position`] of a session in status `status` with the stored position `position`.
+pub fn queue_position_of(status: &str, position: Option<i32>) -> DomainResult<Option<i32>> {
+    Ok(if SessionStatus::stored(status)? == SessionStatus::Pending { position } else { None })
 }
 
 /// Whether a session offers its image's applications now: once RUNNING.
@@ -124,7 +129,12 @@ pub fn image_apps(image: &entity::image::Model) -> Vec<String> {
 
 /// Whole seconds from creation to termination, or to `now` while not terminated.
 pub fn elapsed_seconds(s: &session::Model, now: DateTime<Utc>) -> i64 {
-    std::cmp::max((s.terminated_at.unwrap_or(now) - s.created_at).num_seconds(), 0)
+    elapsed_between(s.created_at, s.terminated_at, now)
+}
+
+/// [`elapsed_seconds`] of a session created at `created_at` and terminated at `terminated_at`.
+pub fn elapsed_between(created_at: DateTime<Utc>, terminated_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> i64 {
+    std::cmp::max((terminated_at.unwrap_or(now) - created_at).num_seconds(), 0)
 }
 
 /// Badge counts of a session set.
@@ -300,6 +310,52 @@ impl SessionSet {
         request: &PageRequest<SessionPosition>,
         now: DateTime<Utc>,
     ) -> DomainResult<SessionPage> {
+        let walk = self.walk(db.get_database_backend(), orders, request, now, None)?;
+        let rows = db.query_all_raw(walk.statement.clone()).await?;
+        let mut walked = Vec::with_capacity(rows.len());
+        for row in rows {
+            walked.push((session::Model::from_query_result(&row, "")?, walk.position(&row)?));
+        }
+        Ok(request.finish(walked))
+    }
+
+    /// The next `request.size` sessions after `request.after`, reading only `columns`,
+    /// each row made a value by `read`, and the position the following ones start after
+    /// (`None`: these were the last). For walking a whole list forwards: no position is made
+    /// for the rows in between.
+    pub async fn next_rows<R>(
+        &self,
+        db: &impl ConnectionTrait,
+        orders: &[SessionOrder],
+        request: &PageRequest<SessionPosition>,
+        now: DateTime<Utc>,
+        columns: &[session::Column],
+        read: impl FnMut(sea_orm::QueryResult) -> DomainResult<R>,
+    ) -> DomainResult<(Vec<R>, Option<SessionPosition>)> {
+        if request.backward || request.before.is_some() {
+            return Err(DomainError::invariant("next_rows walks forwards"));
+        }
+        let walk = self.walk(db.get_database_backend(), orders, request, now, Some(columns))?;
+        let mut rows = db.query_all_raw(walk.statement.clone()).await?;
+        let size = usize::try_from(request.size).unwrap_or(usize::MAX);
+        let next = if rows.len() > size {
+            rows.truncate(size);
+            rows.last().map(|row| walk.position(row)).transpose()?
+        } else {
+            None
+        };
+        Ok((rows.into_iter().map(read).collect::<DomainResult<_>>()?, next))
+    }
+
+    /// The statement of a page, and how its rows' positions are made.
+    fn walk(
+        &self,
+        backend: DbBackend,
+        orders: &[SessionOrder],
+        request: &PageRequest<SessionPosition>,
+        now: DateTime<Utc>,
+        columns: Option<&[session::Column]>,
+    ) -> DomainResult<Walk> {
         let keys = order_keys(orders);
         let signature = signature(&keys);
         let after = request.after.as_ref().map(|p| p.check(&signature, "after")).transpose()?;
@@ -309,9 +365,14 @@ impl SessionSet {
         let now = after.or(before).and_then(|p| p.now).map_or(now, micros_to_time);
         let backward = request.backward;
 
-        let backend = db.get_database_backend();
         let exprs: Vec<Expr> = keys.iter().map(|k| sort_expr(k.field, backend, now)).collect();
         let mut query = session::Entity::find().filter(self.condition.clone());
+        if let Some(columns) = columns {
+            query = query.select_only().column(session::Column::Id);
+            for c in columns.iter().filter(|c| c.as_str() != session::Column::Id.as_str()) {
+                query = query.column(*c);
+            }
+        }
         for (i, expr) in exprs.iter().enumerate() {
             query = query.expr_as(expr.clone(), format!("sk{i}"));
         }
@@ -328,22 +389,27 @@ impl SessionSet {
         let id_desc = keys.first().is_some_and(|k| k.descending);
         query = query.order_by(session::Column::Id, if id_desc != backward { Order::Desc } else { Order::Asc });
         query = query.limit(request.fetch_limit());
+        Ok(Walk { statement: query.build(backend), keys, signature, now })
+    }
+}
 
-        let rows = db.query_all_raw(query.build(backend)).await?;
-        let mut walked = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let model = session::Model::from_query_result(row, "")?;
-            let values =
-                keys.iter().enumerate().map(|(i, k)| key_value(row, i, k.field)).collect::<DomainResult<Vec<_>>>()?;
-            let position = SessionPosition {
-                o: signature.clone(),
-                k: values,
-                id: model.id,
-                now: keys.iter().any(|k| k.field == SessionOrderField::Elapsed).then(|| now.timestamp_micros()),
-            };
-            walked.push((model, position));
-        }
-        Ok(request.finish(walked))
+/// A page's statement, and what its rows' positions hold.
+struct Walk {
+    statement: sea_orm::Statement,
+    keys: Vec<SessionOrder>,
+    signature: String,
+    now: DateTime<Utc>,
+}
+
+impl Walk {
+    /// The position of a row of the page.
+    fn position(&self, row: &sea_orm::QueryResult) -> DomainResult<SessionPosition> {
+        Ok(SessionPosition {
+            o: self.signature.clone(),
+            k: self.keys.iter().enumerate().map(|(i, k)| key_value(row, i, k.field)).collect::<DomainResult<_>>()?,
+            id: row.try_get("", session::Column::Id.as_str())?,
+            now: self.keys.iter().any(|k| k.field == SessionOrderField::Elapsed).then(|| self.now.timestamp_micros()),
+        })
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::domain::export::{self, Export, ExportRequest};
 use crate::domain::model::{SessionColumnKey, SessionType};
-use crate::domain::sessions::{SessionFilter, SessionOrder, SessionOrderField, SessionPosition, SessionTab};
+use crate::domain::sessions::{SessionFilter, SessionOrder, SessionOrderField, SessionTab};
 use crate::domain::status::SessionStatus;
 use crate::domain::visibility::SessionScope;
 use crate::domain::{DomainError, auth, clock};
@@ -266,35 +266,24 @@ pub fn link(request: &ExportRequest, signature: &export::Signature) -> String {
     format!("/export/sessions.csv?{}", serde_urlencoded::to_string(&q).unwrap_or_default())
 }
 
-/// Where the stream is.
-enum Step {
-    Header,
-    After(Option<SessionPosition>),
-    Done,
-}
-
 /// The file: the header row, then one chunk per batch of rows.
 fn rows(
     db: sea_orm::DatabaseConnection,
     export: Export,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    use futures_util::StreamExt;
     let free_text = export.free_text();
-    futures_util::stream::unfold((Step::Header, db, export, free_text), |(step, db, export, free_text)| async move {
-        let (chunk, next) = match step {
-            Step::Done => return None,
-            Step::Header => (write([export.titles()], &[]), Step::After(None)),
-            Step::After(after) => match export.batch(&db, after).await {
-                Ok(batch) => (write(batch.rows, &free_text), batch.next.map_or(Step::Done, |p| Step::After(Some(p)))),
-                Err(e) => {
-                    // The status is sent already: end the body with an error, so the client
-                    // sees a broken download rather than a short file.
-                    tracing::error!(error = ?e, "export failed while streaming");
-                    return Some((Err(std::io::Error::other("export failed")), (Step::Done, db, export, free_text)));
-                }
-            },
-        };
-        Some((Ok(Bytes::from(chunk)), (next, db, export, free_text)))
-    })
+    let header = write([export.titles()], &[]);
+    let batches = std::sync::Arc::new(export).rows(db).map(move |batch| match batch {
+        Ok(rows) => Ok(Bytes::from(write(rows, &free_text))),
+        Err(e) => {
+            // The status is sent already: end the body with an error, so the client sees a
+            // broken download rather than a short file.
+            tracing::error!(error = ?e, "export failed while streaming");
+            Err(std::io::Error::other("export failed"))
+        }
+    });
+    futures_util::stream::once(async move { Ok(Bytes::from(header)) }).chain(batches)
 }
 
 /// CSV records (quoted as needed by the csv crate, lines ending in CRLF), free-text cells
