@@ -24,6 +24,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(true)
+                .pragma("mmap_size", "268435456")
         });
     }
     Database::connect(opts).await
