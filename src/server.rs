@@ -25,6 +25,7 @@ pub async fn open_database(
 ) -> Result<(DatabaseConnection, bool), Box<dyn std::error::Error>> {
     let conn = db::connect(&args.database_url, args.db_max_connections).await?;
     db::migrate(&conn).await?;
+    crate::domain::export::signing_key(&conn).await.map_err(|e| format!("reading the signing key failed: {e:?}"))?;
     let seeded = demo && seed::seed_demo(&conn).await.map_err(|e| format!("seeding the demo data failed: {e:?}"))?;
     Ok((conn, seeded))
 }

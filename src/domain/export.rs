@@ -457,9 +457,9 @@ fn canonical(r: &ExportRequest) -> String {
 
 const KEY_NAME: &str = "export-links";
 
-/// The server's link-signing key: generated on first use and stored, so every replica and
-/// every restart shares it.
-async fn signing_key(db: &impl ConnectionTrait) -> DomainResult<Vec<u8>> {
+/// The server's link-signing key: generated on first start (or first use) and stored, so
+/// every replica and every restart shares it.
+pub async fn signing_key(db: &impl ConnectionTrait) -> DomainResult<Vec<u8>> {
     use base64::Engine;
     use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Query};
     let backend = db.get_database_backend();

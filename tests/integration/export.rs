@@ -216,6 +216,11 @@ const LINK: &str = "query($p: ID!, $scope: SessionScope, $f: SessionFilter, $c: 
   sessionExportUrl(projectId: $p, scope: $scope, filter: $f, columns: $c) }";
 
 async fn a_signed_link_downloads_without_a_header_for_a_minute(app: TestApp) {
+    use sea_orm::ConnectionTrait;
+    // The signing key is made when the server first starts, before any link is asked for.
+    let stmt = sea_orm::Statement::from_string(app.db.get_database_backend(), "SELECT COUNT(*) AS n FROM signing_keys");
+    let row = app.db.query_one_raw(stmt).await.expect("count").expect("a row");
+    assert_eq!(row.try_get::<i64>("", "n").expect("n"), 1, "one signing key, stored at start");
     app.generate(200, 5).await;
     let p = default_project();
     let vars = json!({"p": p, "scope": "PROJECT", "f": {"tab": "FINISHED"}, "c": ["NAME", "STATUS", "OWNER"]});
