@@ -224,10 +224,15 @@ impl Server {
 
 /// Resident memory of process `pid`, in KiB (0 once it is gone).
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// A figure of `/proc/<pid>/status` in KiB (`VmRSS`, `RssAnon`…), 0 once the process is gone.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field).and_then(|rest| rest.strip_prefix(':')))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
