@@ -33,97 +33,87 @@ pub struct ExportRequest {
     pub columns: Option<Vec<SessionColumnKey>>,
 }
 
-/// One column of the file. A list column can give several: ACCELERATORS one per
-/// accelerator slot the project's resource groups serve, ELAPSED seconds and a readable text.
+/// One column of the file. A list column gives one, except ACCELERATORS (one per
+/// accelerator slot the project's resource groups serve) and ELAPSED (seconds and a readable
+/// text).
 #[derive(Clone, Debug, PartialEq)]
 enum Column {
-    Name,
-    Status,
+    Key(SessionColumnKey),
     Accelerator(String),
-    Cpu,
-    MemoryGib,
     ElapsedSeconds,
     ElapsedText,
-    Type,
-    Image,
-    ResourceGroup,
-    Owner,
-    Project,
-    CreatedAt,
-    StartedAt,
-    TerminatedAt,
-    ClusterSize,
-    StatusInfo,
-    Result,
-    Agent,
-    Priority,
-    QueuePosition,
 }
 
 impl Column {
     fn title(&self) -> String {
+        use SessionColumnKey as K;
         match self {
-            Column::Name => "Name".into(),
-            Column::Status => "Status".into(),
             Column::Accelerator(slot) => format!("Accelerator {slot}"),
-            Column::Cpu => "CPU (cores)".into(),
-            Column::MemoryGib => "Memory (GiB)".into(),
             Column::ElapsedSeconds => "Elapsed (s)".into(),
             Column::ElapsedText => "Elapsed".into(),
-            Column::Type => "Type".into(),
-            Column::Image => "Image".into(),
-            Column::ResourceGroup => "Resource group".into(),
-            Column::Owner => "Owner".into(),
-            Column::Project => "Project".into(),
-            Column::CreatedAt => "Created at (UTC)".into(),
-            Column::StartedAt => "Started at (UTC)".into(),
-            Column::TerminatedAt => "Terminated at (UTC)".into(),
-            Column::ClusterSize => "Cluster size".into(),
-            Column::StatusInfo => "Status info".into(),
-            Column::Result => "Result".into(),
-            Column::Agent => "Agent".into(),
-            Column::Priority => "Priority".into(),
-            Column::QueuePosition => "Queue position".into(),
+            Column::Key(key) => match key {
+                K::Name => "Name",
+                K::Status => "Status",
+                K::Accelerators => "Accelerators",
+                K::Cpu => "CPU (cores)",
+                K::Memory => "Memory (GiB)",
+                K::Elapsed => "Elapsed",
+                K::Type => "Type",
+                K::Image => "Image",
+                K::ResourceGroup => "Resource group",
+                K::Owner => "Owner",
+                K::Project => "Project",
+                K::CreatedAt => "Created at (UTC)",
+                K::StartedAt => "Started at (UTC)",
+                K::TerminatedAt => "Terminated at (UTC)",
+                K::ClusterSize => "Cluster size",
+                K::StatusInfo => "Status info",
+                K::Result => "Result",
+                K::Agent => "Agent",
+                K::Priority => "Priority",
+                K::QueuePosition => "Queue position",
+            }
+            .into(),
         }
     }
 
     /// Whether the cell holds text a user chose or that came from outside (a name, a
     /// message), as opposed to a value this module formats.
     fn is_free_text(&self) -> bool {
+        use SessionColumnKey as K;
         matches!(
             self,
-            Column::Name
-                | Column::Image
-                | Column::ResourceGroup
-                | Column::Owner
-                | Column::Project
-                | Column::StatusInfo
-                | Column::Agent
+            Column::Key(K::Name | K::Image | K::ResourceGroup | K::Owner | K::Project | K::StatusInfo | K::Agent)
         )
     }
 
     /// The columns of the sessions table its cells are made from.
     fn reads(&self) -> &'static [session::Column] {
+        use SessionColumnKey as K;
         use session::Column as C;
         match self {
-            Column::Name => &[C::Name],
-            Column::Status => &[C::Status],
-            Column::Accelerator(_) | Column::Cpu | Column::MemoryGib => &[C::RequestedSlots],
+            Column::Accelerator(_) => &[C::RequestedSlots],
             Column::ElapsedSeconds | Column::ElapsedText => &[C::CreatedAt, C::TerminatedAt],
-            Column::Type => &[C::SessionType],
-            Column::Image => &[C::Image],
-            Column::ResourceGroup => &[C::ResourceGroup],
-            Column::Owner => &[C::OwnerId],
-            Column::Project => &[C::ProjectId],
-            Column::CreatedAt => &[C::CreatedAt],
-            Column::StartedAt => &[C::StartedAt],
-            Column::TerminatedAt => &[C::TerminatedAt],
-            Column::ClusterSize => &[C::ClusterSize],
-            Column::StatusInfo => &[C::StatusInfo],
-            Column::Result => &[C::Result],
-            Column::Agent => &[C::AgentId],
-            Column::Priority => &[C::Priority],
-            Column::QueuePosition => &[C::Status, C::QueuePosition],
+            Column::Key(key) => match key {
+                K::Name => &[C::Name],
+                K::Status => &[C::Status],
+                K::Accelerators | K::Cpu | K::Memory => &[C::RequestedSlots],
+                K::Elapsed => &[C::CreatedAt, C::TerminatedAt],
+                K::Type => &[C::SessionType],
+                K::Image => &[C::Image],
+                K::ResourceGroup => &[C::ResourceGroup],
+                K::Owner => &[C::OwnerId],
+                K::Project => &[C::ProjectId],
+                K::CreatedAt => &[C::CreatedAt],
+                K::StartedAt => &[C::StartedAt],
+                K::TerminatedAt => &[C::TerminatedAt],
+                K::ClusterSize => &[C::ClusterSize],
+                K::StatusInfo => &[C::StatusInfo],
+                K::Result => &[C::Result],
+                K::Agent => &[C::AgentId],
+                K::Priority => &[C::Priority],
+                K::QueuePosition => &[C::Status, C::QueuePosition],
+            },
         }
     }
 }
@@ -207,26 +197,9 @@ pub async fn prepare(
     let mut columns = Vec::new();
     for key in keys {
         match key {
-            SessionColumnKey::Name => columns.push(Column::Name),
-            SessionColumnKey::Status => columns.push(Column::Status),
             SessionColumnKey::Accelerators => columns.extend(accelerators.iter().cloned().map(Column::Accelerator)),
-            SessionColumnKey::Cpu => columns.push(Column::Cpu),
-            SessionColumnKey::Memory => columns.push(Column::MemoryGib),
             SessionColumnKey::Elapsed => columns.extend([Column::ElapsedSeconds, Column::ElapsedText]),
-            SessionColumnKey::Type => columns.push(Column::Type),
-            SessionColumnKey::Image => columns.push(Column::Image),
-            SessionColumnKey::ResourceGroup => columns.push(Column::ResourceGroup),
-            SessionColumnKey::Owner => columns.push(Column::Owner),
-            SessionColumnKey::Project => columns.push(Column::Project),
-            SessionColumnKey::CreatedAt => columns.push(Column::CreatedAt),
-            SessionColumnKey::StartedAt => columns.push(Column::StartedAt),
-            SessionColumnKey::TerminatedAt => columns.push(Column::TerminatedAt),
-            SessionColumnKey::ClusterSize => columns.push(Column::ClusterSize),
-            SessionColumnKey::StatusInfo => columns.push(Column::StatusInfo),
-            SessionColumnKey::Result => columns.push(Column::Result),
-            SessionColumnKey::Agent => columns.push(Column::Agent),
-            SessionColumnKey::Priority => columns.push(Column::Priority),
-            SessionColumnKey::QueuePosition => columns.push(Column::QueuePosition),
+            key => columns.push(Column::Key(key)),
         }
     }
     let mut reads: Vec<session::Column> = Vec::new();
@@ -306,16 +279,18 @@ impl Export {
             let ids = rows.iter().map(|row| get(row, id)).collect::<DomainResult<BTreeSet<Uuid>>>()?;
             Ok(ids.into_iter().collect())
         };
-        let owners: HashMap<Uuid, String> = relations::users(db, &ids(Column::Owner, C::OwnerId)?)
-            .await?
-            .into_iter()
-            .map(|(id, u)| (id, u.email))
-            .collect();
-        let projects: HashMap<Uuid, String> = relations::projects(db, &ids(Column::Project, C::ProjectId)?)
-            .await?
-            .into_iter()
-            .map(|(id, p)| (id, p.name))
-            .collect();
+        let owners: HashMap<Uuid, String> =
+            relations::users(db, &ids(Column::Key(SessionColumnKey::Owner), C::OwnerId)?)
+                .await?
+                .into_iter()
+                .map(|(id, u)| (id, u.email))
+                .collect();
+        let projects: HashMap<Uuid, String> =
+            relations::projects(db, &ids(Column::Key(SessionColumnKey::Project), C::ProjectId)?)
+                .await?
+                .into_iter()
+                .map(|(id, p)| (id, p.name))
+                .collect();
         Ok(Fetched { rows, owners, projects, next })
     }
 
@@ -348,28 +323,35 @@ impl Export {
         let name = |id: C, names: &HashMap<Uuid, String>| -> DomainResult<String> {
             Ok(names.get(&get(s.row, id)?).cloned().unwrap_or_default())
         };
-        Ok(match column {
-            Column::Name => text(C::Name)?,
-            Column::Status => text(C::Status)?,
-            Column::Accelerator(slot) => number(s.requested.get(slot)),
-            Column::Cpu => number(s.requested.get(slots::CPU)),
-            Column::MemoryGib => gib(s.requested.get(slots::MEM)),
-            Column::ElapsedSeconds => elapsed()?.to_string(),
-            Column::ElapsedText => elapsed_text(elapsed()?),
-            Column::Type => text(C::SessionType)?,
-            Column::Image => text(C::Image)?,
-            Column::ResourceGroup => text(C::ResourceGroup)?,
-            Column::Owner => name(C::OwnerId, s.owners)?,
-            Column::Project => name(C::ProjectId, s.projects)?,
-            Column::CreatedAt => time(C::CreatedAt)?,
-            Column::StartedAt => time(C::StartedAt)?,
-            Column::TerminatedAt => time(C::TerminatedAt)?,
-            Column::ClusterSize => get::<i32>(s.row, C::ClusterSize)?.to_string(),
-            Column::StatusInfo => text(C::StatusInfo)?,
-            Column::Result => text(C::Result)?,
-            Column::Agent => text(C::AgentId)?,
-            Column::Priority => get::<i32>(s.row, C::Priority)?.to_string(),
-            Column::QueuePosition => sessions::queue_position_of(&text(C::Status)?, get(s.row, C::QueuePosition)?)?
+        use SessionColumnKey as K;
+        let key = match column {
+            Column::Accelerator(slot) => return Ok(number(s.requested.get(slot))),
+            Column::ElapsedSeconds => return Ok(elapsed()?.to_string()),
+            Column::ElapsedText => return Ok(elapsed_text(elapsed()?)),
+            Column::Key(key) => key,
+        };
+        Ok(match key {
+            K::Name => text(C::Name)?,
+            K::Status => text(C::Status)?,
+            K::Accelerators | K::Elapsed => {
+                return Err(DomainError::invariant(format!("{key} is made of several columns")));
+            }
+            K::Cpu => number(s.requested.get(slots::CPU)),
+            K::Memory => gib(s.requested.get(slots::MEM)),
+            K::Type => text(C::SessionType)?,
+            K::Image => text(C::Image)?,
+            K::ResourceGroup => text(C::ResourceGroup)?,
+            K::Owner => name(C::OwnerId, s.owners)?,
+            K::Project => name(C::ProjectId, s.projects)?,
+            K::CreatedAt => time(C::CreatedAt)?,
+            K::StartedAt => time(C::StartedAt)?,
+            K::TerminatedAt => time(C::TerminatedAt)?,
+            K::ClusterSize => get::<i32>(s.row, C::ClusterSize)?.to_string(),
+            K::StatusInfo => text(C::StatusInfo)?,
+            K::Result => text(C::Result)?,
+            K::Agent => text(C::AgentId)?,
+            K::Priority => get::<i32>(s.row, C::Priority)?.to_string(),
+            K::QueuePosition => sessions::queue_position_of(&text(C::Status)?, get(s.row, C::QueuePosition)?)?
                 .map(|p| p.to_string())
                 .unwrap_or_default(),
         })

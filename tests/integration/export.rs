@@ -277,6 +277,113 @@ async fn a_signed_link_downloads_without_a_header_for_a_minute(app: TestApp) {
     assert_eq!(crate::support::error_codes(&resp), ["FORBIDDEN"], "{resp}");
 }
 
+/// Every column of every row says what the list says of that session: the export reads its
+/// own narrow selection of columns, and formats them itself.
+async fn every_cell_says_what_the_list_shows(app: TestApp) {
+    app.generate(400, 13).await;
+    let p = default_project();
+    let all = "NAME,STATUS,ACCELERATORS,CPU,MEMORY,ELAPSED,TYPE,IMAGE,RESOURCE_GROUP,OWNER,PROJECT,CREATED_AT,\
+               STARTED_AT,TERMINATED_AT,CLUSTER_SIZE,STATUS_INFO,RESULT,AGENT,PRIORITY,QUEUE_POSITION";
+    let (status, _, body) =
+        export(&app, Some("demo-admin"), &format!("projectId={p}&scope=PROJECT&orderBy=NAME_ASC&columns={all}")).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let rows = records(&body);
+    // Each column alone reads what it needs by itself, and gives the same cells.
+    for key in all.split(',') {
+        let (_, _, alone) =
+            export(&app, Some("demo-admin"), &format!("projectId={p}&scope=PROJECT&orderBy=NAME_ASC&columns={key}"))
+                .await;
+        let alone = records(&alone);
+        let from = rows[0].iter().position(|t| *t == alone[0][0]).unwrap_or_else(|| panic!("{key}: {:?}", alone[0]));
+        let width = alone[0].len();
+        let terminated = rows[0].iter().position(|t| t == "Terminated at (UTC)").expect("a column");
+        // Elapsed time of a live session grows between the two exports.
+        let compared = |i: usize| key != "ELAPSED" || i == 0 || !rows[i][terminated].is_empty();
+        let together: Vec<Vec<String>> = rows.iter().map(|r| r[from..from + width].to_vec()).collect();
+        assert_eq!(alone.len(), together.len(), "{key}");
+        for (i, (a, t)) in alone.iter().zip(&together).enumerate().filter(|(i, _)| compared(*i)) {
+            assert_eq!(a, t, "{key}, row {i}");
+        }
+    }
+    let query = "query($p: ID!) { sessions(projectId: $p, scope: PROJECT, orderBy: [{field: NAME, direction: ASC}], first: 500) {
+        pageInfo { hasNextPage }
+        edges { node { name status type clusterSize statusInfo result agent priority queuePosition elapsedSeconds
+          createdAt startedAt terminatedAt image { name } resourceGroup { name } owner { email } project { name }
+          requestedSlots { cpu memory accelerators { slot amount } } } } } }";
+    let resp = app.gql(Some("demo-admin"), query, json!({"p": p})).await;
+    assert_eq!(resp["data"]["sessions"]["pageInfo"]["hasNextPage"], false, "{resp}");
+    let listed = resp["data"]["sessions"]["edges"].as_array().unwrap_or_else(|| panic!("{resp}"));
+    assert_eq!(rows.len() - 1, listed.len());
+    assert!(listed.iter().any(|e| e["node"]["terminatedAt"].is_null()), "live sessions too");
+    let titles = &rows[0];
+    let at = |title: &str| titles.iter().position(|t| t == title).unwrap_or_else(|| panic!("no column {title}"));
+    let accelerators: Vec<(usize, String)> = titles
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.strip_prefix("Accelerator ").map(|slot| (i, slot.to_owned())))
+        .collect();
+    assert!(!accelerators.is_empty(), "{titles:?}");
+    let text = |v: &Value| match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let seconds = |t: &str| chrono::DateTime::parse_from_rfc3339(t).map(|t| t.timestamp()).ok();
+    for (row, edge) in rows[1..].iter().zip(listed) {
+        let s = &edge["node"];
+        let cell = |title: &str| row[at(title)].as_str();
+        let plain = [
+            ("Name", &s["name"]),
+            ("Status", &s["status"]),
+            ("Type", &s["type"]),
+            ("Image", &s["image"]["name"]),
+            ("Resource group", &s["resourceGroup"]["name"]),
+            ("Owner", &s["owner"]["email"]),
+            ("Project", &s["project"]["name"]),
+            ("Cluster size", &s["clusterSize"]),
+            ("Status info", &s["statusInfo"]),
+            ("Result", &s["result"]),
+            ("Agent", &s["agent"]),
+            ("Priority", &s["priority"]),
+            ("Queue position", &s["queuePosition"]),
+        ];
+        for (title, value) in plain {
+            assert_eq!(cell(title).trim_start_matches('\''), text(value), "{title} of {s}");
+        }
+        for (title, value) in [
+            ("Created at (UTC)", "createdAt"),
+            ("Started at (UTC)", "startedAt"),
+            ("Terminated at (UTC)", "terminatedAt"),
+        ] {
+            assert_eq!(seconds(cell(title)), s[value].as_str().and_then(seconds), "{title} of {s}");
+        }
+        let slots = &s["requestedSlots"];
+        assert_eq!(cell("CPU (cores)").parse::<f64>().ok(), slots["cpu"].as_f64(), "{s}");
+        let bytes: f64 = text(&slots["memory"]).parse().expect("bytes");
+        assert_eq!(cell("Memory (GiB)"), format!("{:.2}", bytes / f64::from(1u32 << 30)), "{s}");
+        for (i, slot) in &accelerators {
+            let amount = slots["accelerators"]
+                .as_array()
+                .and_then(|a| a.iter().find(|x| x["slot"] == slot.as_str()))
+                .and_then(|x| x["amount"].as_f64())
+                .unwrap_or(0.0);
+            assert_eq!(row[*i].parse::<f64>().ok(), Some(amount), "{slot} of {s}");
+        }
+        // Elapsed: the export and the list measure against their own instants.
+        let elapsed: i64 = cell("Elapsed (s)").parse().expect("seconds");
+        let listed_elapsed = s["elapsedSeconds"].as_i64().expect("elapsed");
+        if s["terminatedAt"].is_null() {
+            assert!((elapsed - listed_elapsed).abs() <= 5, "{elapsed} vs {listed_elapsed}");
+        } else {
+            assert_eq!(elapsed, listed_elapsed, "{s}");
+        }
+        let (days, clock) = cell("Elapsed").split_once("d ").unwrap_or(("0", cell("Elapsed")));
+        let hms: Vec<i64> = clock.split(':').map(|n| n.parse().expect("a number")).collect();
+        let days: i64 = days.parse().expect("days");
+        assert_eq!(days * 86_400 + hms[0] * 3600 + hms[1] * 60 + hms[2], elapsed, "{row:?}");
+    }
+}
+
 async fn a_download_dropped_midway_stops_reading(app: TestApp) {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
@@ -317,6 +424,7 @@ async fn a_download_dropped_midway_stops_reading(app: TestApp) {
 
 db_tests!(
     a_download_dropped_midway_stops_reading,
+    every_cell_says_what_the_list_shows,
     a_signed_link_downloads_without_a_header_for_a_minute,
     an_export_holds_exactly_the_rows_of_the_list,
     mine_holds_only_the_callers_sessions_whatever_the_role,
