@@ -296,15 +296,24 @@ impl Export {
 
     /// The cells of a fetched batch, row by row.
     fn texts(&self, fetched: &Fetched) -> DomainResult<Vec<Vec<String>>> {
-        let slots = self.reads.iter().any(|c| c.as_str() == session::Column::RequestedSlots.as_str());
+        use session::Column as C;
+        let reads = |column: C| self.reads.iter().any(|c| c.as_str() == column.as_str());
+        let (slots, created, terminated) = (reads(C::RequestedSlots), reads(C::CreatedAt), reads(C::TerminatedAt));
         let mut rows = Vec::with_capacity(fetched.rows.len());
         for row in &fetched.rows {
-            let requested = if slots {
-                ResourceSlots::from_json(&get(row, session::Column::RequestedSlots)?)?
-            } else {
-                ResourceSlots::default()
+            // What several cells use, read once.
+            let session = Read {
+                row,
+                requested: if slots {
+                    ResourceSlots::from_json(&get(row, C::RequestedSlots)?)?
+                } else {
+                    Default::default()
+                },
+                created_at: if created { Some(get(row, C::CreatedAt)?) } else { None },
+                terminated_at: if terminated { get(row, C::TerminatedAt)? } else { None },
+                owners: &fetched.owners,
+                projects: &fetched.projects,
             };
-            let session = Read { row, requested, owners: &fetched.owners, projects: &fetched.projects };
             rows.push(self.columns.iter().map(|c| self.cell(c, &session)).collect::<DomainResult<_>>()?);
         }
         Ok(rows)
@@ -312,12 +321,11 @@ impl Export {
 
     fn cell(&self, column: &Column, s: &Read<'_>) -> DomainResult<String> {
         use session::Column as C;
-        let time = |c: C| -> DomainResult<String> {
-            let t: Option<DateTime<Utc>> = get(s.row, c)?;
-            Ok(t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default())
-        };
+        let time =
+            |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default();
         let elapsed = || -> DomainResult<i64> {
-            Ok(sessions::elapsed_between(get(s.row, C::CreatedAt)?, get(s.row, C::TerminatedAt)?, self.now))
+            let created_at = s.created_at.ok_or_else(|| DomainError::invariant("elapsed time without its columns"))?;
+            Ok(sessions::elapsed_between(created_at, s.terminated_at, self.now))
         };
         let text = |c: C| -> DomainResult<String> { Ok(get::<Option<String>>(s.row, c)?.unwrap_or_default()) };
         let name = |id: C, names: &HashMap<Uuid, String>| -> DomainResult<String> {
@@ -343,9 +351,9 @@ impl Export {
             K::ResourceGroup => text(C::ResourceGroup)?,
             K::Owner => name(C::OwnerId, s.owners)?,
             K::Project => name(C::ProjectId, s.projects)?,
-            K::CreatedAt => time(C::CreatedAt)?,
-            K::StartedAt => time(C::StartedAt)?,
-            K::TerminatedAt => time(C::TerminatedAt)?,
+            K::CreatedAt => time(s.created_at),
+            K::StartedAt => time(get(s.row, C::StartedAt)?),
+            K::TerminatedAt => time(s.terminated_at),
             K::ClusterSize => get::<i32>(s.row, C::ClusterSize)?.to_string(),
             K::StatusInfo => text(C::StatusInfo)?,
             K::Result => text(C::Result)?,
@@ -358,11 +366,14 @@ impl Export {
     }
 }
 
-/// One session as an export reads it: the row of the columns it shows, its requested
-/// resources, and the names of owners and projects.
+/// One session as an export reads it: the row of the columns it shows, what several cells
+/// use (its requested resources, creation and termination), and the names of owners and
+/// projects.
 struct Read<'a> {
     row: &'a QueryResult,
     requested: ResourceSlots,
+    created_at: Option<DateTime<Utc>>,
+    terminated_at: Option<DateTime<Utc>>,
     owners: &'a HashMap<Uuid, String>,
     projects: &'a HashMap<Uuid, String>,
 }
