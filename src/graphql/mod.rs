@@ -7,6 +7,7 @@ pub mod errors;
 pub mod export;
 pub mod ids;
 pub mod launch;
+pub mod limits;
 pub mod loaders;
 pub mod node;
 pub mod resource;
@@ -52,6 +53,7 @@ fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(Query::default(), Mutation::default(), Subscription::default())
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY)
+        .extension(limits::DocumentLimits)
 }
 
 /// The schema the server executes, with its database, event bus and limits.

@@ -88,6 +88,18 @@ async fn request_errors_are_coded_and_do_not_run(app: TestApp) {
     let resp = app.gql(Some("demo-alice"), introspection, json!({})).await;
     assert!(resp.get("errors").is_none(), "{resp}");
 
+    // Fragments that each spread the previous one twice: 2^25 fields once expanded, from
+    // about a kilobyte (validation took ~19 s to walk them). Refused before it starts.
+    let mut fan_out = String::from("{ viewer { user { ...F25 } } } fragment F0 on User { email } ");
+    for i in 1..=25 {
+        fan_out.push_str(&format!("fragment F{i} on User {{ ...F{} ...F{} }} ", i - 1, i - 1));
+    }
+    let resp = app.gql(Some("demo-alice"), &fan_out, json!({})).await;
+    assert_eq!(error_codes(&resp), ["LIMIT_EXCEEDED"], "{resp}");
+    assert!(resp["errors"][0]["message"].as_str().is_some_and(|m| m.contains("fragments are expanded")), "{resp}");
+    let resp = app.gql(Some("demo-alice"), "{ viewer { user { email } } }", json!({})).await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+
     let huge = format!(
         r#"{{"query":"{{ viewer {{ user {{ email }} }} }}","extensions":{{"pad":"{}"}}}}"#,
         "x".repeat(2 << 20)
