@@ -34,3 +34,19 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
 pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
     Migrator::up(db, None).await
 }
+
+/// Closes the database for a shutdown. On SQLite the write-ahead log is first written back
+/// into the database file and truncated, so that the `.db` file alone holds everything (a
+/// copy of it is a complete backup); closing the last connection then removes the log.
+/// Waits at most `patience` for connections still in use.
+pub async fn close(db: DatabaseConnection, patience: Duration) {
+    use sea_orm::ConnectionTrait;
+    if db.get_database_backend() == sea_orm::DbBackend::Sqlite
+        && let Err(e) = db.execute_unprepared("PRAGMA wal_checkpoint(TRUNCATE)").await
+    {
+        tracing::warn!(error = %e, "could not write the SQLite log back into the database file");
+    }
+    if tokio::time::timeout(patience, db.close()).await.is_err() {
+        tracing::warn!("database connections still in use at shutdown; leaving them");
+    }
+}

@@ -48,7 +48,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let workers = spawn_workers(&conn, &bus, &args.timings);
-    let state = AppState::with(conn, bus, args.http, LaunchLimits { max_count: args.max_launch_count });
+    let state = AppState::with(conn.clone(), bus, args.http, LaunchLimits { max_count: args.max_launch_count });
     // No Nagle: a live event is a small message that must not wait for the previous one's
     // acknowledgement (up to the peer's delayed-ACK timeout, 40 ms on Linux).
     let listener = listener.tap_io(|tcp| {
@@ -60,6 +60,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     for w in workers {
         w.abort();
     }
+    db::close(conn, Duration::from_secs(5)).await;
     tracing::info!("sessiond stopped");
     Ok(())
 }

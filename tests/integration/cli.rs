@@ -236,8 +236,50 @@ async fn token_create_prints_a_working_token(app: TestApp) {
     assert!(out.stdout.is_empty(), "no token for an unknown user");
 }
 
+/// SIGTERM stops the server cleanly: it exits with success, and on SQLite the database file
+/// alone holds everything (the write-ahead log is written back and removed), so copying the
+/// `.db` file is a complete backup.
+async fn sigterm_leaves_a_complete_database_file(app: TestApp) {
+    let Some((url, dir)) = fresh_database(app.backend).await else { return };
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let mut server = serve(&["--demo", "--bind", &addr, "--database-url", &url], &[], &base).await;
+    let launch = r#"mutation { launchSessions(count: 2, input: {name: "kept", projectId: "PROJECT", image: "python:3.12", resources: [{slot: "cpu", amount: 1}, {slot: "mem", amount: 1073741824}]}) { sessions { name } } }"#
+        .replace("PROJECT", &encode(NodeKind::Project, demo_project_id("default/default")).0);
+    let resp = post(&reqwest::Client::new(), &base, "demo-alice", &launch).await.expect("launch");
+    assert!(resp.get("errors").is_none(), "{resp}");
+    let killed = Command::new("kill").arg("-TERM").arg(server.0.id().to_string()).status().expect("kill");
+    assert!(killed.success());
+    let mut status = None;
+    for _ in 0..100 {
+        status = server.0.try_wait().expect("wait");
+        if status.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(status.is_some_and(|s| s.success()), "stopped cleanly: {status:?}");
+    let Some(dir) = dir else { return }; // PostgreSQL: nothing more to check
+    let file = dir.path().join("sessiond.db");
+    let wal = dir.path().join("sessiond.db-wal");
+    assert!(std::fs::metadata(&wal).map_or(true, |m| m.len() == 0), "the log is written back");
+    let copy = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(&file, copy.path().join("copy.db")).expect("copy the file alone");
+    let db = sea_orm::Database::connect(format!("sqlite://{}?mode=ro", copy.path().join("copy.db").display()))
+        .await
+        .expect("open the copy");
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    let kept = entity::session::Entity::find()
+        .filter(entity::session::Column::Name.starts_with("kept"))
+        .count(&db)
+        .await
+        .expect("count");
+    assert_eq!(kept, 2, "the copy of the file alone has the sessions launched before the stop");
+}
+
 db_tests!(
     serve_demo_answers_the_readme_example,
+    sigterm_leaves_a_complete_database_file,
     environment_variables_configure_serve,
     token_create_prints_a_working_token
 );
