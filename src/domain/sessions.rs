@@ -176,6 +176,19 @@ pub async fn project_sessions(
             format!("the name filter is limited to {MAX_NAME_FILTER} characters"),
         ));
     }
+    for (field, text) in [
+        ("name_contains", &filter.name_contains),
+        ("owner_email", &filter.owner_email),
+        ("resource_group", &filter.resource_group),
+    ] {
+        if text.as_ref().is_some_and(|t| t.contains('\0')) {
+            problems.push(InputProblem::new(
+                "NUL_CHARACTER",
+                Some(field.to_owned()),
+                "text may not contain a NUL character",
+            ));
+        }
+    }
     if let (Some(after), Some(before)) = (filter.created_after, filter.created_before)
         && after > before
     {
@@ -580,7 +593,11 @@ impl SessionPosition {
         if self.o != signature {
             return Err(bad("it belongs to another ordering; start again from the first page"));
         }
-        if self.k.len() != signature.split(',').count() || self.now.is_some_and(|n| plausible_micros(n).is_none()) {
+        let nul = self.k.iter().any(|v| v.as_str().is_some_and(|s| s.contains('\0')));
+        if nul
+            || self.k.len() != signature.split(',').count()
+            || self.now.is_some_and(|n| plausible_micros(n).is_none())
+        {
             return Err(bad("malformed position"));
         }
         Ok(self)

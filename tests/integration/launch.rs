@@ -179,6 +179,12 @@ async fn every_validation_rule_reports_its_field(app: TestApp) {
         (json!({"clusterSize": 0}), "OUT_OF_RANGE", "input.clusterSize"),
         (json!({"priority": 101}), "OUT_OF_RANGE", "input.priority"),
         (json!({"idempotencyKey": ""}), "OUT_OF_RANGE", "input.idempotencyKey"),
+        // NUL: refused alike on both databases, before any of the text reaches them.
+        (json!({"image": "python:3.12\u{0000}"}), "NUL_CHARACTER", "input.image"),
+        (json!({"name": "a\u{0000}"}), "NUL_CHARACTER", "input.name"),
+        (json!({"resourceGroup": "default\u{0000}"}), "NUL_CHARACTER", "input.resourceGroup"),
+        (json!({"type": "BATCH", "startupCommand": "echo \u{0000}"}), "NUL_CHARACTER", "input.startupCommand"),
+        (json!({"idempotencyKey": "k\u{0000}"}), "NUL_CHARACTER", "input.idempotencyKey"),
     ];
     for (change, code, field) in cases {
         let mut i = input("valid-name");

@@ -130,6 +130,8 @@ async fn bad_input_gets_codes_not_sql(app: TestApp) {
         pageInfo { endCursor } edges { node { id } } } }";
     let first_page = app.gql(Some("demo-admin"), page, json!({"p": p, "first": 2})).await;
     let cursor = first_page["data"]["sessions"]["pageInfo"]["endCursor"].as_str().expect("cursor").to_owned();
+    let nul_cursor =
+        sessiond::graphql::cursor::encode(&json!({"o": "NAME:ASC", "k": ["a\u{0000}"], "id": Uuid::nil()}));
 
     let cases = [
         (json!({"p": p, "first": 100000}), "BAD_USER_INPUT", Some("first")),
@@ -150,6 +152,15 @@ async fn bad_input_gets_codes_not_sql(app: TestApp) {
             Some("filter.createdAfter"),
         ),
         (json!({"p": p, "filter": {"statuses": ["SLEEPING"]}}), "BAD_USER_INPUT", None),
+        // NUL: PostgreSQL cannot store it and SQLite cuts text at it; refused the same on both.
+        (json!({"p": p, "filter": {"nameContains": "a\u{0000}b"}}), "BAD_USER_INPUT", Some("filter.nameContains")),
+        (json!({"p": p, "filter": {"ownerEmail": "bob\u{0000}"}}), "BAD_USER_INPUT", Some("filter.ownerEmail")),
+        (json!({"p": p, "filter": {"resourceGroup": "\u{0000}"}}), "BAD_USER_INPUT", Some("filter.resourceGroup")),
+        (
+            json!({"p": p, "after": nul_cursor, "order": [{"field": "NAME", "direction": "ASC"}]}),
+            "BAD_USER_INPUT",
+            Some("after"),
+        ),
         (json!({"p": encode(NodeKind::Project, Uuid::new_v4()).0}), "NOT_FOUND", None),
         (json!({"p": "garbage"}), "NOT_FOUND", None),
         (json!({"p": encode(NodeKind::User, demo_user_id("alice@example.com")).0}), "NOT_FOUND", None),

@@ -82,6 +82,7 @@ pub async fn launch(
 ) -> DomainResult<Launched> {
     let now = clock::now();
     let batch = count.is_some();
+    validate::check_text(request)?;
     if let Some(key) = request.idempotency_key.as_deref()
         && let Some(previous) = idempotency::remembered(db, viewer, key, batch, now).await?
     {

@@ -250,6 +250,24 @@ fn check_environment(req: &LaunchRequest) -> Problems {
     problems
 }
 
+/// Text no field may hold: NUL, which PostgreSQL cannot store and SQLite truncates at. Checked
+/// before any of the request's text reaches the database.
+pub fn check_text(req: &LaunchRequest) -> DomainResult<()> {
+    let fields = [
+        ("name", Some(req.name.as_str())),
+        ("image", Some(req.image.as_str())),
+        ("resource_group", req.resource_group.as_deref()),
+        ("startup_command", req.startup_command.as_deref()),
+        ("idempotency_key", req.idempotency_key.as_deref()),
+    ];
+    let problems: Problems = fields
+        .into_iter()
+        .filter(|(_, text)| text.is_some_and(|t| t.contains('\0')))
+        .map(|(field, _)| problem("NUL_CHARACTER", field, "text may not contain a NUL character"))
+        .collect();
+    if problems.is_empty() { Ok(()) } else { Err(DomainError::BadInput(problems)) }
+}
+
 fn check_idempotency_key(req: &LaunchRequest) -> Problems {
     match &req.idempotency_key {
         Some(key) if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY => vec![problem(
@@ -301,6 +319,7 @@ pub async fn validate(
     count: Option<i64>,
     limits: LaunchLimits,
 ) -> DomainResult<Plan> {
+    check_text(req)?;
     let mut access = visibility::project_access(db, viewer, req.project_id).await?;
     access.require_member(db, viewer, "only members launch sessions in it").await?;
     let project = access.project;
