@@ -35,8 +35,9 @@ impl Default for UserSettings {
     }
 }
 
-/// Completes a column list: columns left out are appended, hidden, in default order.
-/// Unknown or repeated entries of stored data are dropped (the first one wins).
+/// Completes a column list: columns left out are appended in default order, hidden, except
+/// NAME, which is always shown. Unknown or repeated entries of stored data are dropped (the
+/// first one wins).
 pub fn complete_columns(columns: impl IntoIterator<Item = ColumnSetting>) -> Vec<ColumnSetting> {
     let mut out: Vec<ColumnSetting> = Vec::with_capacity(SessionColumnKey::ALL.len());
     for c in columns {
@@ -46,7 +47,7 @@ pub fn complete_columns(columns: impl IntoIterator<Item = ColumnSetting>) -> Vec
     }
     for &column in SessionColumnKey::ALL {
         if !out.iter().any(|o| o.column == column) {
-            out.push(ColumnSetting { column, visible: false });
+            out.push(ColumnSetting { column, visible: column == SessionColumnKey::Name });
         }
     }
     out
@@ -149,6 +150,15 @@ pub async fn update_session_list_columns(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_left_out_is_still_shown() {
+        let columns = complete_columns([ColumnSetting { column: SessionColumnKey::Status, visible: true }]);
+        assert_eq!(columns[0].column, SessionColumnKey::Status);
+        let name = columns.iter().find(|c| c.column == SessionColumnKey::Name).expect("NAME");
+        assert!(name.visible);
+        assert_eq!(columns.iter().filter(|c| c.visible).count(), 2);
+    }
 
     #[test]
     fn defaults_show_the_page_columns_first() {

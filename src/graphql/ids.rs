@@ -47,12 +47,14 @@ pub fn project_uuid(id: &str) -> super::errors::ApiResult<Uuid> {
     decode_uuid(id, NodeKind::Project).ok_or_else(|| crate::domain::DomainError::NotFound("project").into())
 }
 
-/// The UUID of a global id of `kind`, if it is one.
+/// The UUID of a global id of `kind`, if it is one, written exactly as [`encode`] writes it:
+/// one object has one id (no other spelling of the same UUID, no padding, resolves).
 pub fn decode_uuid(id: &str, kind: NodeKind) -> Option<Uuid> {
-    match decode(id)? {
-        (k, key) if k == kind => Uuid::parse_str(&key).ok(),
-        _ => None,
-    }
+    let uuid = match decode(id)? {
+        (k, key) if k == kind => Uuid::parse_str(&key).ok()?,
+        _ => return None,
+    };
+    (encode(kind, uuid).0 == id).then_some(uuid)
 }
 
 #[cfg(test)]
@@ -68,5 +70,14 @@ mod tests {
         assert_eq!(decode_uuid("not base64!", NodeKind::Project), None);
         assert_eq!(decode_uuid(&URL_SAFE_NO_PAD.encode("Project:xyz"), NodeKind::Project), None);
         assert_eq!(decode(&URL_SAFE_NO_PAD.encode("Nope:1")), None);
+        // Other spellings of the same object do not resolve.
+        let upper = URL_SAFE_NO_PAD.encode(format!("Project:{}", id.to_string().to_uppercase()));
+        assert_eq!(decode_uuid(&upper, NodeKind::Project), None);
+        let simple = URL_SAFE_NO_PAD.encode(format!("Project:{}", id.simple()));
+        assert_eq!(decode_uuid(&simple, NodeKind::Project), None);
+        let padded = base64::engine::general_purpose::URL_SAFE.encode(format!("Project:{id}"));
+        if padded != gid.0 {
+            assert_eq!(decode_uuid(&padded, NodeKind::Project), None);
+        }
     }
 }

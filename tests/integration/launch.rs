@@ -185,6 +185,11 @@ async fn every_validation_rule_reports_its_field(app: TestApp) {
         (json!({"resourceGroup": "default\u{0000}"}), "NUL_CHARACTER", "input.resourceGroup"),
         (json!({"type": "BATCH", "startupCommand": "echo \u{0000}"}), "NUL_CHARACTER", "input.startupCommand"),
         (json!({"idempotencyKey": "k\u{0000}"}), "NUL_CHARACTER", "input.idempotencyKey"),
+        (
+            json!({"resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": GIB}, {"slot": "cuda.device", "amount": 0.5}]}),
+            "INVALID_AMOUNT",
+            "input.resources[2]",
+        ),
     ];
     for (change, code, field) in cases {
         let mut i = input("valid-name");

@@ -124,6 +124,9 @@ fn check_resources(req: &LaunchRequest, known: &BTreeSet<String>) -> (ResourceSl
             problems.push(problem("UNKNOWN_SLOT", field, format!("unknown slot `{slot}` (known: {known})")));
         } else if !amount.is_finite() || *amount < 0.0 {
             problems.push(problem("INVALID_AMOUNT", field, format!("`{slot}` must be a non-negative number")));
+        } else if slot.ends_with(".device") && amount.fract() != 0.0 {
+            // Whole devices; a fraction of a device is a `.shares` slot.
+            problems.push(problem("INVALID_AMOUNT", field, format!("`{slot}` counts whole devices")));
         } else if per_container.limit(slot).is_some() {
             problems.push(problem("DUPLICATE_SLOT", field, format!("`{slot}` is given twice")));
         } else {
