@@ -83,7 +83,8 @@ pub fn app(state: AppState) -> Router {
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_millis(state.limits.request_timeout_ms),
-        ));
+        ))
+        .layer(axum::middleware::map_response_with_state(state.clone(), coded_refusals));
     Router::new()
         .merge(graphql_routes)
         .route("/graphql/ws", get(ws::upgrade))
@@ -99,6 +100,34 @@ pub fn app(state: AppState) -> Router {
         }))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+/// The refusals the body-size and timeout layers make carry the JSON error body every other
+/// refusal has, with `LIMIT_EXCEEDED` and the limit named.
+async fn coded_refusals(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    response: axum::response::Response,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let message = match response.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            format!("the request body is over the limit of {} bytes", state.limits.max_body_bytes)
+        }
+        StatusCode::REQUEST_TIMEOUT => {
+            format!("the request took longer than the limit of {} ms", state.limits.request_timeout_ms)
+        }
+        _ => return response,
+    };
+    let json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("json"));
+    if json {
+        return response;
+    }
+    let body = crate::graphql::errors::error_body(&message, crate::graphql::errors::LIMIT_EXCEEDED);
+    (response.status(), axum::Json(body)).into_response()
 }
 
 #[cfg(test)]

@@ -104,8 +104,11 @@ async fn request_errors_are_coded_and_do_not_run(app: TestApp) {
         r#"{{"query":"{{ viewer {{ user {{ email }} }} }}","extensions":{{"pad":"{}"}}}}"#,
         "x".repeat(2 << 20)
     );
-    let (status, _, _) = app.send(post(huge, "application/json", None)).await;
+    let (status, _, bytes) = app.send(post(huge, "application/json", None)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let resp = json_of(&bytes);
+    assert_eq!(error_codes(&resp), ["LIMIT_EXCEEDED"], "{resp}");
+    assert!(resp["errors"][0]["message"].as_str().is_some_and(|m| m.contains("bytes")), "the limit is named: {resp}");
 }
 
 async fn every_response_has_a_request_id(app: TestApp) {
