@@ -150,7 +150,7 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
     let Some(flavor) = negotiate(&headers) else {
         return not_acceptable();
     };
-    let request = match async_graphql::http::parse_query_string(uri.query().unwrap_or("")) {
+    let request = match request_of_query_string(uri.query().unwrap_or("")) {
         Ok(r) => r,
         Err(e) => {
             return request_error(flavor, StatusCode::BAD_REQUEST, &format!("bad query string: {e}"), BAD_USER_INPUT);
@@ -168,6 +168,26 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
         return resp;
     }
     execute(state, flavor, &headers, request).await
+}
+
+/// A GET request's parameters as GraphQL over HTTP names them: `query`, `operationName`,
+/// and `variables` and `extensions` as JSON text. Other parameters are ignored.
+fn request_of_query_string(input: &str) -> Result<async_graphql::Request, String> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(input).map_err(|e| e.to_string())?;
+    let mut object = serde_json::Map::new();
+    for (name, value) in pairs {
+        let value = match name.as_str() {
+            "query" | "operationName" => serde_json::Value::String(value),
+            "variables" | "extensions" => {
+                serde_json::from_str(&value).map_err(|e| format!("`{name}` is not JSON: {e}"))?
+            }
+            _ => continue,
+        };
+        if object.insert(name.clone(), value).is_some() {
+            return Err(format!("`{name}` is given twice"));
+        }
+    }
+    serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| e.to_string())
 }
 
 /// Whether the operation the request would run is a mutation (or subscription). An

@@ -57,6 +57,23 @@ async fn post_and_get_follow_graphql_over_http(app: TestApp) {
     let (status, headers, _) = app.send(get("mutation { viewer }")).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(headers[header::ALLOW], "POST");
+    // `operationName` picks the operation, as over POST.
+    let two = "query A { viewer { user { email } } } query B { viewer { user { role } } }";
+    let (status, _, body) = app
+        .send(
+            Request::get(format!(
+                "/graphql?{}",
+                serde_urlencoded::to_string([("query", two), ("operationName", "B")]).expect("encode")
+            ))
+            .header(header::AUTHORIZATION, "Bearer demo-alice")
+            .body(Body::empty())
+            .expect("request"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let resp = json_of(&body);
+    assert!(resp["data"]["viewer"]["user"]["role"].is_string(), "{resp}");
+    assert!(resp["data"]["viewer"]["user"].get("email").is_none(), "{resp}");
 }
 
 async fn request_errors_are_coded_and_do_not_run(app: TestApp) {
