@@ -51,12 +51,23 @@ pub enum DomainError {
 fn summarize(problems: &[InputProblem]) -> String {
     match problems {
         [one] => one.message.clone(),
-        many => format!(
-            "{} problems in the input: {}",
-            many.len(),
-            many.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join("; ")
-        ),
+        many => {
+            let (shown, more) = shown(many);
+            let listed = shown.iter().map(|p| p.message.as_str()).collect::<Vec<_>>().join("; ");
+            let more = if more > 0 { format!("; and {more} more") } else { String::new() };
+            format!("{} problems in the input: {listed}{more}", many.len())
+        }
     }
+}
+
+/// The most problems an answer lists: a request with thousands of bad elements gets a short
+/// answer, not one problem per element.
+pub const MAX_PROBLEMS_SHOWN: usize = 20;
+
+/// The problems an answer lists, and how many more there are.
+pub fn shown(problems: &[InputProblem]) -> (&[InputProblem], usize) {
+    let n = problems.len().min(MAX_PROBLEMS_SHOWN);
+    (&problems[..n], problems.len() - n)
 }
 
 impl DomainError {

@@ -117,10 +117,15 @@ impl From<ApiError> for async_graphql::Error {
     }
 }
 
+/// The problems an answer lists (at most [`crate::domain::error::MAX_PROBLEMS_SHOWN`], then
+/// one `MORE_PROBLEMS` entry saying how many were left out).
 fn problems_value(problems: &[InputProblem]) -> async_graphql::Value {
+    let (shown, more) = crate::domain::error::shown(problems);
+    let more = (more > 0).then(|| InputProblem::new("MORE_PROBLEMS", None, format!("{more} more problems not listed")));
     async_graphql::Value::List(
-        problems
+        shown
             .iter()
+            .chain(more.as_ref())
             .map(|p| {
                 let mut m = async_graphql::indexmap::IndexMap::new();
                 m.insert(async_graphql::Name::new("code"), async_graphql::Value::from(p.code.clone()));

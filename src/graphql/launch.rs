@@ -156,11 +156,22 @@ impl LaunchQuery {
         let dom_input = input.to_domain()?;
         let count = (count != 1).then_some(i64::from(count));
         let check = launch::check(db(ctx)?, viewer(ctx)?, &dom_input, count, limits(ctx)?).await?;
-        let mut problems: Vec<InputProblem> = check
-            .problems
-            .into_iter()
-            .map(|p| InputProblem { code: p.code, field: p.field.as_deref().map(launch_path), message: p.message })
+        let (shown, more) = crate::domain::error::shown(&check.problems);
+        let mut problems: Vec<InputProblem> = shown
+            .iter()
+            .map(|p| InputProblem {
+                code: p.code.clone(),
+                field: p.field.as_deref().map(launch_path),
+                message: p.message.clone(),
+            })
             .collect();
+        if more > 0 {
+            problems.push(InputProblem {
+                code: "MORE_PROBLEMS".to_owned(),
+                field: None,
+                message: format!("{more} more problems not listed"),
+            });
+        }
         if let Some(refusal) = check.refusal {
             problems.push(InputProblem {
                 code: code_of(&refusal).to_owned(),

@@ -238,6 +238,19 @@ async fn panels_refuse_what_the_viewer_cannot_see(app: TestApp) {
 const SETTINGS: &str = "{ viewer { settings { resourcePanelView sessionListColumns { column visible } } } }";
 const COLUMNS: &str = "mutation($c: [SessionColumnInput!]!) { updateSessionListColumns(columns: $c) { sessionListColumns { column visible } } }";
 
+/// Thousands of bad elements get a short answer: the first problems, then how many more.
+async fn many_bad_elements_get_a_short_answer(app: TestApp) {
+    let columns: Vec<Value> = (0..20_000).map(|_| json!({"column": "NAME", "visible": true})).collect();
+    let resp = app.gql(Some("demo-alice"), COLUMNS, json!({"c": columns})).await;
+    assert_eq!(crate::support::error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
+    let problems = resp["errors"][0]["extensions"]["problems"].as_array().expect("problems");
+    assert_eq!(problems.len(), 21, "twenty, then one entry for the rest");
+    assert_eq!(problems[0]["code"], "DUPLICATE_COLUMN");
+    assert_eq!(problems[20]["code"], "MORE_PROBLEMS");
+    assert!(problems[20]["message"].as_str().is_some_and(|m| m.starts_with("19979 more")), "{}", problems[20]);
+    assert!(resp.to_string().len() < 10_000, "a short answer: {} bytes", resp.to_string().len());
+}
+
 async fn settings_persist_per_user(app: TestApp) {
     let resp = app
         .gql(
@@ -292,6 +305,7 @@ async fn settings_persist_per_user(app: TestApp) {
 }
 
 db_tests!(
+    many_bad_elements_get_a_short_answer,
     each_layer_binds_in_turn,
     panel_figures_equal_sums_over_the_session_list,
     panels_refuse_what_the_viewer_cannot_see,
