@@ -18,6 +18,12 @@ impl InputProblem {
     pub fn new(code: &str, field: impl Into<Option<String>>, message: impl Into<String>) -> Self {
         Self { code: code.to_owned(), field: field.into(), message: message.into() }
     }
+
+    /// `field` holds text with NUL, which PostgreSQL cannot store and SQLite cuts text at:
+    /// refused alike on both, before the text reaches either.
+    pub fn nul_character(field: &str) -> Self {
+        Self::new("NUL_CHARACTER", Some(field.to_owned()), "text may not contain a NUL character")
+    }
 }
 
 #[derive(Clone, Debug, thiserror::Error)]

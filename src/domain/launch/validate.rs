@@ -266,7 +266,7 @@ pub fn check_text(req: &LaunchRequest) -> DomainResult<()> {
     let problems: Problems = fields
         .into_iter()
         .filter(|(_, text)| text.is_some_and(|t| t.contains('\0')))
-        .map(|(field, _)| problem("NUL_CHARACTER", field, "text may not contain a NUL character"))
+        .map(|(field, _)| InputProblem::nul_character(field))
         .collect();
     if problems.is_empty() { Ok(()) } else { Err(DomainError::BadInput(problems)) }
 }

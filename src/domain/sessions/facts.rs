@@ -1,0 +1,51 @@
+//! What the list shows of one session beyond its stored columns: why it waits, its place
+//! in the queue, its applications, its elapsed time.
+
+use chrono::{DateTime, Utc};
+
+use entity::session;
+
+use crate::domain::DomainResult;
+use crate::domain::occupancy::PendingReason;
+use crate::domain::status::SessionStatus;
+
+/// Every current cause that keeps a session from starting, as the latest scheduling pass
+/// found it: only while the session is PENDING.
+pub fn pending_reasons(s: &session::Model) -> DomainResult<Vec<PendingReason>> {
+    Ok(if SessionStatus::stored(&s.status)? == SessionStatus::Pending {
+        PendingReason::list_from_json(&s.pending_reasons)
+    } else {
+        Vec::new()
+    })
+}
+
+/// Its place among the pending sessions of its resource group (1 is next), once the
+/// scheduler has ordered it; none when not PENDING.
+pub fn queue_position(s: &session::Model) -> DomainResult<Option<i32>> {
+    queue_position_of(&s.status, s.queue_position)
+}
+
+/// [`queue_position`] of a session in status `status` with the stored position `position`.
+pub fn queue_position_of(status: &str, position: Option<i32>) -> DomainResult<Option<i32>> {
+    Ok(if SessionStatus::stored(status)? == SessionStatus::Pending { position } else { None })
+}
+
+/// Whether a session offers its image's applications now: once RUNNING.
+pub fn offers_apps(s: &session::Model) -> DomainResult<bool> {
+    Ok(SessionStatus::stored(&s.status)? == SessionStatus::Running)
+}
+
+/// The applications of an image (e.g. jupyter, terminal).
+pub fn image_apps(image: &entity::image::Model) -> Vec<String> {
+    image.apps.as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_owned)).collect()
+}
+
+/// Whole seconds from creation to termination, or to `now` while not terminated.
+pub fn elapsed_seconds(s: &session::Model, now: DateTime<Utc>) -> i64 {
+    elapsed_between(s.created_at, s.terminated_at, now)
+}
+
+/// [`elapsed_seconds`] of a session created at `created_at` and terminated at `terminated_at`.
+pub fn elapsed_between(created_at: DateTime<Utc>, terminated_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> i64 {
+    std::cmp::max((terminated_at.unwrap_or(now) - created_at).num_seconds(), 0)
+}

@@ -1,0 +1,218 @@
+//! Reading session lists: filters, tabs, ordering, keyset pagination and counts.
+//!
+//! A [`SessionSet`] is the sessions a viewer may see (from [`visibility`]) narrowed by a
+//! [`SessionFilter`]; the list and its counts read through it.
+//! Pages are keyset (seek) pages ([`super::paging`]): a [`SessionPosition`] holds the
+//! sort-key values of its row, so a page costs the same wherever it is. The sort-key values
+//! are computed by the database and read back with the row, so a position compares exactly
+//! as the database orders.
+//!
+//! Split by concern: [`filter`] (tabs, filter, its checks and condition), [`order`] (orders,
+//! sort values, seeking, positions), [`facts`] (what the list shows of one session beyond
+//! its columns).
+
+mod facts;
+mod filter;
+mod order;
+
+pub use facts::*;
+pub use filter::{SessionFilter, SessionTab};
+pub use order::{SessionOrder, SessionOrderField, SessionPosition};
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    Condition, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, IdenStatic, Order, QueryFilter, QueryOrder,
+    QuerySelect, QueryTrait,
+};
+use uuid::Uuid;
+
+use entity::session;
+
+use super::auth::Viewer;
+use super::model::SessionType;
+use super::paging::{Page, PageRequest};
+use super::status::SessionStatus;
+use super::visibility::{self, SessionScope};
+use super::{DomainError, DomainResult};
+use order::{Walk, micros_to_time, order_keys, seek, signature, sort_expr};
+
+/// A page of sessions, each with its position (where the next page starts).
+pub type SessionPage = Page<(session::Model, SessionPosition)>;
+
+/// Badge counts of a session set.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SessionCounts {
+    pub running: u64,
+    pub finished: u64,
+    pub all: u64,
+    /// Every type, zero counts included, in the order of [`SessionType::ALL`].
+    pub by_type: Vec<(SessionType, u64)>,
+}
+
+/// The sessions a viewer may see, narrowed by a filter.
+#[derive(Clone, Debug)]
+pub struct SessionSet {
+    condition: Condition,
+}
+
+/// The sessions of a project in `scope`, filtered: every check of the list's arguments.
+pub async fn project_sessions(
+    db: &impl ConnectionTrait,
+    viewer: &Viewer,
+    project_id: Uuid,
+    scope: SessionScope,
+    filter: &SessionFilter,
+) -> DomainResult<SessionSet> {
+    filter::check(scope, filter)?;
+    let scope = visibility::session_scope(db, viewer, project_id, scope).await?;
+    Ok(SessionSet { condition: scope.condition().add(filter::condition(filter)) })
+}
+
+impl SessionSet {
+    /// The sessions of a launch group the viewer may see.
+    pub fn of_launch_group(group: &entity::launch_group::Model) -> Self {
+        Self { condition: visibility::launch_group_scope(group) }
+    }
+
+    /// How many sessions the set has: a bare `COUNT(*)` that an index can answer.
+    pub async fn count(&self, db: &impl ConnectionTrait) -> DomainResult<u64> {
+        let n: Option<i64> = session::Entity::find()
+            .select_only()
+            .column_as(Expr::col((session::Entity, session::Column::Id)).count(), "n")
+            .filter(self.condition.clone())
+            .into_tuple()
+            .one(db)
+            .await?;
+        Ok(n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0))
+    }
+
+    /// Running, finished, all and per-type counts in one grouped statement.
+    pub async fn counts(&self, db: &impl ConnectionTrait) -> DomainResult<SessionCounts> {
+        #[derive(FromQueryResult)]
+        struct Group {
+            session_type: String,
+            status: String,
+            n: i64,
+        }
+        let groups = session::Entity::find()
+            .select_only()
+            .column(session::Column::SessionType)
+            .column(session::Column::Status)
+            .column_as(Expr::col(session::Column::Id).count(), "n")
+            .filter(self.condition.clone())
+            .group_by(session::Column::SessionType)
+            .group_by(session::Column::Status)
+            .into_model::<Group>()
+            .all(db)
+            .await?;
+        let mut counts = SessionCounts::default();
+        let mut by_type: BTreeMap<SessionType, u64> = SessionType::ALL.iter().map(|t| (*t, 0)).collect();
+        for g in groups {
+            let n = u64::try_from(g.n).unwrap_or(0);
+            let status = SessionStatus::stored(&g.status)?;
+            let ty = SessionType::stored(&g.session_type)?;
+            if status.is_terminal() {
+                counts.finished += n;
+            } else {
+                counts.running += n;
+            }
+            counts.all += n;
+            *by_type.entry(ty).or_default() += n;
+        }
+        counts.by_type = SessionType::ALL.iter().map(|t| (*t, by_type[t])).collect();
+        Ok(counts)
+    }
+
+    /// One page in `orders` (then by id), after or before a position of the same ordering.
+    pub async fn page(
+        &self,
+        db: &impl ConnectionTrait,
+        orders: &[SessionOrder],
+        request: &PageRequest<SessionPosition>,
+        now: DateTime<Utc>,
+    ) -> DomainResult<SessionPage> {
+        let walk = self.walk(db.get_database_backend(), orders, request, now, None)?;
+        let rows = db.query_all_raw(walk.statement.clone()).await?;
+        let mut walked = Vec::with_capacity(rows.len());
+        for row in rows {
+            walked.push((session::Model::from_query_result(&row, "")?, walk.position(&row)?));
+        }
+        Ok(request.finish(walked))
+    }
+
+    /// The next `request.size` sessions after `request.after`, reading only `columns`,
+    /// each row made a value by `read`, and the position the following ones start after
+    /// (`None`: these were the last). For walking a whole list forwards: no position is made
+    /// for the rows in between.
+    pub async fn next_rows<R>(
+        &self,
+        db: &impl ConnectionTrait,
+        orders: &[SessionOrder],
+        request: &PageRequest<SessionPosition>,
+        now: DateTime<Utc>,
+        columns: &[session::Column],
+        read: impl FnMut(sea_orm::QueryResult) -> DomainResult<R>,
+    ) -> DomainResult<(Vec<R>, Option<SessionPosition>)> {
+        if request.backward || request.before.is_some() {
+            return Err(DomainError::invariant("next_rows walks forwards"));
+        }
+        let walk = self.walk(db.get_database_backend(), orders, request, now, Some(columns))?;
+        let mut rows = db.query_all_raw(walk.statement.clone()).await?;
+        let size = usize::try_from(request.size).unwrap_or(usize::MAX);
+        let next = if rows.len() > size {
+            rows.truncate(size);
+            rows.last().map(|row| walk.position(row)).transpose()?
+        } else {
+            None
+        };
+        Ok((rows.into_iter().map(read).collect::<DomainResult<_>>()?, next))
+    }
+
+    /// The statement of a page, and how its rows' positions are made.
+    fn walk(
+        &self,
+        backend: DbBackend,
+        orders: &[SessionOrder],
+        request: &PageRequest<SessionPosition>,
+        now: DateTime<Utc>,
+        columns: Option<&[session::Column]>,
+    ) -> DomainResult<Walk> {
+        let keys = order_keys(orders);
+        let signature = signature(&keys);
+        let after = request.after.as_ref().map(|p| p.check(&signature, "after")).transpose()?;
+        let before = request.before.as_ref().map(|p| p.check(&signature, "before")).transpose()?;
+        // Elapsed time is measured against one instant for the whole walk through the list,
+        // carried by the positions, so that pages stay consistent while time passes.
+        let now = after.or(before).and_then(|p| p.now).map_or(now, micros_to_time);
+        let backward = request.backward;
+
+        let exprs: Vec<Expr> = keys.iter().map(|k| sort_expr(k.field, backend, now)).collect();
+        let mut query = session::Entity::find().filter(self.condition.clone());
+        if let Some(columns) = columns {
+            query = query.select_only().column(session::Column::Id);
+            for c in columns.iter().filter(|c| c.as_str() != session::Column::Id.as_str()) {
+                query = query.column(*c);
+            }
+        }
+        for (i, expr) in exprs.iter().enumerate() {
+            query = query.expr_as(expr.clone(), format!("sk{i}"));
+        }
+        if let Some(p) = after {
+            query = query.filter(seek(&keys, &exprs, p, true)?);
+        }
+        if let Some(p) = before {
+            query = query.filter(seek(&keys, &exprs, p, false)?);
+        }
+        for (key, expr) in keys.iter().zip(&exprs) {
+            // Reading backwards: walk the reversed order; the page is flipped back at the end.
+            query = query.order_by(expr.clone(), if key.descending != backward { Order::Desc } else { Order::Asc });
+        }
+        let id_desc = keys.first().is_some_and(|k| k.descending);
+        query = query.order_by(session::Column::Id, if id_desc != backward { Order::Desc } else { Order::Asc });
+        query = query.limit(request.fetch_limit());
+        Ok(Walk { statement: query.build(backend), keys, signature, now })
+    }
+}
