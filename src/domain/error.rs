@@ -19,11 +19,31 @@ impl InputProblem {
         Self { code: code.to_owned(), field: field.into(), message: message.into() }
     }
 
-    /// `field` holds text with NUL, which PostgreSQL cannot store and SQLite cuts text at:
-    /// refused alike on both, before the text reaches either.
-    pub fn nul_character(field: &str) -> Self {
-        Self::new("NUL_CHARACTER", Some(field.to_owned()), "text may not contain a NUL character")
+    /// The problem with `text` in `field` if it holds a control character: NUL, which
+    /// PostgreSQL cannot store and SQLite cuts text at, or any other C0 or C1 control
+    /// (invisible in the page, a trap in logs and exported files). `Lines` text (a command,
+    /// an environment value) may hold tabs and line breaks. Refused alike on both
+    /// databases, before the text reaches either.
+    pub fn control_characters(field: &str, text: &str, kind: Text) -> Option<Self> {
+        let allowed = |c: char| kind == Text::Lines && matches!(c, '\t' | '\n' | '\r');
+        let found = text.chars().find(|&c| c.is_control() && !allowed(c))?;
+        let (code, what) = if found == '\0' {
+            ("NUL_CHARACTER", "a NUL character".to_owned())
+        } else {
+            ("CONTROL_CHARACTER", format!("the control character U+{:04X}", u32::from(found)))
+        };
+        let allowed = if kind == Text::Lines { " (tabs and line breaks are allowed)" } else { "" };
+        Some(Self::new(code, Some(field.to_owned()), format!("text may not contain {what}{allowed}")))
     }
+}
+
+/// What control characters a text field may hold: see [`InputProblem::control_characters`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Text {
+    /// One line: a name, an image, a key. No control character at all.
+    Line,
+    /// A command or a value: tabs and line breaks allowed.
+    Lines,
 }
 
 #[derive(Clone, Debug, thiserror::Error)]
@@ -112,3 +132,23 @@ impl From<sea_orm::TransactionError<DomainError>> for DomainError {
 }
 
 pub type DomainResult<T> = Result<T, DomainError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_named() {
+        let p = |t: &str, k| InputProblem::control_characters("f", t, k).map(|p| p.code);
+        assert_eq!(p("plain text ünïcode", Text::Line), None);
+        assert_eq!(p("a\0b", Text::Line).as_deref(), Some("NUL_CHARACTER"));
+        assert_eq!(p("a\0b", Text::Lines).as_deref(), Some("NUL_CHARACTER"));
+        assert_eq!(p("a\tb", Text::Line).as_deref(), Some("CONTROL_CHARACTER"));
+        assert_eq!(p("a\tb\r\nc", Text::Lines), None);
+        assert_eq!(p("\u{1b}[31m", Text::Lines).as_deref(), Some("CONTROL_CHARACTER"));
+        assert_eq!(p("\u{7f}", Text::Line).as_deref(), Some("CONTROL_CHARACTER"));
+        assert_eq!(p("\u{85}", Text::Lines).as_deref(), Some("CONTROL_CHARACTER"));
+        let message = InputProblem::control_characters("f", "\u{1b}", Text::Line).expect("a problem").message;
+        assert!(message.contains("U+001B"), "{message}");
+    }
+}

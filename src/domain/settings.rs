@@ -10,6 +10,9 @@ use entity::user_setting;
 use super::model::{ResourcePanelView, SessionColumnKey};
 use super::{DomainError, DomainResult, InputProblem, clock};
 
+/// Most entries a column list may have: every column once, with room for columns to come.
+pub const MAX_COLUMN_ENTRIES: usize = 64;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColumnSetting {
     pub column: SessionColumnKey,
@@ -121,6 +124,13 @@ pub async fn update_session_list_columns(
     user_id: Uuid,
     columns: &[ColumnSetting],
 ) -> DomainResult<UserSettings> {
+    if columns.len() > MAX_COLUMN_ENTRIES {
+        return Err(DomainError::bad_input(
+            "TOO_MANY",
+            Some("columns".to_owned()),
+            format!("at most {MAX_COLUMN_ENTRIES} columns (each column once)"),
+        ));
+    }
     let mut problems = Vec::new();
     for (i, c) in columns.iter().enumerate() {
         if columns[..i].iter().any(|o| o.column == c.column) {

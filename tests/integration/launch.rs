@@ -185,6 +185,17 @@ async fn every_validation_rule_reports_its_field(app: TestApp) {
         (json!({"resourceGroup": "default\u{0000}"}), "NUL_CHARACTER", "input.resourceGroup"),
         (json!({"type": "BATCH", "startupCommand": "echo \u{0000}"}), "NUL_CHARACTER", "input.startupCommand"),
         (json!({"idempotencyKey": "k\u{0000}"}), "NUL_CHARACTER", "input.idempotencyKey"),
+        // Other control characters: none in one-line text, only tabs and line breaks in a
+        // command or a value.
+        (json!({"name": "abc\u{001b}[2J"}), "CONTROL_CHARACTER", "input.name"),
+        (json!({"image": "python:3.12\t"}), "CONTROL_CHARACTER", "input.image"),
+        (json!({"type": "BATCH", "startupCommand": "echo \u{0007}"}), "CONTROL_CHARACTER", "input.startupCommand"),
+        (json!({"environment": [{"name": "A", "value": "x\u{0085}"}]}), "CONTROL_CHARACTER", "input.environment[0]"),
+        (
+            json!({"resources": (0..65).map(|i| json!({"slot": format!("s{i}"), "amount": 1})).collect::<Vec<_>>()}),
+            "TOO_MANY",
+            "input.resources",
+        ),
         (
             json!({"resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": GIB}, {"slot": "cuda.device", "amount": 0.5}]}),
             "INVALID_AMOUNT",
@@ -362,10 +373,26 @@ async fn an_idempotent_retry_creates_nothing(app: TestApp) {
     }
     assert_eq!(groups.len(), 1, "every retry answers with the first launch");
     assert_eq!(session_count(&app).await, 4);
-    // A key used for a single launch does not replay a batch.
+    // A key used for a single launch does not replay a batch, nor another launch.
     let resp = app.gql(Some("demo-alice"), LAUNCH_MANY, json!({"i": i, "n": 2})).await;
     assert_eq!(error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
     assert_eq!(resp["errors"][0]["extensions"]["field"], "input.idempotencyKey");
+    assert_eq!(resp["errors"][0]["extensions"]["problems"][0]["code"], "IDEMPOTENCY_KEY_REUSED", "{resp}");
+    let mut changed = i.clone();
+    changed["resources"][0]["amount"] = json!(2);
+    let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": changed})).await;
+    assert_eq!(resp["errors"][0]["extensions"]["problems"][0]["code"], "IDEMPOTENCY_KEY_REUSED", "{resp}");
+    // Authorized and validated before any replay: the key opens nothing the caller may
+    // not do, and a bad input is reported, not answered with the first launch.
+    let mut elsewhere = i.clone();
+    elsewhere["projectId"] = json!(project("other/other"));
+    let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": elsewhere})).await;
+    assert_eq!(error_codes(&resp), ["NOT_FOUND"], "{resp}");
+    let mut invalid = i.clone();
+    invalid["image"] = json!("no-such-image:1");
+    let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": invalid})).await;
+    assert_eq!(resp["errors"][0]["extensions"]["problems"][0]["field"], "input.image", "{resp}");
+    assert_eq!(session_count(&app).await, 4);
     // The key is the user's: another user with the same key launches their own.
     let resp = app.gql(Some("demo-bob"), LAUNCH, json!({"i": i})).await;
     assert_ne!(resp["data"]["launchSession"]["session"]["id"], first["data"]["launchSession"]["session"]["id"]);

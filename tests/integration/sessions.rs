@@ -156,6 +156,14 @@ async fn bad_input_gets_codes_not_sql(app: TestApp) {
         (json!({"p": p, "filter": {"nameContains": "a\u{0000}b"}}), "BAD_USER_INPUT", Some("filter.nameContains")),
         (json!({"p": p, "filter": {"ownerEmail": "bob\u{0000}"}}), "BAD_USER_INPUT", Some("filter.ownerEmail")),
         (json!({"p": p, "filter": {"resourceGroup": "\u{0000}"}}), "BAD_USER_INPUT", Some("filter.resourceGroup")),
+        (json!({"p": p, "filter": {"nameContains": "a\u{001b}[0m"}}), "BAD_USER_INPUT", Some("filter.nameContains")),
+        // Lists are capped (repeats are allowed within the cap and read once).
+        (json!({"p": p, "filter": {"statuses": vec!["RUNNING"; 65]}}), "BAD_USER_INPUT", Some("filter.statuses")),
+        (
+            json!({"p": p, "order": vec![json!({"field": "NAME", "direction": "ASC"}); 33]}),
+            "BAD_USER_INPUT",
+            Some("orderBy"),
+        ),
         (
             json!({"p": p, "after": nul_cursor, "order": [{"field": "NAME", "direction": "ASC"}]}),
             "BAD_USER_INPUT",

@@ -1,22 +1,48 @@
 //! Idempotent launches: a retry with the same key returns the first call's result and
-//! creates nothing new, for at least [`IDEMPOTENCY_RETENTION`].
+//! creates nothing new, for at least [`IDEMPOTENCY_RETENTION`]. A retry is authorized and
+//! validated like a first call, and must send the same launch: the key remembers a
+//! fingerprint of it, and the same key with another launch is refused.
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use entity::{idempotency_key, launch_group, session};
 
-use super::Launched;
+use super::{Launched, Plan};
 use crate::domain::auth::Viewer;
 use crate::domain::{DomainError, DomainResult};
 
 /// Idempotency keys are honoured for at least this long.
 pub const IDEMPOTENCY_RETENTION: TimeDelta = TimeDelta::hours(24);
 
-pub fn stored_result(l: &Launched, batch: bool) -> Value {
+/// What identifies a launch: every field of its request, single or batch, and the batch's
+/// size, hashed (SHA-256, hex).
+pub fn fingerprint(plan: &Plan, batch: bool) -> String {
+    let r = &plan.launch;
+    let request = json!({
+        "project": r.project_id,
+        "name": r.name,
+        "type": r.session_type.as_str(),
+        "image": r.image,
+        "resourceGroup": r.resource_group,
+        "resources": r.resources,
+        "clusterSize": r.cluster_size,
+        "environment": r.environment,
+        "startupCommand": r.startup_command,
+        "batchTimeoutSeconds": r.batch_timeout_seconds,
+        "priority": r.priority,
+        "batch": batch,
+        "count": plan.names.len(),
+    });
+    Sha256::digest(request.to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn stored_result(l: &Launched, batch: bool, fingerprint: &str) -> Value {
     json!({
+        "request": fingerprint,
         "batch": batch,
         "launchGroupId": l.launch_group.as_ref().map(|g| g.id),
         "sessionIds": l.sessions.iter().map(|s| s.id).collect::<Vec<_>>(),
@@ -36,23 +62,24 @@ async fn replay(db: &impl ConnectionTrait, stored: &Value) -> DomainResult<Launc
     Ok(Launched { launch_group, sessions })
 }
 
-/// The result of an earlier launch with this key, if it is recent enough. A key first used
-/// for a single launch cannot replay a batch launch, or the reverse.
+/// The result of an earlier launch with this key, if it is recent enough. The key must
+/// have been used for the same launch (`fingerprint`): a key first used for another
+/// launch, or for a single launch where this is a batch, is refused.
 pub async fn remembered(
     db: &impl ConnectionTrait,
     viewer: &Viewer,
     key: &str,
-    batch: bool,
+    fingerprint: &str,
     now: DateTime<Utc>,
 ) -> DomainResult<Option<Launched>> {
     let row = idempotency_key::Entity::find_by_id((viewer.user_id, key.to_owned())).one(db).await?;
     match row {
         Some(r) if now - r.created_at < IDEMPOTENCY_RETENTION => {
-            if r.response["batch"].as_bool() != Some(batch) {
+            if r.response["request"].as_str() != Some(fingerprint) {
                 return Err(DomainError::bad_input(
                     "IDEMPOTENCY_KEY_REUSED",
                     Some("idempotency_key".to_owned()),
-                    "this idempotency key was used for another kind of launch",
+                    "this idempotency key was used for a different launch; use a new key for a new launch",
                 ));
             }
             Ok(Some(replay(db, &r.response).await?))

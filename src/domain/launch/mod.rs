@@ -4,7 +4,7 @@
 //!   problems, all reported together; the result is a [`Plan`].
 //! - [`admission`]: the refusals that depend on the caller's other sessions.
 //! - [`write`]: all rows of a launch in one transaction, a constant number of statements.
-//! - [`idempotency`]: a retry with the same key gets the first result.
+//! - [`idempotency`]: a retry with the same key and launch gets the first result.
 //! - [`check`]: the dry run, with the same checks and the scheduler's verdict.
 
 pub mod admission;
@@ -82,20 +82,21 @@ pub async fn launch(
 ) -> DomainResult<Launched> {
     let now = clock::now();
     let batch = count.is_some();
-    validate::check_text(request)?;
+    // Authorized and validated before anything else, a retry included.
+    let plan = validate::validate(db, viewer, request, count, limits).await?;
+    let fingerprint = idempotency::fingerprint(&plan, batch);
     if let Some(key) = request.idempotency_key.as_deref()
-        && let Some(previous) = idempotency::remembered(db, viewer, key, batch, now).await?
+        && let Some(previous) = idempotency::remembered(db, viewer, key, &fingerprint, now).await?
     {
         return Ok(previous);
     }
-    let plan = validate::validate(db, viewer, request, count, limits).await?;
     let launched = match write::write(db, viewer, &plan, batch, now, bus).await {
         Ok(done) => done,
         Err(write::WriteError::Taken(name)) => {
             // Another request won: maybe a retry with the same idempotency key, which must
             // get that request's result; otherwise the name is taken.
             if let Some(key) = request.idempotency_key.as_deref()
-                && let Some(previous) = idempotency::remembered(db, viewer, key, batch, now).await?
+                && let Some(previous) = idempotency::remembered(db, viewer, key, &fingerprint, now).await?
             {
                 return Ok(previous);
             }

@@ -10,6 +10,7 @@ use entity::{image, resource_group, slot_type};
 use super::{LaunchLimits, LaunchRequest, Plan};
 use crate::domain::auth::Viewer;
 use crate::domain::catalog::{self, SchedulableAgent};
+use crate::domain::error::Text;
 use crate::domain::model::SessionType;
 use crate::domain::slots::{ResourceRequest, ResourceSlots};
 use crate::domain::{DomainError, DomainResult, InputProblem, visibility};
@@ -19,6 +20,8 @@ pub const NAME_MAX: usize = 64;
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -100..=100;
 pub const MAX_CLUSTER_SIZE: i32 = 64;
 pub const MAX_ENV_VARS: usize = 100;
+/// Most entries of `resources` (each slot may appear once; there are far fewer slots).
+pub const MAX_RESOURCE_ENTRIES: usize = 64;
 pub const MAX_ENV_VALUE_BYTES: usize = 4096;
 pub const MAX_STARTUP_COMMAND_BYTES: usize = 8192;
 pub const MAX_IDEMPOTENCY_KEY: usize = 200;
@@ -117,6 +120,10 @@ fn check_image(req: &LaunchRequest, image: Option<&image::Model>) -> Problems {
 fn check_resources(req: &LaunchRequest, known: &BTreeSet<String>) -> (ResourceSlots, Problems) {
     let mut per_container = ResourceSlots::new();
     let mut problems = Vec::new();
+    if req.resources.len() > MAX_RESOURCE_ENTRIES {
+        let message = format!("at most {MAX_RESOURCE_ENTRIES} slot amounts");
+        return (per_container, vec![problem("TOO_MANY", "resources", message)]);
+    }
     for (i, (slot, amount)) in req.resources.iter().enumerate() {
         let field = format!("resources[{i}]");
         if !known.contains(slot) {
@@ -242,31 +249,32 @@ fn check_environment(req: &LaunchRequest) -> Problems {
             ));
         } else if !seen.insert(name.as_str()) {
             problems.push(problem("DUPLICATE_ENV_NAME", field, format!("`{name}` is given twice")));
-        } else if value.len() > MAX_ENV_VALUE_BYTES || value.contains('\0') {
+        } else if value.len() > MAX_ENV_VALUE_BYTES {
             problems.push(problem(
                 "INVALID_ENV_VALUE",
                 field,
-                format!("the value of `{name}` is limited to {MAX_ENV_VALUE_BYTES} bytes without NUL"),
+                format!("the value of `{name}` is limited to {MAX_ENV_VALUE_BYTES} bytes"),
             ));
+        } else if let Some(p) = InputProblem::control_characters(&field, value, Text::Lines) {
+            problems.push(p);
         }
     }
     problems
 }
 
-/// Text no field may hold: NUL, which PostgreSQL cannot store and SQLite truncates at. Checked
-/// before any of the request's text reaches the database.
+/// Control characters in the request's text (see [`InputProblem::control_characters`]).
+/// Checked before any of it reaches the database.
 pub fn check_text(req: &LaunchRequest) -> DomainResult<()> {
     let fields = [
-        ("name", Some(req.name.as_str())),
-        ("image", Some(req.image.as_str())),
-        ("resource_group", req.resource_group.as_deref()),
-        ("startup_command", req.startup_command.as_deref()),
-        ("idempotency_key", req.idempotency_key.as_deref()),
+        ("name", Some(req.name.as_str()), Text::Line),
+        ("image", Some(req.image.as_str()), Text::Line),
+        ("resource_group", req.resource_group.as_deref(), Text::Line),
+        ("startup_command", req.startup_command.as_deref(), Text::Lines),
+        ("idempotency_key", req.idempotency_key.as_deref(), Text::Line),
     ];
     let problems: Problems = fields
         .into_iter()
-        .filter(|(_, text)| text.is_some_and(|t| t.contains('\0')))
-        .map(|(field, _)| InputProblem::nul_character(field))
+        .filter_map(|(field, text, kind)| InputProblem::control_characters(field, text?, kind))
         .collect();
     if problems.is_empty() { Ok(()) } else { Err(DomainError::BadInput(problems)) }
 }

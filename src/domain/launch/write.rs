@@ -11,7 +11,7 @@ use uuid::Uuid;
 use entity::{idempotency_key, launch_group, scheduling_history, session};
 
 use super::admission::admissible;
-use super::idempotency::{IDEMPOTENCY_RETENTION, stored_result};
+use super::idempotency::{IDEMPOTENCY_RETENTION, fingerprint, stored_result};
 use super::{Launched, Plan};
 use crate::domain::DomainError;
 use crate::domain::auth::Viewer;
@@ -148,7 +148,7 @@ pub async fn write(
         idempotency_key::Entity::insert(idempotency_key::ActiveModel {
             user_id: Set(viewer.user_id),
             key: Set(key.clone()),
-            response: Set(stored_result(&launched, batch)),
+            response: Set(stored_result(&launched, batch, &fingerprint(plan, batch))),
             created_at: Set(now),
         })
         .exec_without_returning(&txn)

@@ -1,6 +1,8 @@
 //! What a session list may be narrowed to: the tabs, the filter, its checks, and the SQL
 //! condition it becomes.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Func, LikeExpr, Query};
 use sea_orm::{ColumnTrait, Condition};
@@ -8,12 +10,16 @@ use uuid::Uuid;
 
 use entity::{session, user};
 
+use crate::domain::error::Text;
 use crate::domain::model::SessionType;
 use crate::domain::status::SessionStatus;
 use crate::domain::visibility::SessionScope;
 use crate::domain::{DomainError, DomainResult, InputProblem};
 
 const MAX_NAME_FILTER: usize = 256;
+/// Most values a filter's type or status list may hold (each is one value of a small set;
+/// repeats are allowed and read once).
+pub const MAX_FILTER_VALUES: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionTab {
@@ -74,13 +80,25 @@ pub(super) fn check(scope: SessionScope, filter: &SessionFilter) -> DomainResult
             format!("the name filter is limited to {MAX_NAME_FILTER} characters"),
         ));
     }
+    for (field, len) in [
+        ("types", filter.types.as_ref().map_or(0, Vec::len)),
+        ("statuses", filter.statuses.as_ref().map_or(0, Vec::len)),
+    ] {
+        if len > MAX_FILTER_VALUES {
+            problems.push(InputProblem::new(
+                "TOO_MANY",
+                Some(field.to_owned()),
+                format!("at most {MAX_FILTER_VALUES} values"),
+            ));
+        }
+    }
     for (field, text) in [
         ("name_contains", &filter.name_contains),
         ("owner_email", &filter.owner_email),
         ("resource_group", &filter.resource_group),
     ] {
-        if text.as_ref().is_some_and(|t| t.contains('\0')) {
-            problems.push(InputProblem::nul_character(field));
+        if let Some(problem) = text.as_deref().and_then(|t| InputProblem::control_characters(field, t, Text::Line)) {
+            problems.push(problem);
         }
     }
     if let (Some(after), Some(before)) = (filter.created_after, filter.created_before)
@@ -98,13 +116,15 @@ pub(super) fn check(scope: SessionScope, filter: &SessionFilter) -> DomainResult
 pub(super) fn condition(f: &SessionFilter) -> Condition {
     let mut c = Condition::all();
     if let Some(types) = &f.types {
-        c = c.add(session::Column::SessionType.is_in(types.iter().map(|t| t.as_str())));
+        let types: BTreeSet<&str> = types.iter().map(|t| t.as_str()).collect();
+        c = c.add(session::Column::SessionType.is_in(types));
     }
     if let Some(tab) = f.tab {
         c = c.add(session::Column::Status.is_in(tab.statuses().into_iter().map(SessionStatus::as_str)));
     }
     if let Some(statuses) = &f.statuses {
-        c = c.add(session::Column::Status.is_in(statuses.iter().map(|s| s.as_str())));
+        let statuses: BTreeSet<&str> = statuses.iter().map(|s| s.as_str()).collect();
+        c = c.add(session::Column::Status.is_in(statuses));
     }
     if let Some(needle) = f.name_contains.as_deref().filter(|n| !n.is_empty()) {
         let pattern = format!("%{}%", escape_like(&needle.to_lowercase()));

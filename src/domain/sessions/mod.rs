@@ -17,7 +17,7 @@ mod order;
 
 pub use facts::*;
 pub use filter::{SessionFilter, SessionTab};
-pub use order::{SessionOrder, SessionOrderField, SessionPosition};
+pub use order::{MAX_ORDERS, SessionOrder, SessionOrderField, SessionPosition};
 
 use std::collections::BTreeMap;
 
@@ -180,6 +180,13 @@ impl SessionSet {
         now: DateTime<Utc>,
         columns: Option<&[session::Column]>,
     ) -> DomainResult<Walk> {
+        if orders.len() > MAX_ORDERS {
+            return Err(DomainError::bad_input(
+                "TOO_MANY",
+                Some("order_by".to_owned()),
+                format!("at most {MAX_ORDERS} orderings"),
+            ));
+        }
         let keys = order_keys(orders);
         let signature = signature(&keys);
         let after = request.after.as_ref().map(|p| p.check(&signature, "after")).transpose()?;

@@ -55,6 +55,10 @@ impl Walk {
     }
 }
 
+/// Most orderings a list request may name (there are fewer fields than this; repeats
+/// are allowed and the first wins).
+pub const MAX_ORDERS: usize = 32;
+
 /// The requested orders without repeated fields (the first wins), default CREATED_AT DESC.
 pub(super) fn order_keys(orders: &[SessionOrder]) -> Vec<SessionOrder> {
     let mut keys: Vec<SessionOrder> = Vec::new();
@@ -231,7 +235,7 @@ impl SessionPosition {
         if self.o != signature {
             return Err(bad("it belongs to another ordering; start again from the first page"));
         }
-        let nul = self.k.iter().any(|v| v.as_str().is_some_and(|s| s.contains('\0')));
+        let nul = self.k.iter().any(|v| v.as_str().is_some_and(|s| s.chars().any(char::is_control)));
         if nul
             || self.k.len() != signature.split(',').count()
             || self.now.is_some_and(|n| plausible_micros(n).is_none())
