@@ -18,6 +18,9 @@ pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
 pub const NEVER_FITS: &str = "NEVER_FITS";
 pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
 pub const LAGGED: &str = "LAGGED";
+/// The server cannot answer now (its database is unreachable, or it is at its in-flight
+/// cap): HTTP 503 with `Retry-After`.
+pub const UNAVAILABLE: &str = "UNAVAILABLE";
 pub const INTERNAL: &str = "INTERNAL";
 
 /// The message a client sees for any internal error; the detail goes to the log.
@@ -174,7 +177,7 @@ pub fn finalize_errors(errors: &mut [ServerError], request_id: &str) {
 
 fn classify_uncoded(err: &ServerError) -> &'static str {
     let msg = err.message.as_str();
-    let limit = ["nested too deep", "too complex", "recursion depth", "too many"];
+    let limit = ["nested too deep", "too complex", "recursion depth", "recursion limit", "too many"];
     if err.path.is_empty() {
         // Nothing ran: the request itself was refused.
         if limit.iter().any(|needle| msg.contains(needle)) { LIMIT_EXCEEDED } else { BAD_USER_INPUT }

@@ -9,6 +9,7 @@ use crate::domain::{clock, sessions as dom};
 use super::context::{db, viewer};
 use super::errors::{ApiResult, with_paths};
 use super::ids::project_uuid;
+use super::limits::STATEMENT_COST;
 use super::session::{SessionFilter, SessionOrder, SessionScope, list_path, to_domain_orders};
 use super::types::SessionColumnKey;
 
@@ -21,6 +22,7 @@ impl ExportQuery {
     /// signed for the caller and valid for 60 seconds: it downloads without a header. The
     /// arguments are those of `sessions`; `columns` defaults to the caller's visible list
     /// columns. Refused like the list with the same arguments.
+    #[graphql(complexity = "STATEMENT_COST")]
     async fn session_export_url(
         &self,
         ctx: &Context<'_>,

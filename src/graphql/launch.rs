@@ -8,6 +8,7 @@ use crate::domain::{DomainError, terminate};
 use super::context::{bus, db, viewer};
 use super::errors::{ApiResult, camel, code_of, with_paths};
 use super::ids::{NodeKind, decode_uuid, project_uuid};
+use super::limits::AGGREGATE_COST;
 use super::session::{LaunchGroup, Session};
 use super::types::{PendingReason, SessionType};
 
@@ -146,6 +147,7 @@ pub struct LaunchQuery;
 impl LaunchQuery {
     /// A dry run of `launchSession` (count 1) or `launchSessions`: the same checks and
     /// codes, nothing written.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn check_launch(
         &self,
         ctx: &Context<'_>,
@@ -194,6 +196,7 @@ pub struct LaunchMutation;
 #[Object]
 impl LaunchMutation {
     /// Launches one session; it starts PENDING and the scheduler takes it from there.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn launch_session(&self, ctx: &Context<'_>, input: LaunchSessionInput) -> ApiResult<LaunchSessionPayload> {
         let dom_input = input.to_domain()?;
         let launched = launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, None, limits(ctx)?)
@@ -206,6 +209,7 @@ impl LaunchMutation {
 
     /// "Launch Multiple Sessions": `count` sessions of one configuration, named
     /// `<name>-1` … `<name>-<count>`, in one launch group; all or nothing.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn launch_sessions(
         &self,
         ctx: &Context<'_>,
@@ -227,6 +231,7 @@ impl LaunchMutation {
 
     /// Ends sessions: PENDING → CANCELLED, started → TERMINATING (or TERMINATED with
     /// `force`), terminal → SKIPPED, invisible or unknown → NOT_FOUND.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn terminate_sessions(
         &self,
         ctx: &Context<'_>,

@@ -1,113 +1,240 @@
 //! Bounds on what a query document can make the server do, checked right after parsing and
-//! before async-graphql validates it. Validation (and the depth and complexity limits)
-//! walks every fragment spread as if it were written out: a kilobyte of fragments that each
-//! spread the previous one twice expands to millions of fields, all walked inside one poll
-//! of the request's future. Here the expanded size is counted in time linear in the
-//! document (each fragment's size once), and a document over the bound is refused with
-//! `LIMIT_EXCEEDED` before any of that work starts.
+//! before anything walks it. async-graphql's recursion-depth check (part of its parse step)
+//! and its validation walk every fragment spread as if it were written out: a kilobyte of
+//! fragments that each spread the previous one twice expands to millions of fields, all
+//! walked inside one poll of the request's future. Here the document is parsed by this
+//! extension, its expanded size counted in time linear in the document (each fragment's
+//! size once), and a document over a bound is refused with `LIMIT_EXCEEDED` before any of
+//! that work starts. Then validation computes the cost and depth of what passed, which
+//! [`DocumentLimits`] holds against the cost and depth budgets.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextParseQuery};
-use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
-use async_graphql::{ErrorExtensionValues, Name, ServerError, ServerResult, Variables};
+use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextValidation};
+use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::{ErrorExtensionValues, Name, ServerError, ServerResult, ValidationResult, Variables};
 
 use super::errors::LIMIT_EXCEEDED;
-
-/// The most fields a document may select once every fragment spread is written out, over
-/// all its operations and fragments. The largest query the page makes selects a few hundred.
-pub const MAX_EXPANDED_FIELDS: usize = 10_000;
+use crate::config::GraphqlLimits;
 
 /// How deep fragment spreads may nest within one another.
 pub const MAX_SPREAD_NESTING: usize = 32;
 
+/// What one statement of its own costs (a lookup by key, a page read).
+pub const STATEMENT_COST: usize = 100;
+/// What an aggregate over a whole list costs (a count, the resource panel's sums, a
+/// launch's quota check).
+pub const AGGREGATE_COST: usize = 5_000;
+
 /// The schema extension that applies [`check`] to every document, over HTTP and WebSocket.
-pub struct DocumentLimits;
+pub struct DocumentLimits(pub GraphqlLimits);
 
 impl ExtensionFactory for DocumentLimits {
     fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(DocumentLimitsExtension)
+        Arc::new(DocumentLimitsExtension(self.0.clone()))
     }
 }
 
-struct DocumentLimitsExtension;
+struct DocumentLimitsExtension(GraphqlLimits);
 
 #[async_graphql::async_trait::async_trait]
 impl Extension for DocumentLimitsExtension {
+    /// Parses the document here rather than through `next`: async-graphql's own parse step
+    /// also runs its recursion-depth check, which walks every spread written out
+    /// (2^28 fields took minutes). [`check`] bounds the spreads' nesting instead, and
+    /// validation, after it, the selection depth.
     async fn parse_query(
         &self,
         ctx: &ExtensionContext<'_>,
         query: &str,
-        variables: &Variables,
-        next: NextParseQuery<'_>,
+        _variables: &Variables,
+        _next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
-        let document = next.run(ctx, query, variables).await?;
-        check(&document)?;
+        let document = async_graphql::parser::parse_query(query).map_err(ServerError::from)?;
+        if let Some(kinds) = ctx.data_opt::<Arc<OperationKinds>>() {
+            kinds.note(&document);
+        }
+        check(&document, &self.0)?;
         Ok(document)
+    }
+
+    /// The cost and depth async-graphql's validation computes, against our budgets (its own
+    /// limits would refuse without naming them).
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let result = next.run(ctx).await?;
+        if result.depth > self.0.max_query_depth {
+            return Err(vec![refusal(format!(
+                "the query is nested too deep: {} levels, over the limit of {}",
+                result.depth, self.0.max_query_depth
+            ))]);
+        }
+        if result.complexity > self.0.max_query_cost {
+            return Err(vec![refusal(format!(
+                "the query is too complex: it costs {}, over the limit of {} (a list costs its size times what each item selects; a count or a panel {AGGREGATE_COST})",
+                result.complexity, self.0.max_query_cost
+            ))]);
+        }
+        Ok(result)
     }
 }
 
-/// Refuses a document whose expanded size or spread nesting is over the bounds.
-pub fn check(document: &ExecutableDocument) -> ServerResult<()> {
-    let mut counter = Counter { document, sizes: HashMap::new() };
-    let mut total = 0usize;
+/// The types of a request's operations, noted when its document is parsed, for the
+/// transport to say which kind of operation it ran (its metrics) without parsing again.
+#[derive(Default)]
+pub struct OperationKinds(std::sync::Mutex<Vec<(Option<String>, OperationType)>>);
+
+impl OperationKinds {
+    fn note(&self, document: &ExecutableDocument) {
+        let kinds = document.operations.iter().map(|(name, op)| (name.map(|n| n.to_string()), op.node.ty)).collect();
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = kinds;
+        }
+    }
+
+    /// The type of the operation `name` picks (the only one when `None`), if the document
+    /// parsed and has it.
+    pub fn of(&self, name: Option<&str>) -> Option<OperationType> {
+        let kinds = self.0.lock().ok()?;
+        match name {
+            Some(name) => kinds.iter().find(|(n, _)| n.as_deref() == Some(name)).map(|(_, t)| *t),
+            None if kinds.len() == 1 => Some(kinds[0].1),
+            None => None,
+        }
+    }
+}
+
+/// Refuses a document over the bounds: its fields and aliases once every fragment is
+/// written out, the nesting of its spreads, the fields at the root of each operation.
+/// Each fragment is counted once, so this is linear in the document.
+pub fn check(document: &ExecutableDocument, limits: &GraphqlLimits) -> ServerResult<()> {
+    let mut counter = Counter { document, limits, sizes: HashMap::new(), roots: HashMap::new() };
+    let mut total = Size::default();
     for (_, operation) in document.operations.iter() {
-        total = total.saturating_add(counter.selections(&operation.node.selection_set.node, 0)?);
+        let set = &operation.node.selection_set.node;
+        total = total.plus(counter.selections(set, 0)?);
+        let roots = counter.root_fields(set, 0);
+        if roots > limits.max_root_fields {
+            return Err(refusal(format!(
+                "an operation selects too many root fields (over {}, aliases included)",
+                limits.max_root_fields
+            )));
+        }
     }
+    // Fragments no operation spreads (which validation refuses, after walking them).
     for name in document.fragments.keys() {
-        total = total.saturating_add(counter.fragment(name, 0)?);
+        if !counter.sizes.contains_key(name) {
+            total = total.plus(counter.fragment(name, 0)?);
+        }
     }
-    if total > MAX_EXPANDED_FIELDS {
+    if total.fields > limits.max_query_fields {
         return Err(refusal(format!(
-            "the query selects too many fields once its fragments are expanded (over {MAX_EXPANDED_FIELDS})"
+            "the query selects too many fields once its fragments are expanded (over {})",
+            limits.max_query_fields
+        )));
+    }
+    if total.aliases > limits.max_aliases {
+        return Err(refusal(format!(
+            "the query has too many aliases once its fragments are expanded (over {})",
+            limits.max_aliases
         )));
     }
     Ok(())
 }
 
+/// Fields and aliased fields of a selection, fragments written out.
+#[derive(Clone, Copy, Default)]
+struct Size {
+    fields: usize,
+    aliases: usize,
+}
+
+impl Size {
+    fn plus(self, other: Size) -> Size {
+        Size { fields: self.fields.saturating_add(other.fields), aliases: self.aliases.saturating_add(other.aliases) }
+    }
+}
+
 struct Counter<'a> {
     document: &'a ExecutableDocument,
+    limits: &'a GraphqlLimits,
     /// Each fragment's expanded size; `None` while it is being counted (a cycle, which
     /// validation reports).
-    sizes: HashMap<&'a Name, Option<usize>>,
+    sizes: HashMap<&'a Name, Option<Size>>,
+    /// Each fragment's fields at its own top level, spreads written out.
+    roots: HashMap<&'a Name, Option<usize>>,
 }
 
 impl<'a> Counter<'a> {
-    fn selections(&mut self, set: &'a SelectionSet, nesting: usize) -> ServerResult<usize> {
-        let mut n = 0usize;
+    fn selections(&mut self, set: &'a SelectionSet, nesting: usize) -> ServerResult<Size> {
+        let mut n = Size::default();
         for item in &set.items {
             let size = match &item.node {
                 Selection::Field(field) => {
-                    1usize.saturating_add(self.selections(&field.node.selection_set.node, nesting)?)
+                    let own = Size { fields: 1, aliases: usize::from(field.node.alias.is_some()) };
+                    own.plus(self.selections(&field.node.selection_set.node, nesting)?)
                 }
                 Selection::InlineFragment(inline) => self.selections(&inline.node.selection_set.node, nesting)?,
                 Selection::FragmentSpread(spread) => self.fragment(&spread.node.fragment_name.node, nesting + 1)?,
             };
-            n = n.saturating_add(size);
-            if n > MAX_EXPANDED_FIELDS {
-                // Over the bound already: no need to count the rest.
+            n = n.plus(size);
+            if n.fields > self.limits.max_query_fields || n.aliases > self.limits.max_aliases {
+                // Over a bound already: no need to count the rest.
                 return Ok(n);
             }
         }
         Ok(n)
     }
 
-    fn fragment(&mut self, name: &'a Name, nesting: usize) -> ServerResult<usize> {
+    fn fragment(&mut self, name: &'a Name, nesting: usize) -> ServerResult<Size> {
         if nesting > MAX_SPREAD_NESTING {
             return Err(refusal(format!("fragment spreads are nested too deep (over {MAX_SPREAD_NESTING})")));
         }
         match self.sizes.get(name) {
             Some(Some(size)) => return Ok(*size),
-            Some(None) => return Ok(0), // a cycle: validation refuses it
+            Some(None) => return Ok(Size::default()), // a cycle: validation refuses it
             None => {}
         }
         // An unknown fragment counts nothing here; validation refuses it.
-        let Some(definition) = self.document.fragments.get(name) else { return Ok(0) };
+        let Some(definition) = self.document.fragments.get(name) else { return Ok(Size::default()) };
         self.sizes.insert(name, None);
         let size = self.selections(&definition.node.selection_set.node, nesting)?;
         self.sizes.insert(name, Some(size));
         Ok(size)
+    }
+
+    /// The fields of `set` itself, inline fragments and spreads written out (called after
+    /// [`Self::selections`] has bounded the spreads' nesting).
+    fn root_fields(&mut self, set: &'a SelectionSet, nesting: usize) -> usize {
+        let mut n = 0usize;
+        for item in &set.items {
+            let size = match &item.node {
+                Selection::Field(_) => 1,
+                Selection::InlineFragment(inline) => self.root_fields(&inline.node.selection_set.node, nesting),
+                Selection::FragmentSpread(spread) => {
+                    let name = &spread.node.fragment_name.node;
+                    match self.roots.get(name) {
+                        Some(size) => size.unwrap_or(0),
+                        None if nesting > MAX_SPREAD_NESTING => 0,
+                        None => match self.document.fragments.get(name) {
+                            Some(definition) => {
+                                self.roots.insert(name, None);
+                                let size = self.root_fields(&definition.node.selection_set.node, nesting + 1);
+                                self.roots.insert(name, Some(size));
+                                size
+                            }
+                            None => 0,
+                        },
+                    }
+                }
+            };
+            n = n.saturating_add(size);
+        }
+        n
     }
 }
 
@@ -132,7 +259,7 @@ mod tests {
     }
 
     fn checked(query: &str) -> ServerResult<()> {
-        check(&async_graphql::parser::parse_query(query).expect("parses"))
+        check(&async_graphql::parser::parse_query(query).expect("parses"), &GraphqlLimits::default())
     }
 
     #[test]
@@ -155,9 +282,39 @@ mod tests {
 
     #[test]
     fn aliases_and_inline_fragments_count() {
-        let aliases: String = (0..MAX_EXPANDED_FIELDS + 1).map(|i| format!("a{i}: viewer {{ __typename }} ")).collect();
-        assert!(checked(&format!("{{ {aliases} }}")).is_err());
+        let limits = GraphqlLimits::default();
+        let fields: String = (0..limits.max_query_fields + 1).map(|_| "__typename ").collect();
+        let err = checked(&format!("{{ viewer {{ {fields} }} }}")).expect_err("too many fields");
+        assert!(err.message.contains("too many fields"), "{}", err.message);
         let inline = "{ viewer { ... on Viewer { user { email } } } }";
         assert!(checked(inline).is_ok());
+
+        // Aliases, wherever they are and however they are reached.
+        let aliased = |n: usize| -> String { (0..n).map(|i| format!("a{i}: email ")).collect() };
+        let ok = format!("{{ viewer {{ user {{ ...A }} }} }} fragment A on User {{ {} }}", aliased(limits.max_aliases));
+        assert!(checked(&ok).is_ok());
+        let over = format!(
+            "{{ viewer {{ user {{ ...A ... on User {{ x: email }} }} }} }} fragment A on User {{ {} }}",
+            aliased(limits.max_aliases)
+        );
+        assert!(checked(&over).expect_err("one alias too many").message.contains("too many aliases"));
+    }
+
+    #[test]
+    fn root_fields_are_counted_through_fragments() {
+        let limits = GraphqlLimits::default();
+        let roots = |n: usize| -> String { (0..n).map(|_| "viewer { __typename } ").collect() };
+        assert!(checked(&format!("{{ {} }}", roots(limits.max_root_fields))).is_ok());
+        // Inline fragments and spreads at the root add their fields (repeated fields merge
+        // at run time but are still counted here: the count is of what was asked).
+        let spread = format!(
+            "{{ ...Q ... on Query {{ viewer {{ __typename }} }} }} fragment Q on Query {{ {} }}",
+            roots(limits.max_root_fields)
+        );
+        let err = checked(&spread).expect_err("one root field too many");
+        assert!(err.message.contains("root fields"), "{}", err.message);
+        // Deep chains end, cycles count nothing.
+        let cycle = "{ ...A } fragment A on Query { viewer { __typename } ...B } fragment B on Query { ...A }";
+        assert!(checked(cycle).is_ok());
     }
 }

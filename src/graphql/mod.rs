@@ -22,14 +22,9 @@ pub mod viewer;
 use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema, SchemaBuilder};
 use sea_orm::DatabaseConnection;
 
+use crate::config::GraphqlLimits;
 use crate::domain::events::EventBus;
 use crate::domain::launch::LaunchLimits;
-
-/// Deep enough for GraphiQL's introspection query (~13 levels) with room to spare.
-pub const MAX_DEPTH: usize = 24;
-/// Room for a 500-session page with every field but the detail-panel ones
-/// (`schedulingHistory`, `logs`), which a query may select for about 100 sessions.
-pub const MAX_COMPLEXITY: usize = 60_000;
 
 #[derive(MergedObject, Default)]
 pub struct Query(
@@ -49,16 +44,18 @@ pub struct Subscription(subscription::SessionSubscription);
 
 pub type AppSchema = Schema<Query, Mutation, Subscription>;
 
-fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
+/// The schema with its document budgets ([`limits::DocumentLimits`]). The default cost
+/// budget leaves room for a 500-session page with every field but the detail-panel ones
+/// (`schedulingHistory`, `logs`, which a query may select for about 100 sessions), with the
+/// page's counts and panels beside it.
+fn builder(budgets: &GraphqlLimits) -> SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(Query::default(), Mutation::default(), Subscription::default())
-        .limit_depth(MAX_DEPTH)
-        .limit_complexity(MAX_COMPLEXITY)
-        .extension(limits::DocumentLimits)
+        .extension(limits::DocumentLimits(budgets.clone()))
 }
 
 /// The schema the server executes, with its database, event bus and limits.
-pub fn build_schema(db: DatabaseConnection, bus: EventBus, limits: LaunchLimits) -> AppSchema {
-    builder().data(db).data(bus).data(limits).finish()
+pub fn build_schema(db: DatabaseConnection, bus: EventBus, launch: LaunchLimits, budgets: &GraphqlLimits) -> AppSchema {
+    builder(budgets).data(db).data(bus).data(launch).finish()
 }
 
 /// Attaches what resolvers read to one request: the viewer and fresh DataLoaders.
@@ -84,5 +81,7 @@ pub fn prepare_long_lived(
 
 /// The SDL of the schema, sorted so that the checked-in `schema.graphql` is stable.
 pub fn sdl() -> String {
-    builder().finish().sdl_with_options(SDLExportOptions::new().sorted_fields().sorted_arguments().sorted_enum_items())
+    builder(&GraphqlLimits::default())
+        .finish()
+        .sdl_with_options(SDLExportOptions::new().sorted_fields().sorted_arguments().sorted_enum_items())
 }

@@ -8,6 +8,7 @@ use crate::domain::{DomainError, visibility};
 use super::context::{db, viewer};
 use super::errors::ApiResult;
 use super::ids::{NodeKind, decode_uuid};
+use super::limits::STATEMENT_COST;
 use super::session::{LaunchGroup, Session};
 use super::viewer::{Project, User};
 
@@ -28,6 +29,7 @@ pub struct NodeQuery;
 #[Object]
 impl NodeQuery {
     /// The object with this global id, or null when it does not exist or is not visible.
+    #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn node(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Node>> {
         let (db, viewer) = (db(ctx)?, viewer(ctx)?);
         let found = if let Some(uuid) = decode_uuid(&id, NodeKind::Project) {

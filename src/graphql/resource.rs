@@ -8,6 +8,7 @@ use crate::domain::{catalog, model, panels, visibility};
 use super::context::{db, viewer};
 use super::errors::ApiResult;
 use super::ids::project_uuid;
+use super::limits::{AGGREGATE_COST, STATEMENT_COST};
 use super::types::{LimitLayer, ResourcePanelView, SessionType, SlotAmount};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +110,7 @@ pub struct ResourceQuery;
 impl ResourceQuery {
     /// The resource summary panel of the Sessions page. `resourceGroup` defaults to the
     /// project's first allowed group (MY_TOTAL spans every group).
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn resource_panel(
         &self,
         ctx: &Context<'_>,
@@ -152,12 +154,14 @@ impl ResourceQuery {
     }
 
     /// The images the launcher offers.
+    #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn images(&self, ctx: &Context<'_>) -> ApiResult<Vec<Image>> {
         viewer(ctx)?;
         Ok(catalog::images(db(ctx)?).await?.into_iter().map(Image).collect())
     }
 
     /// The resource groups a project may use, its default first.
+    #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn resource_groups(&self, ctx: &Context<'_>, project_id: ID) -> ApiResult<Vec<ResourceGroup>> {
         let groups = visibility::project_resource_groups(db(ctx)?, viewer(ctx)?, project_uuid(&project_id)?).await?;
         Ok(groups.into_iter().map(ResourceGroup).collect())

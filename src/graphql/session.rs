@@ -19,6 +19,7 @@ use super::context::{db, loaders, viewer};
 use super::cursor;
 use super::errors::{ApiResult, camel, with_paths};
 use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
+use super::limits::{AGGREGATE_COST, STATEMENT_COST};
 use super::loaders::{
     ImageName, LaunchGroupId, ProjectId, ResourceGroupName, TransitionsOf, UserId, prefetch_relations,
 };
@@ -99,6 +100,8 @@ pub struct SessionFilter {
 pub(super) fn list_path(field: &str) -> String {
     if ["first", "last", "after", "before"].contains(&field) {
         field.to_owned()
+    } else if field == "order_by" {
+        "orderBy".to_owned()
     } else {
         format!("filter.{}", camel(field))
     }
@@ -331,11 +334,13 @@ impl Session {
 /// The complexity of a field no list page should select for hundreds of sessions.
 pub const DETAIL_COST: usize = 500;
 
-/// A page of sessions costs its size times what each session selects. A size over the
-/// maximum counts as the maximum: the resolver refuses it with BAD_USER_INPUT.
+/// A page of sessions costs its statement, the count it may be asked for (`totalCount`
+/// costs nothing itself: what a connection selects is counted per session), and its size
+/// times what each session selects. A size over the maximum counts as the maximum: the
+/// resolver refuses it with BAD_USER_INPUT.
 pub fn page_complexity(size: Option<i32>, per_session: usize) -> usize {
     let size = size.map_or(DEFAULT_PAGE_SIZE, |n| u64::try_from(n).unwrap_or(0).min(MAX_PAGE_SIZE)) as usize;
-    size.max(1).saturating_mul(per_session).saturating_add(1)
+    size.max(1).saturating_mul(per_session).saturating_add(STATEMENT_COST + AGGREGATE_COST)
 }
 
 /// The sessions created together by one "Launch Multiple Sessions".
@@ -392,6 +397,7 @@ impl SessionConnection {
         self.edges.iter().map(|e| Session(Arc::clone(&e.node.0))).collect()
     }
     /// How many sessions the whole list has, over all pages.
+    #[graphql(complexity = 0)]
     async fn total_count(&self, ctx: &Context<'_>) -> ApiResult<i64> {
         Ok(i64::try_from(self.set.count(db(ctx)?).await?).unwrap_or(i64::MAX))
     }
@@ -491,6 +497,7 @@ impl SessionQuery {
     }
 
     /// Counts for the tab and type badges of the same list, in one statement.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn session_counts(
         &self,
         ctx: &Context<'_>,
@@ -513,6 +520,7 @@ impl SessionQuery {
     }
 
     /// One session, or null when it does not exist or the caller may not see it.
+    #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn session(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Session>> {
         let Some(uuid) = decode_uuid(&id, NodeKind::Session) else { return Ok(None) };
         match visibility::visible_session(db(ctx)?, viewer(ctx)?, uuid).await {

@@ -8,6 +8,7 @@ use crate::domain::{self, auth, model, settings, visibility};
 use super::context::{db, viewer};
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
+use super::limits::STATEMENT_COST;
 use super::types::{ResourcePanelView, SessionColumnKey};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
@@ -105,10 +106,12 @@ impl Viewer {
         Ok(viewer(ctx)?.into())
     }
     /// The projects the viewer may open, by name.
+    #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn projects(&self, ctx: &Context<'_>) -> ApiResult<Vec<Project>> {
         let projects = visibility::visible_projects(db(ctx)?, viewer(ctx)?).await?;
         Ok(projects.into_iter().map(Project).collect())
     }
+    #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn settings(&self, ctx: &Context<'_>) -> ApiResult<UserSettings> {
         Ok(UserSettings(settings::user_settings(db(ctx)?, viewer(ctx)?.user_id).await?))
     }

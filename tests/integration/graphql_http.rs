@@ -90,9 +90,11 @@ async fn request_errors_are_coded_and_do_not_run(app: TestApp) {
         let resp = json_of(&bytes);
         assert_eq!(error_codes(&resp), [code], "{body}: {resp}");
         assert!(resp.get("data").is_none(), "{body}: nothing ran: {resp}");
-        // Legacy JSON clients get the same body with 200.
+        // Legacy JSON clients get the same body, with 200 for GraphQL errors but 400 for a
+        // body that is no GraphQL request (GraphQL over HTTP).
         let (status, _, bytes) = app.send(post(body, "application/json", None)).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
+        let not_a_request = body == "not json" || body.starts_with('[');
+        assert_eq!(status, if not_a_request { StatusCode::BAD_REQUEST } else { StatusCode::OK }, "{body}");
         assert_eq!(error_codes(&json_of(&bytes)), [code]);
     }
 
@@ -126,6 +128,77 @@ async fn request_errors_are_coded_and_do_not_run(app: TestApp) {
     let resp = json_of(&bytes);
     assert_eq!(error_codes(&resp), ["LIMIT_EXCEEDED"], "{resp}");
     assert!(resp["errors"][0]["message"].as_str().is_some_and(|m| m.contains("bytes")), "the limit is named: {resp}");
+}
+
+/// Every budget is applied before any of the work: the answer is LIMIT_EXCEEDED naming the
+/// limit, no statement runs beyond the caller's authentication, and `/healthz` is served
+/// meanwhile.
+async fn work_is_bounded_before_it_is_done(app: TestApp) {
+    let input = json!({"i": crate::support::launch_input("budget", 1.0)});
+    let refused = |resp: &Value, limit: &str| {
+        assert_eq!(error_codes(resp), ["LIMIT_EXCEEDED"], "{resp}");
+        let message = resp["errors"][0]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(limit), "the limit is named ({limit}): {resp}");
+        assert!(resp.get("data").is_none(), "nothing ran: {resp}");
+    };
+    // Database-backed aliases: each checkLaunch is an aggregate; 2 000 of them in one
+    // request ran for seconds.
+    let checks: String = (0..2000).map(|i| format!("c{i}: checkLaunch(input: $i) {{ valid }} ")).collect();
+    let checks = format!("query($i: LaunchSessionInput!) {{ {checks} }}");
+    let (statements, resp) = app.count_statements(app.gql(Some("demo-alice"), &checks, input.clone())).await;
+    refused(&resp, "root fields");
+    assert!(statements <= 2, "only the token was read: {statements} statements");
+    // The same through a fragment and an inline fragment at the root.
+    let spread: String = (0..20).map(|i| format!("c{i}: checkLaunch(input: $i) {{ valid }} ")).collect();
+    let spread = format!(
+        "query($i: LaunchSessionInput!) {{ ...C ... on Query {{ {spread} }} }} fragment C on Query {{ {spread} }}"
+    );
+    refused(&app.gql(Some("demo-alice"), &spread, input.clone()).await, "root fields");
+    // Within the root cap, each aggregate costs what it reads.
+    let counts: String = (0..16)
+        .map(|i| format!("n{i}: sessionCounts(projectId: $p) {{ all }} r{i}: resourcePanel(projectId: $p, view: MY_TOTAL) {{ view }} "))
+        .collect();
+    let counts = format!("query($p: ID!) {{ {counts} }}");
+    let p = json!({"p": crate::support::project("default/default")});
+    refused(&app.gql(Some("demo-alice"), &counts, p.clone()).await, "too complex");
+    // A list's size multiplies what each item selects.
+    let nested = "query($p: ID!) { sessions(projectId: $p, first: 100) { edges { node {
+        launchGroup { sessions(first: 100) { totalCount } } } } } }";
+    refused(&app.gql(Some("demo-alice"), nested, p.clone()).await, "too complex");
+    // Aliases deep in the document.
+    let aliased: String = (0..201).map(|i| format!("e{i}: email ")).collect();
+    refused(
+        &app.gql(Some("demo-alice"), &format!("{{ viewer {{ user {{ {aliased} }} }} }}"), json!({})).await,
+        "aliases",
+    );
+
+    // What the page asks for in one request fits: its list, counts, panels and launcher.
+    let page = "query($p: ID!) {
+        viewer { user { email } projects { name } settings { resourcePanelView sessionListColumns { column visible } } }
+        sessions(projectId: $p, first: 100) { totalCount edges { cursor node { id name status type elapsedSeconds
+          owner { email } project { name } resourceGroup { name } image { name } requestedSlots { cpu memory accelerators { slot amount } }
+          pendingReasons { code message } queuePosition statusTransitions { toStatus occurredAt } apps { name } } } pageInfo { hasNextPage endCursor } }
+        sessionCounts(projectId: $p) { running finished all byType { type count } }
+        mine: resourcePanel(projectId: $p, view: MY_TOTAL) { slots { slot used limit } }
+        group: resourcePanel(projectId: $p, view: TOTAL_IN_RESOURCE_GROUP) { slots { slot used limit } }
+        resourceGroups(projectId: $p) { name } images { name } }";
+    let resp = app.gql(Some("demo-alice"), page, p).await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+
+    // While budget-breaking requests arrive, the health check is answered.
+    let mut fan_out = String::from("{ viewer { user { ...F28 } } } fragment F0 on User { email } ");
+    for i in 1..=28 {
+        fan_out.push_str(&format!("fragment F{i} on User {{ ...F{} ...F{} }} ", i - 1, i - 1));
+    }
+    let attacks = futures_util::future::join_all((0..4).map(|i| {
+        let (query, vars) = if i % 2 == 0 { (fan_out.as_str(), json!({})) } else { (checks.as_str(), input.clone()) };
+        app.gql(Some("demo-alice"), query, vars)
+    }));
+    let (answers, (health, _, _)) = tokio::join!(attacks, app.get("/healthz"));
+    assert_eq!(health, StatusCode::OK);
+    for resp in answers {
+        assert_eq!(error_codes(&resp), ["LIMIT_EXCEEDED"], "{resp}");
+    }
 }
 
 async fn every_response_has_a_request_id(app: TestApp) {
@@ -176,6 +249,7 @@ async fn graphiql_works_offline(app: TestApp) {
 db_tests!(
     post_and_get_follow_graphql_over_http,
     request_errors_are_coded_and_do_not_run,
+    work_is_bounded_before_it_is_done,
     every_response_has_a_request_id,
     graphiql_works_offline,
 );
