@@ -119,13 +119,69 @@ pub struct HttpLimits {
     /// A GraphQL request that takes longer is answered 408.
     #[arg(long, env = "SESSIOND_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
     pub request_timeout_ms: u64,
+    /// A connection that has not sent a whole request head within this time is closed; so
+    /// is a keep-alive connection idle for this long.
+    #[arg(long, env = "SESSIOND_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
+    /// Open TCP connections at most (WebSockets included); more wait to be accepted. Also
+    /// kept under the process's open-file limit.
+    #[arg(long, env = "SESSIOND_MAX_CONNECTIONS", default_value_t = 8_192)]
+    pub max_connections: usize,
+    /// Requests answered at once (health checks and metrics aside); one more is answered
+    /// 503 with `Retry-After` at once rather than queued.
+    #[arg(long, env = "SESSIOND_MAX_IN_FLIGHT", default_value_t = 512)]
+    pub max_in_flight: usize,
     #[command(flatten)]
     pub ws: WsLimits,
+    #[command(flatten)]
+    pub graphql: GraphqlLimits,
 }
 
 impl Default for HttpLimits {
     fn default() -> Self {
-        Self { max_body_bytes: 1 << 20, request_timeout_ms: 30_000, ws: WsLimits::default() }
+        Self {
+            max_body_bytes: 1 << 20,
+            request_timeout_ms: 30_000,
+            header_read_timeout_ms: 10_000,
+            max_connections: 8_192,
+            max_in_flight: 512,
+            ws: WsLimits::default(),
+            graphql: GraphqlLimits::default(),
+        }
+    }
+}
+
+/// Budgets of one GraphQL document, checked before any of it runs (over HTTP and the
+/// WebSocket alike); a document over one is refused with `LIMIT_EXCEEDED` naming it.
+#[derive(Clone, Debug, Args)]
+pub struct GraphqlLimits {
+    /// Deepest selection nesting (GraphiQL's introspection query needs ~13).
+    #[arg(long, env = "SESSIOND_MAX_QUERY_DEPTH", default_value_t = 24)]
+    pub max_query_depth: usize,
+    /// Highest cost: each field costs 1, a list page its size times what each item
+    /// selects, a statement of its own 100, an aggregate over a list 5 000.
+    #[arg(long, env = "SESSIOND_MAX_QUERY_COST", default_value_t = 100_000)]
+    pub max_query_cost: usize,
+    /// Most fields a document selects once every fragment spread is written out.
+    #[arg(long, env = "SESSIOND_MAX_QUERY_FIELDS", default_value_t = 10_000)]
+    pub max_query_fields: usize,
+    /// Most fields at the root of one operation (aliases included).
+    #[arg(long, env = "SESSIOND_MAX_ROOT_FIELDS", default_value_t = 32)]
+    pub max_root_fields: usize,
+    /// Most aliased fields in a document, fragments written out.
+    #[arg(long, env = "SESSIOND_MAX_ALIASES", default_value_t = 200)]
+    pub max_aliases: usize,
+}
+
+impl Default for GraphqlLimits {
+    fn default() -> Self {
+        Self {
+            max_query_depth: 24,
+            max_query_cost: 100_000,
+            max_query_fields: 10_000,
+            max_root_fields: 32,
+            max_aliases: 200,
+        }
     }
 }
 

@@ -50,3 +50,18 @@ pub async fn close(db: DatabaseConnection, patience: Duration) {
         tracing::warn!("database connections still in use at shutdown; leaving them");
     }
 }
+
+/// The pool's open connections and how many of them are idle: what `/metrics` reports.
+pub fn pool_figures(db: &DatabaseConnection) -> (u64, u64) {
+    match db.get_database_backend() {
+        sea_orm::DbBackend::Sqlite => {
+            let pool = db.get_sqlite_connection_pool();
+            (u64::from(pool.size()), pool.num_idle() as u64)
+        }
+        sea_orm::DbBackend::Postgres => {
+            let pool = db.get_postgres_connection_pool();
+            (u64::from(pool.size()), pool.num_idle() as u64)
+        }
+        _ => (0, 0),
+    }
+}

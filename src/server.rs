@@ -1,7 +1,6 @@
 //! `sessiond serve`: open and migrate the database, seed the demo when asked, serve HTTP
 //! until SIGTERM or Ctrl-C.
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use sea_orm::DatabaseConnection;
@@ -15,6 +14,8 @@ use crate::domain::launch::LaunchLimits;
 use crate::domain::runtime::{self, SimulatedRuntime};
 use crate::domain::scheduling;
 use crate::domain::seed;
+use crate::http::metrics::Metrics;
+use crate::http::serve::{self, ConnectionLimits};
 use crate::http::{AppState, app};
 
 /// Connects, migrates and, with `demo`, seeds an empty database: everything `serve` does
@@ -47,16 +48,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let bus = EventBus::start(conn.clone(), args.http.ws.subscription_buffer)
         .await
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
-    let workers = spawn_workers(&conn, &bus, &args.timings);
-    let state = AppState::with(conn.clone(), bus, args.http, LaunchLimits { max_count: args.max_launch_count });
-    // No Nagle: a live event is a small message that must not wait for the previous one's
-    // acknowledgement (up to the peer's delayed-ACK timeout, 40 ms on Linux).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "could not set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let metrics = Metrics::default();
+    let workers = spawn_workers(&conn, &bus, &args.timings, &metrics);
+    let connections = ConnectionLimits::of(&args.http);
+    let launch = LaunchLimits { max_count: args.max_launch_count };
+    let state = AppState::with_metrics(conn.clone(), bus, args.http, launch, metrics.clone());
+    serve::serve(listener, app(state), connections, metrics.connections(), shutdown_signal()).await;
     for w in workers {
         w.abort();
     }
@@ -67,13 +64,24 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Starts the scheduler and the simulated runtime. They resume whatever the database holds:
 /// after a restart every non-terminal session continues from its stored status.
-pub fn spawn_workers(db: &DatabaseConnection, bus: &EventBus, timings: &Timings) -> Vec<tokio::task::JoinHandle<()>> {
+pub fn spawn_workers(
+    db: &DatabaseConnection,
+    bus: &EventBus,
+    timings: &Timings,
+    metrics: &Metrics,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let runtime = SimulatedRuntime {
         step: Duration::from_millis(timings.sim_step_ms),
         batch_run: Duration::from_millis(timings.sim_batch_ms),
     };
+    let metrics = metrics.clone();
     vec![
-        tokio::spawn(scheduling::run(db.clone(), bus.clone(), Duration::from_millis(timings.scheduler_interval_ms))),
+        tokio::spawn(scheduling::run(
+            db.clone(),
+            bus.clone(),
+            Duration::from_millis(timings.scheduler_interval_ms),
+            move |took| metrics.scheduler_pass(took),
+        )),
         tokio::spawn(runtime::run(runtime, db.clone(), bus.clone())),
     ]
 }

@@ -317,12 +317,30 @@ fn dedup(mut ids: Vec<Uuid>) -> Vec<Uuid> {
     ids
 }
 
-/// Runs passes until the process ends: at once when woken by an event (a launch, a
-/// termination, a session ending), else every `interval`.
-pub async fn run(db: DatabaseConnection, bus: EventBus, interval: Duration) {
+/// How many sessions wait in each resource group (groups with none left out).
+pub async fn pending_by_group(db: &impl ConnectionTrait) -> DomainResult<Vec<(String, u64)>> {
+    use sea_orm::QuerySelect;
+    let rows: Vec<(String, i64)> = session::Entity::find()
+        .select_only()
+        .column(session::Column::ResourceGroup)
+        .column_as(session::Column::Id.count(), "n")
+        .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
+        .group_by(session::Column::ResourceGroup)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().map(|(group, n)| (group, u64::try_from(n).unwrap_or(0))).collect())
+}
+
+/// Schedules until the event bus closes: a pass at once when woken by a launch or a
+/// session's end, else every `interval`. `on_pass` is told how long each pass took.
+pub async fn run(db: DatabaseConnection, bus: EventBus, interval: Duration, on_pass: impl Fn(Duration) + Send) {
     let mut events = bus.subscribe();
     loop {
-        match pass(&db, &bus).await {
+        let started = std::time::Instant::now();
+        let result = pass(&db, &bus).await;
+        on_pass(started.elapsed());
+        match result {
             Ok(r) if r.scheduled + r.timed_out > 0 => {
                 tracing::debug!(
                     scheduled = r.scheduled,

@@ -18,6 +18,7 @@ use crate::domain::DomainError;
 use crate::graphql::errors::{
     BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, code_of, error_body, finalize_errors,
 };
+use crate::graphql::limits::OperationKinds;
 use crate::graphql::prepare_request;
 
 use super::{AppState, REQUEST_ID};
@@ -103,12 +104,8 @@ fn request_error(flavor: Flavor, status: StatusCode, message: &str, code: &str) 
 }
 
 fn not_acceptable() -> Response {
-    (
-        StatusCode::NOT_ACCEPTABLE,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "acceptable response types: application/graphql-response+json, application/json\n",
-    )
-        .into_response()
+    let message = "acceptable response types: application/graphql-response+json, application/json";
+    json_response(Flavor::Json, StatusCode::NOT_ACCEPTABLE, &error_body(message, BAD_USER_INPUT))
 }
 
 pub async fn post(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
@@ -129,8 +126,11 @@ pub async fn post(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         )
         .into_response_with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
+    // A body that is not a GraphQL request is a bad HTTP request whatever the media type
+    // (GraphQL over HTTP: 400 even for `application/json`, whose 200 is for GraphQL errors).
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-        return request_error(flavor, StatusCode::BAD_REQUEST, "batched requests are not supported", BAD_USER_INPUT);
+        return request_error(flavor, StatusCode::BAD_REQUEST, "batched requests are not supported", BAD_USER_INPUT)
+            .into_response_with_status(StatusCode::BAD_REQUEST);
     }
     let request: async_graphql::Request = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -140,7 +140,8 @@ pub async fn post(State(state): State<AppState>, headers: HeaderMap, body: Bytes
                 StatusCode::BAD_REQUEST,
                 &format!("the body is not a GraphQL request: {e}"),
                 BAD_USER_INPUT,
-            );
+            )
+            .into_response_with_status(StatusCode::BAD_REQUEST);
         }
     };
     execute(state, flavor, &headers, request).await
@@ -153,7 +154,8 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
     let request = match request_of_query_string(uri.query().unwrap_or("")) {
         Ok(r) => r,
         Err(e) => {
-            return request_error(flavor, StatusCode::BAD_REQUEST, &format!("bad query string: {e}"), BAD_USER_INPUT);
+            return request_error(flavor, StatusCode::BAD_REQUEST, &format!("bad query string: {e}"), BAD_USER_INPUT)
+                .into_response_with_status(StatusCode::BAD_REQUEST);
         }
     };
     if is_mutation(&request) {
@@ -239,8 +241,25 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
             );
         }
     };
-    let mut response = state.schema.execute(prepare_request(request, &state.db, viewer)).await;
+    let kinds = std::sync::Arc::new(OperationKinds::default());
+    let operation_name = request.operation_name.clone();
+    let mut response = state.schema.execute(prepare_request(request, &state.db, viewer).data(kinds.clone())).await;
     finalize_errors(&mut response.errors, &rid);
+    let operation = match kinds.of(operation_name.as_deref()) {
+        Some(async_graphql::parser::types::OperationType::Query) => "query",
+        Some(async_graphql::parser::types::OperationType::Mutation) => "mutation",
+        Some(async_graphql::parser::types::OperationType::Subscription) => "subscription",
+        None => "unknown",
+    };
+    let outcome = response
+        .errors
+        .first()
+        .and_then(|e| e.extensions.as_ref()?.get("code"))
+        .and_then(|v| match v {
+            async_graphql::Value::String(s) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "OK".to_owned());
     // A request error (syntax, validation, limits) means nothing ran: no `data` entry.
     let ran = response.data != async_graphql::Value::Null || response.errors.iter().any(|e| !e.path.is_empty());
     let status = match (flavor, ran) {
@@ -252,7 +271,11 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
     };
     let body = Body { data: ran.then_some(&response.data), errors: &response.errors };
     match serde_json::to_vec(&body) {
-        Ok(bytes) => bytes_response(flavor, status, bytes),
+        Ok(bytes) => {
+            let mut answer = bytes_response(flavor, status, bytes);
+            answer.extensions_mut().insert(super::Outcome { operation, code: outcome });
+            answer
+        }
         Err(e) => {
             tracing::error!(error = %e, "could not serialize a response");
             request_error(flavor, StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_MESSAGE, INTERNAL)

@@ -4,6 +4,8 @@ pub mod export;
 pub mod graphiql;
 pub mod graphql;
 pub mod health;
+pub mod metrics;
+pub mod serve;
 pub mod ws;
 
 use std::sync::Arc;
@@ -54,6 +56,7 @@ pub struct AppState {
     pub limits: Arc<HttpLimits>,
     /// One permit per open WebSocket connection.
     pub ws_connections: Arc<tokio::sync::Semaphore>,
+    pub metrics: metrics::Metrics,
 }
 
 impl AppState {
@@ -64,13 +67,24 @@ impl AppState {
     }
 
     pub fn with(db: DatabaseConnection, bus: EventBus, limits: HttpLimits, launch: LaunchLimits) -> Self {
+        Self::with_metrics(db, bus, limits, launch, metrics::Metrics::default())
+    }
+
+    pub fn with_metrics(
+        db: DatabaseConnection,
+        bus: EventBus,
+        limits: HttpLimits,
+        launch: LaunchLimits,
+        metrics: metrics::Metrics,
+    ) -> Self {
         let ws_connections = Arc::new(tokio::sync::Semaphore::new(limits.ws.max_ws_connections));
         Self {
-            schema: build_schema(db.clone(), bus.clone(), launch),
+            schema: build_schema(db.clone(), bus.clone(), launch, &limits.graphql),
             db,
             bus,
             limits: Arc::new(limits),
             ws_connections,
+            metrics,
         }
     }
 }
@@ -83,16 +97,33 @@ pub fn app(state: AppState) -> Router {
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_millis(state.limits.request_timeout_ms),
-        ))
-        .layer(axum::middleware::map_response_with_state(state.clone(), coded_refusals));
-    Router::new()
+        ));
+    // Every route that does work for a caller counts against the in-flight cap; one over it
+    // is answered 503 at once. Health checks and metrics stay answerable under any load.
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(state.limits.max_in_flight));
+    let shed_state = state.clone();
+    let work = Router::new()
         .merge(graphql_routes)
         .route("/graphql/ws", get(ws::upgrade))
         .route("/export/sessions.csv", get(export::sessions_csv))
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/{asset}", get(graphiql::asset))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn_with_state(state.clone(), record))
+                .layer(axum::error_handling::HandleErrorLayer::new(move |_: tower::BoxError| {
+                    let state = shed_state.clone();
+                    async move { busy(&state) }
+                }))
+                .layer(tower::load_shed::LoadShedLayer::new())
+                .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight)),
+        );
+    Router::new()
+        .merge(work)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
+        .layer(axum::middleware::map_response_with_state(state.clone(), coded_refusals))
         .with_state(state)
         .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
             let id = req.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
@@ -102,14 +133,85 @@ pub fn app(state: AppState) -> Router {
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
 }
 
-/// The refusals the body-size and timeout layers make carry the JSON error body every other
-/// refusal has, with `LIMIT_EXCEEDED` and the limit named.
+/// What a handler tells the request metrics of the request it answered; without it the
+/// operation follows from the path and the outcome from the status.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub operation: &'static str,
+    pub code: String,
+}
+
+/// Counts every answered request of the routes that do work, with its latency.
+async fn record(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use crate::graphql::errors as codes;
+    let started = std::time::Instant::now();
+    let operation = match request.uri().path() {
+        "/export/sessions.csv" => "export",
+        "/graphql/ws" => "websocket",
+        "/graphql" => "unknown",
+        _ => "other",
+    };
+    let response = next.run(request).await;
+    let status = response.status();
+    let (operation, code) = match response.extensions().get::<Outcome>() {
+        Some(o) => (o.operation, o.code.as_str()),
+        None => (
+            operation,
+            match status {
+                s if s.is_success() || s.is_informational() || s.is_redirection() => "OK",
+                StatusCode::UNAUTHORIZED => codes::UNAUTHENTICATED,
+                StatusCode::FORBIDDEN => codes::FORBIDDEN,
+                StatusCode::NOT_FOUND => codes::NOT_FOUND,
+                StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT => codes::LIMIT_EXCEEDED,
+                StatusCode::SERVICE_UNAVAILABLE => codes::UNAVAILABLE,
+                s if s.is_server_error() => codes::INTERNAL,
+                _ => codes::BAD_USER_INPUT,
+            },
+        ),
+    };
+    state.metrics.request(operation, code, started.elapsed());
+    response
+}
+
+/// Seconds a client is asked to wait before it retries a request refused for load or an
+/// unavailable database.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
+/// The answer to a request over the in-flight cap: 503, `Retry-After`, and the JSON error
+/// body with `UNAVAILABLE`.
+fn busy(state: &AppState) -> axum::response::Response {
+    let message = format!(
+        "the server is answering as many requests as it may at once ({}); retry after {RETRY_AFTER_SECONDS} s",
+        state.limits.max_in_flight
+    );
+    unavailable(&message)
+}
+
+/// 503 with `Retry-After` and the JSON error body with `UNAVAILABLE`.
+pub fn unavailable(message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = crate::graphql::errors::error_body(message, crate::graphql::errors::UNAVAILABLE);
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::RETRY_AFTER, RETRY_AFTER_SECONDS.to_string())],
+        axum::Json(body),
+    )
+        .into_response()
+}
+
+/// The refusals the body-size and timeout layers and the method router make carry the JSON
+/// error body every other refusal has: `LIMIT_EXCEEDED` with the limit named, or
+/// `BAD_USER_INPUT` for a method a path does not answer.
 async fn coded_refusals(
     axum::extract::State(state): axum::extract::State<AppState>,
     response: axum::response::Response,
 ) -> axum::response::Response {
-    use axum::response::IntoResponse;
     let message = match response.status() {
+        StatusCode::METHOD_NOT_ALLOWED => "this path answers GET and POST".to_owned(),
         StatusCode::PAYLOAD_TOO_LARGE => {
             format!("the request body is over the limit of {} bytes", state.limits.max_body_bytes)
         }
@@ -126,8 +228,16 @@ async fn coded_refusals(
     if json {
         return response;
     }
-    let body = crate::graphql::errors::error_body(&message, crate::graphql::errors::LIMIT_EXCEEDED);
-    (response.status(), axum::Json(body)).into_response()
+    let code = if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        crate::graphql::errors::BAD_USER_INPUT
+    } else {
+        crate::graphql::errors::LIMIT_EXCEEDED
+    };
+    let (mut parts, _) = response.into_parts();
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    parts.headers.insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
+    let body = crate::graphql::errors::error_body(&message, code);
+    axum::response::Response::from_parts(parts, axum::body::Body::from(body.to_string()))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod export;
 mod graphql_http;
+mod hardening;
 mod launch;
 mod launch_rules;
 mod panels;

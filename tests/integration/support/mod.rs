@@ -41,6 +41,8 @@ pub struct TestApp {
     /// The app's event bus: subscribe to see what it publishes.
     pub bus: sessiond::domain::events::EventBus,
     pub limits: HttpLimits,
+    /// The metrics `/metrics` reports; the workers `start_workers` starts record into them.
+    pub metrics: sessiond::http::metrics::Metrics,
     /// The scheduler, runtime and server, when started; stopped when the app is dropped.
     workers: Vec<tokio::task::JoinHandle<()>>,
     _dir: Option<std::sync::Arc<tempfile::TempDir>>,
@@ -141,12 +143,10 @@ impl TestApp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
         let addr = listener.local_addr().expect("local address");
         let router = self.router.clone();
+        let limits = sessiond::http::serve::ConnectionLimits::of(&self.limits);
+        let gauge = self.metrics.connections();
         self.workers.push(tokio::spawn(async move {
-            use axum::serve::ListenerExt;
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            axum::serve(listener, router).await.expect("serve");
+            sessiond::http::serve::serve(listener, router, limits, gauge, std::future::pending()).await;
         }));
         addr
     }
@@ -178,14 +178,15 @@ impl TestApp {
             }
         });
         let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
-        let router = app(AppState::with(db.clone(), bus.clone(), limits.clone(), launch));
-        TestApp { backend, url, db, router, seeded, statements, bus, limits, workers: Vec::new(), _dir: dir }
+        let metrics = sessiond::http::metrics::Metrics::default();
+        let router = app(AppState::with_metrics(db.clone(), bus.clone(), limits.clone(), launch, metrics.clone()));
+        TestApp { backend, url, db, router, seeded, statements, bus, limits, metrics, workers: Vec::new(), _dir: dir }
     }
 
     /// Starts the scheduler and the simulated runtime (20 ms steps, 1.5 s batch runs).
     pub fn start_workers(&mut self) {
         let timings = sessiond::config::Timings { scheduler_interval_ms: 50, sim_step_ms: 20, sim_batch_ms: 1500 };
-        self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings));
+        self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings, &self.metrics));
     }
 
     /// Polls `query` until `done` holds for its answer (at most 30 s), and returns it.
