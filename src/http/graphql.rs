@@ -224,6 +224,12 @@ pub fn operation_of(request: &async_graphql::Request) -> Option<Operation> {
 }
 
 async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: async_graphql::Request) -> Response {
+    if request.query.trim().is_empty() {
+        // No document at all (a missing or misspelled `query` parameter): a bad HTTP request
+        // for every media type, like a body that is not JSON.
+        return request_error(flavor, StatusCode::BAD_REQUEST, "the request has no `query`", BAD_USER_INPUT)
+            .into_response_with_status(StatusCode::BAD_REQUEST);
+    }
     let rid = request_id(headers);
     let viewer = super::header_viewer(&state.db, headers).await.and_then(|v| v.ok_or(DomainError::Unauthenticated));
     let viewer = match viewer {

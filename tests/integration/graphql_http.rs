@@ -201,6 +201,32 @@ async fn work_is_bounded_before_it_is_done(app: TestApp) {
     }
 }
 
+/// graphql-http's server audits (npm, pinned in `tests/http-audit/package-lock.json`): every
+/// MUST and SHOULD of GraphQL over HTTP, with no failure and no warning.
+async fn graphql_over_http_audits_pass(mut app: TestApp) {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/http-audit");
+    if !crate::support::node_package(&dir, "graphql-http", "the graphql-http audits") {
+        return;
+    }
+    let addr = app.serve().await;
+    let out = tokio::process::Command::new("node")
+        .arg("audit.mjs")
+        .args([format!("http://{addr}/graphql"), "demo-alice".into()])
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run node");
+    assert!(out.status.success(), "the audit ran: {}", String::from_utf8_lossy(&out.stderr));
+    let results: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON result per line"))
+        .collect();
+    assert!(results.len() > 20, "every audit ran: {results:?}");
+    let not_ok: Vec<&Value> = results.iter().filter(|r| r["status"] != "ok").collect();
+    assert!(not_ok.is_empty(), "audits not passed: {not_ok:#?}");
+}
+
 async fn every_response_has_a_request_id(app: TestApp) {
     let (_, h1, _) = app.get("/healthz").await;
     let (_, h2, _) = app.send(post(r#"{"query":"{ viewer { user { email } } }"}"#, "application/json", None)).await;
@@ -250,6 +276,7 @@ db_tests!(
     post_and_get_follow_graphql_over_http,
     request_errors_are_coded_and_do_not_run,
     work_is_bounded_before_it_is_done,
+    graphql_over_http_audits_pass,
     every_response_has_a_request_id,
     graphiql_works_offline,
 );

@@ -13,40 +13,14 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::db_tests;
-use crate::support::{TestApp, launch_input, project};
+use crate::support::{TestApp, launch_input, node_package, project};
 
 fn client_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ws-client")
 }
 
-/// Whether the client can run; installs its packages when needed.
-fn client_ready() -> Result<(), String> {
-    let node = std::process::Command::new("node").arg("--version").output();
-    if !node.is_ok_and(|o| o.status.success()) {
-        return Err("`node` is not available".into());
-    }
-    let dir = client_dir();
-    if !dir.join("node_modules/graphql-ws").exists() {
-        let out = std::process::Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .output()
-            .map_err(|e| format!("npm: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("npm ci failed: {}", String::from_utf8_lossy(&out.stderr)));
-        }
-    }
-    Ok(())
-}
-
 async fn the_reference_client_follows_a_session_to_its_end(mut app: TestApp) {
-    if let Err(why) = client_ready() {
-        if std::env::var("SESSIOND_REQUIRE_NODE").is_ok_and(|v| v == "1") {
-            panic!("the graphql-ws client is required (SESSIOND_REQUIRE_NODE=1) but cannot run: {why}");
-        }
-        use std::io::Write;
-        let line = format!("NOTICE: the graphql-ws client test was SKIPPED and is reported as passed: {why}\n");
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    if !node_package(&client_dir(), "graphql-ws", "the graphql-ws client") {
         return;
     }
     app.start_workers();

@@ -418,3 +418,38 @@ pub async fn events_until_quiet(
     }
     out
 }
+
+/// Whether the Node package in `dir` can run (its pinned packages installed with `npm ci`
+/// when `module` is missing). Without Node it says so in a NOTICE line and returns false,
+/// unless `SESSIOND_REQUIRE_NODE=1` (set by `.ci/run`) makes that a failure.
+pub fn node_package(dir: &std::path::Path, module: &str, what: &str) -> bool {
+    let ready = || -> Result<(), String> {
+        let node = std::process::Command::new("node").arg("--version").output();
+        if !node.is_ok_and(|o| o.status.success()) {
+            return Err("`node` is not available".into());
+        }
+        if !dir.join("node_modules").join(module).exists() {
+            let out = std::process::Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(dir)
+                .output()
+                .map_err(|e| format!("npm: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("npm ci failed: {}", String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+        Ok(())
+    };
+    match ready() {
+        Ok(()) => true,
+        Err(why) if std::env::var("SESSIOND_REQUIRE_NODE").is_ok_and(|v| v == "1") => {
+            panic!("{what} is required (SESSIOND_REQUIRE_NODE=1) but cannot run: {why}")
+        }
+        Err(why) => {
+            use std::io::Write;
+            let line = format!("NOTICE: the test of {what} was SKIPPED and is reported as passed: {why}\n");
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            false
+        }
+    }
+}
