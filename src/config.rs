@@ -65,6 +65,17 @@ pub struct DbArgs {
     /// Size of the connection pool.
     #[arg(long, env = "SESSIOND_DB_MAX_CONNECTIONS", default_value_t = 8)]
     pub db_max_connections: u32,
+    /// How long a request waits for a database connection (the pool busy, or the database
+    /// out of reach) before it is answered `UNAVAILABLE` (503).
+    #[arg(long, env = "SESSIOND_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 5_000)]
+    pub db_acquire_timeout_ms: u64,
+}
+
+impl DbArgs {
+    /// These settings for the database at `url`.
+    pub fn of(url: impl Into<String>) -> Self {
+        Self { database_url: url.into(), db_max_connections: 8, db_acquire_timeout_ms: 5_000 }
+    }
 }
 
 #[derive(Clone, Debug, Args)]

@@ -6,13 +6,14 @@ use migration::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbErr};
 
-/// Connects with a pool of `max_connections`. SQLite runs in WAL mode with a busy timeout
-/// so that readers never queue behind the one writer.
-pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
+/// Connects with the pool `args` describe. SQLite runs in WAL mode with a busy timeout so
+/// that readers never queue behind the one writer.
+pub async fn connect(args: &crate::config::DbArgs) -> Result<DatabaseConnection, DbErr> {
+    let url = args.database_url.as_str();
     let mut opts = ConnectOptions::new(url.to_owned());
-    opts.max_connections(max_connections.max(1))
+    opts.max_connections(args.db_max_connections.max(1))
         .min_connections(1)
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_millis(args.db_acquire_timeout_ms.max(1)))
         .sqlx_logging(false);
     if url.starts_with("sqlite:") {
         if url.contains(":memory:") || url.contains("mode=memory") {

@@ -34,7 +34,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Serve(args) => server::serve(args).await?,
         Command::Migrate(args) => {
-            let conn = db::connect(&args.database_url, args.db_max_connections).await?;
+            let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
             eprintln!("sessiond: migrations applied");
         }
@@ -57,7 +57,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         Command::Token { command: TokenCommand::Create { db: args, email, policy } } => {
-            let conn = db::connect(&args.database_url, args.db_max_connections).await?;
+            let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
             match domain::auth::create_token(&conn, &email, policy.as_deref()).await {
                 Ok(token) => {

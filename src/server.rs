@@ -24,7 +24,7 @@ pub async fn open_database(
     args: &DbArgs,
     demo: bool,
 ) -> Result<(DatabaseConnection, bool), Box<dyn std::error::Error>> {
-    let conn = db::connect(&args.database_url, args.db_max_connections).await?;
+    let conn = db::connect(args).await?;
     db::migrate(&conn).await?;
     crate::domain::export::signing_key(&conn).await.map_err(|e| format!("reading the signing key failed: {e:?}"))?;
     let seeded = demo && seed::seed_demo(&conn).await.map_err(|e| format!("seeding the demo data failed: {e:?}"))?;

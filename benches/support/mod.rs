@@ -108,9 +108,7 @@ impl Bench {
         use sessiond::config::{DbArgs, HttpLimits};
         use sessiond::domain::generate::{GenerateOptions, generate};
         let (url, dir) = database(backend).await;
-        let (mut db, _) = sessiond::server::open_database(&DbArgs { database_url: url, db_max_connections: 8 }, true)
-            .await
-            .expect("open");
+        let (mut db, _) = sessiond::server::open_database(&DbArgs::of(url), true).await.expect("open");
         let mut generated_in = None;
         if sessions > 0 {
             let t = Instant::now();

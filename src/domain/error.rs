@@ -69,7 +69,11 @@ pub enum DomainError {
     /// sequence number: everything up to it was delivered; resume after it.
     #[error("the subscription fell too far behind and was ended; subscribe again after the cursor of this error")]
     Lagged(i64),
-    /// Anything the client cannot fix: database failures, broken invariants.
+    /// The database cannot be reached now (down, restarting, out of connections, locked
+    /// past the busy timeout): the same request may succeed shortly. The detail is logged.
+    #[error("the database cannot be reached now; retry shortly")]
+    Unavailable(Arc<dyn std::error::Error + Send + Sync>),
+    /// Anything else the client cannot fix: database failures, broken invariants.
     #[error("internal error")]
     Internal(Arc<dyn std::error::Error + Send + Sync>),
 }
@@ -118,7 +122,33 @@ struct Invariant(String);
 
 impl From<sea_orm::DbErr> for DomainError {
     fn from(err: sea_orm::DbErr) -> Self {
-        Self::internal(err)
+        if unreachable(&err) { Self::Unavailable(Arc::new(err)) } else { Self::internal(err) }
+    }
+}
+
+/// Whether a database error says the database is out of reach rather than that the
+/// statement failed.
+fn unreachable(err: &sea_orm::DbErr) -> bool {
+    use sea_orm::sqlx::Error as Sqlx;
+    use sea_orm::{DbErr, RuntimeErr};
+    let sqlx = match err {
+        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => return true,
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => e,
+        _ => return false,
+    };
+    match sqlx.as_ref() {
+        Sqlx::Io(_)
+        | Sqlx::Tls(_)
+        | Sqlx::Protocol(_)
+        | Sqlx::PoolTimedOut
+        | Sqlx::PoolClosed
+        | Sqlx::WorkerCrashed => true,
+        // PostgreSQL: connection exceptions (class 08), shutting down or starting up (57P01–
+        // 57P03). SQLite: busy or locked past the busy timeout (5, 6).
+        Sqlx::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || ["57P01", "57P02", "57P03", "5", "6"].contains(&c.as_ref())),
+        _ => false,
     }
 }
 

@@ -91,6 +91,7 @@ pub fn code_of(err: &DomainError) -> &'static str {
         DomainError::NeverFits(_) => NEVER_FITS,
         DomainError::LimitExceeded(_) => LIMIT_EXCEEDED,
         DomainError::Lagged(_) => LAGGED,
+        DomainError::Unavailable(_) => UNAVAILABLE,
         DomainError::Internal(_) => INTERNAL,
     }
 }
@@ -103,6 +104,10 @@ impl From<ApiError> for async_graphql::Error {
                 // Inside the request's span, so the log line carries the request id.
                 tracing::error!(error = %detail, debug = ?detail, "internal error");
                 async_graphql::Error::new(INTERNAL_MESSAGE).extend_with(|_, e| e.set("code", code))
+            }
+            DomainError::Unavailable(detail) => {
+                tracing::warn!(error = %detail, "database unavailable");
+                async_graphql::Error::new(err.to_string()).extend_with(|_, e| e.set("code", code))
             }
             DomainError::BadInput(problems) => async_graphql::Error::new(err.to_string()).extend_with(|_, e| {
                 e.set("code", code);
@@ -171,6 +176,8 @@ pub fn finalize_errors(errors: &mut [ServerError], request_id: &str) {
             let ext = err.extensions.get_or_insert_with(Default::default);
             ext.unset("problems");
             ext.set("requestId", request_id);
+        } else if code == UNAVAILABLE {
+            err.extensions.get_or_insert_with(Default::default).set("requestId", request_id);
         }
     }
 }

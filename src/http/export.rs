@@ -33,7 +33,12 @@ struct Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        (self.status, [(header::CONTENT_TYPE, "application/json; charset=utf-8")], self.body).into_response()
+        let mut response =
+            (self.status, [(header::CONTENT_TYPE, "application/json; charset=utf-8")], self.body).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(header::RETRY_AFTER, super::RETRY_AFTER_SECONDS.into());
+        }
+        response
     }
 }
 
@@ -58,6 +63,10 @@ fn domain_error(e: &DomainError) -> Refusal {
         DomainError::Internal(detail) => {
             tracing::error!(error = %detail, debug = ?detail, "export failed");
             return error(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL, INTERNAL_MESSAGE, None);
+        }
+        DomainError::Unavailable(detail) => {
+            tracing::warn!(error = %detail, "export: database unavailable");
+            StatusCode::SERVICE_UNAVAILABLE
         }
         _ => StatusCode::BAD_REQUEST,
     };

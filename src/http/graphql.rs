@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::domain::DomainError;
 use crate::graphql::errors::{
-    BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, code_of, error_body, finalize_errors,
+    BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, UNAVAILABLE, code_of, error_body, finalize_errors,
 };
 use crate::graphql::limits::OperationKinds;
 use crate::graphql::prepare_request;
@@ -101,6 +101,15 @@ fn bytes_response(flavor: Flavor, status: StatusCode, bytes: Vec<u8>) -> Respons
 
 fn request_error(flavor: Flavor, status: StatusCode, message: &str, code: &str) -> Response {
     json_response(flavor, flavor.request_error_status(status), &error_body(message, code))
+}
+
+/// 503 with `Retry-After`, `UNAVAILABLE` and the request id, for a request that could not
+/// reach the database before it ran.
+fn unavailable_answer(message: &str, request_id: &str) -> Response {
+    let mut answer = super::unavailable(message);
+    let body = serde_json::json!({"errors": [{"message": message, "extensions": {"code": UNAVAILABLE, "requestId": request_id}}]});
+    *answer.body_mut() = axum::body::Body::from(body.to_string());
+    answer
 }
 
 fn not_acceptable() -> Response {
@@ -237,6 +246,10 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
         Err(err @ DomainError::Unauthenticated) => {
             return request_error(flavor, StatusCode::UNAUTHORIZED, &err.to_string(), code_of(&err));
         }
+        Err(err @ DomainError::Unavailable(_)) => {
+            tracing::warn!(error = ?err, "authentication: database unavailable");
+            return unavailable_answer(&err.to_string(), &rid);
+        }
         Err(err) => {
             tracing::error!(error = ?err, "authentication failed");
             return request_error(
@@ -275,10 +288,17 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
         (Flavor::GraphqlResponse, false) => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
     };
+    // The database out of reach is the server's condition, not the request's: 503 with a
+    // time to retry after, whatever the media type.
+    let unavailable = outcome == UNAVAILABLE;
+    let status = if unavailable { StatusCode::SERVICE_UNAVAILABLE } else { status };
     let body = Body { data: ran.then_some(&response.data), errors: &response.errors };
     match serde_json::to_vec(&body) {
         Ok(bytes) => {
             let mut answer = bytes_response(flavor, status, bytes);
+            if unavailable {
+                answer.headers_mut().insert(header::RETRY_AFTER, super::RETRY_AFTER_SECONDS.into());
+            }
             answer.extensions_mut().insert(super::Outcome { operation, code: outcome });
             answer
         }

@@ -134,6 +134,7 @@ async fn serve_demo_answers_the_readme_example(app: TestApp) {
 const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--database-url", "DATABASE_URL", Some("sqlite://sessiond.db?mode=rwc")),
     ("--db-max-connections", "SESSIOND_DB_MAX_CONNECTIONS", Some("8")),
+    ("--db-acquire-timeout-ms", "SESSIOND_DB_ACQUIRE_TIMEOUT_MS", Some("5000")),
     ("--bind", "SESSIOND_BIND", Some("127.0.0.1:8080")),
     ("--demo", "SESSIOND_DEMO", None),
     ("--max-body-bytes", "SESSIOND_MAX_BODY_BYTES", Some("1048576")),
@@ -285,9 +286,109 @@ async fn sigterm_leaves_a_complete_database_file(app: TestApp) {
     assert_eq!(kept, 2, "the copy of the file alone has the sessions launched before the stop");
 }
 
+/// SIGKILL at any moment: a batch launch in flight is found after the restart whole or not
+/// at all, and nothing acknowledged before the kill is lost (a launch, a setting, a status
+/// change); the restarted server resumes the sessions it left.
+async fn sigkill_keeps_what_was_acknowledged_and_no_half_batch(app: TestApp) {
+    let Some((url, _dir)) = fresh_database(app.backend).await else { return };
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let args =
+        ["--demo", "--bind", &addr, "--database-url", &url, "--scheduler-interval-ms", "50", "--sim-step-ms", "20"];
+    let project = encode(NodeKind::Project, demo_project_id("default/default")).0;
+    let batch = |name: &str, count: u32| {
+        format!(
+            r#"mutation {{ launchSessions(count: {count}, input: {{name: "{name}", projectId: "{project}", image: "python:3.12", resources: [{{slot: "cpu", amount: 0.5}}, {{slot: "mem", amount: 1073741824}}]}}) {{ sessions {{ id }} }} }}"#
+        )
+    };
+    let client = reqwest::Client::new();
+    let kill = |server: &Server| {
+        let killed = Command::new("kill").arg("-KILL").arg(server.0.id().to_string()).status().expect("kill");
+        assert!(killed.success());
+    };
+
+    // Acknowledged: a launch, a setting, and the first session's way to RUNNING.
+    let mut server = serve(&args, &[], &base).await;
+    // Room for 3 × 50 pending sessions of one keypair.
+    let db = sea_orm::Database::connect(url.as_str()).await.expect("open the database");
+    use sea_orm::ConnectionTrait;
+    db.execute_unprepared(
+        "UPDATE keypair_resource_policies SET max_pending_sessions = 1000, max_concurrent_sessions = 1000, total_resource_slots = '{}'",
+    )
+    .await
+    .expect("raise the demo policy");
+    db.close().await.expect("close");
+    let resp = post(&client, &base, "demo-alice", &batch("acked", 2)).await.expect("launch");
+    let first =
+        resp["data"]["launchSessions"]["sessions"][0]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    let resp = post(
+        &client,
+        &base,
+        "demo-alice",
+        "mutation { setResourcePanelView(view: TOTAL_IN_RESOURCE_GROUP) { resourcePanelView } }",
+    )
+    .await
+    .expect("setting");
+    assert_eq!(resp["data"]["setResourcePanelView"]["resourcePanelView"], "TOTAL_IN_RESOURCE_GROUP", "{resp}");
+    let status_of = |id: String| format!(r#"{{ session(id: "{id}") {{ status statusTransitions {{ toStatus }} }} }}"#);
+    let mut running = Value::Null;
+    for _ in 0..300 {
+        running = post(&client, &base, "demo-alice", &status_of(first.clone())).await.expect("status");
+        if running["data"]["session"]["status"] == "RUNNING" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(running["data"]["session"]["status"], "RUNNING", "{running}");
+    let transitions_before = running["data"]["session"]["statusTransitions"].as_array().map_or(0, Vec::len);
+
+    // Kills during batch launches of 50, each at another moment.
+    for (round, wait_ms) in [0u64, 3, 10].into_iter().enumerate() {
+        let request = {
+            let (client, base, query) = (client.clone(), base.clone(), batch(&format!("kill{round}"), 50));
+            tokio::spawn(async move { post(&client, &base, "demo-alice", &query).await })
+        };
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        kill(&server);
+        let _ = server.0.wait();
+        let _ = request.await;
+        server = serve(&args, &[], &base).await;
+    }
+
+    // After the last restart: every batch whole or absent, everything acknowledged kept.
+    let db = sea_orm::Database::connect(url.as_str()).await.expect("open the database");
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    for round in 0..3 {
+        let n = entity::session::Entity::find()
+            .filter(entity::session::Column::Name.starts_with(format!("kill{round}-")))
+            .count(&db)
+            .await
+            .expect("count");
+        assert!(n == 0 || n == 50, "round {round}: {n} of 50 sessions after the kill");
+    }
+    let acked = entity::session::Entity::find()
+        .filter(entity::session::Column::Name.starts_with("acked-"))
+        .count(&db)
+        .await
+        .expect("count");
+    assert_eq!(acked, 2);
+    let resp =
+        post(&client, &base, "demo-alice", "{ viewer { settings { resourcePanelView } } }").await.expect("settings");
+    assert_eq!(resp["data"]["viewer"]["settings"]["resourcePanelView"], "TOTAL_IN_RESOURCE_GROUP", "{resp}");
+    let after = post(&client, &base, "demo-alice", &status_of(first)).await.expect("status");
+    let transitions_after = after["data"]["session"]["statusTransitions"].as_array().map_or(0, Vec::len);
+    assert!(transitions_after >= transitions_before, "{running} then {after}");
+    // The second acknowledged session was resumed by the restarted server.
+    let resp = post(&client, &base, "demo-alice", &format!(r#"{{ sessions(projectId: "{project}", filter: {{nameContains: "acked-"}}) {{ edges {{ node {{ status }} }} }} }}"#))
+        .await
+        .expect("list");
+    assert_eq!(resp["data"]["sessions"]["edges"].as_array().map_or(0, Vec::len), 2, "{resp}");
+}
+
 db_tests!(
     serve_demo_answers_the_readme_example,
     sigterm_leaves_a_complete_database_file,
+    sigkill_keeps_what_was_acknowledged_and_no_half_batch,
     environment_variables_configure_serve,
     token_create_prints_a_working_token
 );

@@ -6,6 +6,7 @@ mod auth;
 mod cli;
 mod cluster;
 mod export;
+mod faults;
 mod graphql_http;
 mod hardening;
 mod launch;

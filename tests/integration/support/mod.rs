@@ -157,9 +157,20 @@ impl TestApp {
         dir: Option<std::sync::Arc<tempfile::TempDir>>,
         limits: HttpLimits,
     ) -> TestApp {
+        let args = DbArgs { db_max_connections: 4, ..DbArgs::of(url.clone()) };
+        Self::open_with(backend, args, dir, limits).await
+    }
+
+    /// An app on the database `args` name, with its pool settings.
+    pub async fn open_with(
+        backend: Backend,
+        args: DbArgs,
+        dir: Option<std::sync::Arc<tempfile::TempDir>>,
+        limits: HttpLimits,
+    ) -> TestApp {
         // Server logs go to the test's captured output (shown when it fails).
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
-        let args = DbArgs { database_url: url.clone(), db_max_connections: 4 };
+        let url = args.database_url.clone();
         let (mut db, seeded) = open_database(&args, true).await.expect("open the test database");
         // The event feed reads on its own clone, taken before the counter below is attached:
         // it runs when it likes, so its statements would blur the counts tests assert.
