@@ -227,6 +227,49 @@ async fn graphql_over_http_audits_pass(mut app: TestApp) {
     assert!(not_ok.is_empty(), "audits not passed: {not_ok:#?}");
 }
 
+/// GraphiQL in a real browser: Debian's chromium, driven by playwright-core (pinned in
+/// `tests/browser/package-lock.json`, no browser download), with no network beyond the
+/// server. It runs a query with alice's token and sees her email; the screenshot is kept in
+/// `target/test-artifacts/`. Without chromium the test is skipped with a NOTICE, unless
+/// `SESSIOND_REQUIRE_BROWSER=1` (set by `.ci/run`, which installs it).
+async fn graphiql_answers_in_a_real_browser(mut app: TestApp) {
+    let chromium = std::env::var("SESSIOND_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !std::path::Path::new(&chromium).exists() {
+        if std::env::var("SESSIOND_REQUIRE_BROWSER").is_ok_and(|v| v == "1") {
+            panic!("chromium is required (SESSIOND_REQUIRE_BROWSER=1) but {chromium} does not exist");
+        }
+        use std::io::Write;
+        let line = format!("NOTICE: the browser check was SKIPPED and is reported as passed: no {chromium}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        return;
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if !crate::support::node_package(&dir, "playwright-core", "the browser check") {
+        return;
+    }
+    let artifacts = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).expect("artifact directory");
+    let screenshot = artifacts.join(format!("graphiql-{:?}.png", app.backend).to_lowercase());
+    let _ = std::fs::remove_file(&screenshot);
+    let addr = app.serve().await;
+    let out = tokio::process::Command::new("node")
+        .arg("graphiql.mjs")
+        .args([format!("http://{addr}"), "demo-alice".into(), screenshot.display().to_string()])
+        .env("SESSIOND_CHROMIUM", &chromium)
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the browser check ran: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    let result = report["result"].as_str().unwrap_or_default();
+    assert!(result.contains("alice@example.com"), "{report}");
+    assert_eq!(report["blocked"], json!([]), "the page reached for something beyond the server");
+    assert!(std::fs::metadata(&screenshot).is_ok_and(|m| m.len() > 1000), "a screenshot is kept");
+}
+
 async fn every_response_has_a_request_id(app: TestApp) {
     let (_, h1, _) = app.get("/healthz").await;
     let (_, h2, _) = app.send(post(r#"{"query":"{ viewer { user { email } } }"}"#, "application/json", None)).await;
@@ -277,6 +320,7 @@ db_tests!(
     request_errors_are_coded_and_do_not_run,
     work_is_bounded_before_it_is_done,
     graphql_over_http_audits_pass,
+    graphiql_answers_in_a_real_browser,
     every_response_has_a_request_id,
     graphiql_works_offline,
 );

@@ -1,0 +1,40 @@
+// Opens sessiond's GraphiQL in the system's chromium (playwright-core, no browser download),
+// runs `{ viewer { user { email } } }` with a token, and saves a screenshot. Any request to
+// a host other than the server is blocked and counted. Prints one JSON line:
+// {result, blocked}. Usage: node graphiql.mjs <http://127.0.0.1:port> <token> <screenshot.png>
+import { chromium } from 'playwright-core';
+
+const [base, token, screenshot] = process.argv.slice(2);
+const executablePath = process.env.SESSIOND_CHROMIUM || '/usr/bin/chromium';
+const server = new URL(base);
+const browser = await chromium.launch({
+  executablePath,
+  headless: true,
+  // No name resolves: nothing beyond the loopback address could be reached.
+  args: ['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', '--no-first-run', '--disable-background-networking'],
+});
+let blocked = [];
+try {
+  const context = await browser.newContext();
+  await context.route('**/*', (route) => {
+    const url = new URL(route.request().url());
+    if (url.host === server.host) return route.continue();
+    blocked.push(url.href);
+    return route.abort();
+  });
+  // What a user would have typed before: the token and the query.
+  await context.addInitScript(([t]) => {
+    window.localStorage.setItem('sessiond.token', t);
+    window.localStorage.setItem('graphiql:query', '{ viewer { user { email } } }');
+  }, [token]);
+  const page = await context.newPage();
+  await page.goto(new URL('/graphiql', base).href);
+  await page.locator('.graphiql-execute-button').click({ timeout: 30000 });
+  const response = page.locator('.graphiql-response');
+  await response.getByText('@example.com').first().waitFor({ timeout: 30000 });
+  const result = (await response.innerText()).replace(/\s+/g, ' ');
+  await page.screenshot({ path: screenshot, fullPage: true });
+  console.log(JSON.stringify({ result, blocked }));
+} finally {
+  await browser.close();
+}
