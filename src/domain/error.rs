@@ -65,6 +65,9 @@ pub enum DomainError {
     NeverFits(String),
     #[error("{0}")]
     LimitExceeded(String),
+    /// An idempotency key sent again with another launch.
+    #[error("this idempotency key was used for a different launch; use a new key for a new launch")]
+    IdempotencyKeyReused,
     /// A live feed whose consumer fell too far behind, ended after the event with this
     /// sequence number: everything up to it was delivered; resume after it.
     #[error("the subscription fell too far behind and was ended; subscribe again after the cursor of this error")]

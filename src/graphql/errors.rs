@@ -18,6 +18,7 @@ pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
 pub const NEVER_FITS: &str = "NEVER_FITS";
 pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
 pub const LAGGED: &str = "LAGGED";
+pub const IDEMPOTENCY_KEY_REUSED: &str = "IDEMPOTENCY_KEY_REUSED";
 /// The server cannot answer now (its database is unreachable, or it is at its in-flight
 /// cap): HTTP 503 with `Retry-After`.
 pub const UNAVAILABLE: &str = "UNAVAILABLE";
@@ -91,6 +92,7 @@ pub fn code_of(err: &DomainError) -> &'static str {
         DomainError::NeverFits(_) => NEVER_FITS,
         DomainError::LimitExceeded(_) => LIMIT_EXCEEDED,
         DomainError::Lagged(_) => LAGGED,
+        DomainError::IdempotencyKeyReused => IDEMPOTENCY_KEY_REUSED,
         DomainError::Unavailable(_) => UNAVAILABLE,
         DomainError::Internal(_) => INTERNAL,
     }

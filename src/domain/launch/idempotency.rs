@@ -76,11 +76,7 @@ pub async fn remembered(
     match row {
         Some(r) if now - r.created_at < IDEMPOTENCY_RETENTION => {
             if r.response["request"].as_str() != Some(fingerprint) {
-                return Err(DomainError::bad_input(
-                    "IDEMPOTENCY_KEY_REUSED",
-                    Some("idempotency_key".to_owned()),
-                    "this idempotency key was used for a different launch; use a new key for a new launch",
-                ));
+                return Err(DomainError::IdempotencyKeyReused);
             }
             Ok(Some(replay(db, &r.response).await?))
         }
