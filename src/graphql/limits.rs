@@ -51,7 +51,7 @@ impl Extension for DocumentLimitsExtension {
         _variables: &Variables,
         _next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
-        let document = async_graphql::parser::parse_query(query).map_err(ServerError::from)?;
+        let document = async_graphql::parser::parse_query(query).map_err(parse_error)?;
         if let Some(kinds) = ctx.data_opt::<Arc<OperationKinds>>() {
             kinds.note(&document);
         }
@@ -81,6 +81,30 @@ impl Extension for DocumentLimitsExtension {
         }
         Ok(result)
     }
+}
+
+/// The most characters of a syntax error's message: the parser quotes the offending line,
+/// which in a one-line document of a megabyte is the whole document.
+const MAX_SYNTAX_MESSAGE: usize = 400;
+
+/// A document that does not parse: nested past the parser's limits is `LIMIT_EXCEEDED`;
+/// any other syntax error keeps its message, shortened.
+fn parse_error(err: async_graphql::parser::Error) -> ServerError {
+    let too_deep = matches!(err, async_graphql::parser::Error::RecursionLimitExceeded)
+        || err.to_string().contains("stack limit reached");
+    if too_deep {
+        return refusal("the query nests too deep to be read (over 64 levels of selections, lists or objects)".into());
+    }
+    let mut error = ServerError::from(err);
+    if error.message.len() > MAX_SYNTAX_MESSAGE {
+        let mut end = MAX_SYNTAX_MESSAGE;
+        while !error.message.is_char_boundary(end) {
+            end -= 1;
+        }
+        error.message.truncate(end);
+        error.message.push('…');
+    }
+    error
 }
 
 /// The types of a request's operations, noted when its document is parsed, for the

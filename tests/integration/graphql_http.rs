@@ -116,6 +116,18 @@ async fn request_errors_are_coded_and_do_not_run(app: TestApp) {
     let resp = app.gql(Some("demo-alice"), &fan_out, json!({})).await;
     assert_eq!(error_codes(&resp), ["LIMIT_EXCEEDED"], "{resp}");
     assert!(resp["errors"][0]["message"].as_str().is_some_and(|m| m.contains("fragments are expanded")), "{resp}");
+    // Nested past what the parser reads: a limit, not the client's syntax, and a short
+    // answer (the parser's message quotes the offending line, here the whole document).
+    for n in [100, 20_000] {
+        let nested = format!("{{ viewer {}{} }}", "{ user ".repeat(n), "}".repeat(n));
+        let resp = app.gql(Some("demo-alice"), &nested, json!({})).await;
+        assert_eq!(error_codes(&resp), ["LIMIT_EXCEEDED"], "{n} levels");
+        assert!(resp.to_string().len() < 2_000, "{n} levels: a short answer");
+    }
+    let long_line = format!("{{ viewer {{ user {{ email }} }} }} {}", "x ".repeat(100_000));
+    let resp = app.gql(Some("demo-alice"), &long_line, json!({})).await;
+    assert_eq!(error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
+    assert!(resp.to_string().len() < 2_000, "a syntax error quotes at most a little of the line");
     let resp = app.gql(Some("demo-alice"), "{ viewer { user { email } } }", json!({})).await;
     assert!(resp.get("errors").is_none(), "{resp}");
 
