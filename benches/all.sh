@@ -5,7 +5,7 @@
 #   bash benches/all.sh [--runs N]      # default 3 runs per figure
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for bench in scheduler launch panels sessions_list subscriptions export; do
+for bench in scheduler launch panels sessions_list subscriptions export hardening; do
   echo "### $bench"
   echo
   cargo bench --locked --quiet --bench "$bench" -- "$@"

@@ -213,6 +213,26 @@ async fn run_once(backend: &str) -> Figures {
         .expect("raise the policy");
         db.close().await.expect("close");
     }
+    // With `--phases N`, the same server takes the load N times: memory that returns to
+    // the same level after each phase is bounded caching, memory that climbs is a leak.
+    let mut last = None;
+    for phase in 1..=phases() {
+        let f = load_phase(&server).await;
+        println!(
+            "<!-- {backend}, phase {phase}: VmRSS {:.0} / {:.0} / {:.0} MiB, RssAnon {:.0} / {:.0} / {:.0} MiB (start / peak / +60 s) -->",
+            f.rss[0], f.rss[1], f.rss[2], f.anon[0], f.anon[1], f.anon[2]
+        );
+        last = Some(f);
+    }
+    last.expect("at least one phase")
+}
+
+fn phases() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == "--phases").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(1).max(1)
+}
+
+async fn load_phase(server: &Server) -> Figures {
     let pid = server.pid();
     let kib = |f| status_kib(pid, f) as f64 / 1024.0;
     let (rss0, anon0) = (kib("VmRSS"), kib("RssAnon"));
