@@ -44,6 +44,10 @@ const PAGE: &str = "query($p: ID!) {
 const LAUNCH: &str = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
 const TERMINATE: &str = "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }";
 
+fn stamp_ms() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis())
+}
+
 fn project() -> String {
     encode(NodeKind::Project, demo_project_id("default/default")).0
 }
@@ -93,7 +97,8 @@ async fn honest(base: String, n: usize, stop: Arc<AtomicBool>, tally: Arc<Tally>
         let (query, vars) = if roll < 14 || (roll >= 17 && launched.is_empty()) {
             (PAGE, json!({"p": p}))
         } else if roll < 17 {
-            let name = format!("load-{n}-{i}");
+            // Unique over phases and runs: a name is refused while its session is alive.
+            let name = format!("load-{}-{n}-{i}", stamp_ms());
             let input = json!({"projectId": p, "name": name, "image": "python:3.12",
                 "resources": [{"slot": "cpu", "amount": 0.5}, {"slot": "mem", "amount": 1_i64 << 30}]});
             (LAUNCH, json!({"i": input}))
