@@ -223,9 +223,26 @@ async fn run_once(backend: &str) -> Figures {
     let mut last = None;
     for phase in 1..=phases() {
         let f = load_phase(&server).await;
+        // What is still open 60 s after the clients left, as the server reports it.
+        let metrics = reqwest::get(format!("http://{}/metrics", server.base))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        let open: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("sessiond_connections_open ") || l.starts_with("sessiond_websockets_open "))
+            .collect();
         println!(
-            "<!-- {backend}, phase {phase}: VmRSS {:.0} / {:.0} / {:.0} MiB, RssAnon {:.0} / {:.0} / {:.0} MiB (start / peak / +60 s) -->",
-            f.rss[0], f.rss[1], f.rss[2], f.anon[0], f.anon[1], f.anon[2]
+            "<!-- {backend}, phase {phase}: VmRSS {:.0} / {:.0} / {:.0} MiB, RssAnon {:.0} / {:.0} / {:.0} MiB (start / peak / +60 s); {} -->",
+            f.rss[0],
+            f.rss[1],
+            f.rss[2],
+            f.anon[0],
+            f.anon[1],
+            f.anon[2],
+            open.join(", ")
         );
         last = Some(f);
     }

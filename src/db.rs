@@ -10,6 +10,7 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbErr};
 /// that readers never queue behind the one writer.
 pub async fn connect(args: &crate::config::DbArgs) -> Result<DatabaseConnection, DbErr> {
     let url = args.database_url.as_str();
+    let statements = args.db_statement_cache;
     let mut opts = ConnectOptions::new(url.to_owned());
     opts.max_connections(args.db_max_connections.max(1))
         .min_connections(1)
@@ -20,13 +21,16 @@ pub async fn connect(args: &crate::config::DbArgs) -> Result<DatabaseConnection,
             // Each pooled connection would get its own empty in-memory database.
             opts.max_connections(1);
         }
-        opts.map_sqlx_sqlite_opts(|o| {
+        opts.map_sqlx_sqlite_opts(move |o| {
             o.journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(true)
                 .pragma("mmap_size", "268435456")
+                .statement_cache_capacity(statements)
         });
+    } else {
+        opts.map_sqlx_postgres_opts(move |o| o.statement_cache_capacity(statements));
     }
     Database::connect(opts).await
 }
