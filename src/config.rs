@@ -74,10 +74,6 @@ pub struct DbArgs {
     /// connection they held ~45 MiB after a load.
     #[arg(long, env = "SESSIOND_DB_STATEMENT_CACHE", default_value_t = DEFAULT_STATEMENT_CACHE)]
     pub db_statement_cache: usize,
-    /// A pooled connection idle this long is closed (one stays open), and with it its
-    /// statement and page caches: after a burst the server's memory returns.
-    #[arg(long, env = "SESSIOND_DB_IDLE_TIMEOUT_MS", default_value_t = 20_000)]
-    pub db_idle_timeout_ms: u64,
 }
 
 pub const DEFAULT_STATEMENT_CACHE: usize = 24;
@@ -90,7 +86,6 @@ impl DbArgs {
             db_max_connections: 8,
             db_acquire_timeout_ms: 5_000,
             db_statement_cache: DEFAULT_STATEMENT_CACHE,
-            db_idle_timeout_ms: 20_000,
         }
     }
 }

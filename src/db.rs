@@ -15,7 +15,6 @@ pub async fn connect(args: &crate::config::DbArgs) -> Result<DatabaseConnection,
     opts.max_connections(args.db_max_connections.max(1))
         .min_connections(1)
         .acquire_timeout(Duration::from_millis(args.db_acquire_timeout_ms.max(1)))
-        .idle_timeout(Duration::from_millis(args.db_idle_timeout_ms.max(1)))
         .sqlx_logging(false);
     if url.starts_with("sqlite:") {
         if url.contains(":memory:") || url.contains("mode=memory") {
