@@ -19,6 +19,12 @@ impl InputProblem {
         Self { code: code.to_owned(), field: field.into(), message: message.into() }
     }
 
+    /// The problem with a list in `field` of `len` items, if it has more than `max`:
+    /// `TOO_MANY`, saying the cap (`what` names the items). Every input list has one.
+    pub fn too_many(field: &str, len: usize, max: usize, what: &str) -> Option<Self> {
+        (len > max).then(|| Self::new("TOO_MANY", Some(field.to_owned()), format!("at most {max} {what}")))
+    }
+
     /// The problem with `text` in `field` if it holds a control character: NUL, which
     /// PostgreSQL cannot store and SQLite cuts text at, or any other C0 or C1 control
     /// (invisible in the page, a trap in logs and exported files). `Lines` text (a command,

@@ -124,12 +124,9 @@ pub async fn update_session_list_columns(
     user_id: Uuid,
     columns: &[ColumnSetting],
 ) -> DomainResult<UserSettings> {
-    if columns.len() > MAX_COLUMN_ENTRIES {
-        return Err(DomainError::bad_input(
-            "TOO_MANY",
-            Some("columns".to_owned()),
-            format!("at most {MAX_COLUMN_ENTRIES} columns (each column once)"),
-        ));
+    if let Some(p) = InputProblem::too_many("columns", columns.len(), MAX_COLUMN_ENTRIES, "columns (each column once)")
+    {
+        return Err(DomainError::BadInput(vec![p]));
     }
     let mut problems = Vec::new();
     for (i, c) in columns.iter().enumerate() {

@@ -13,7 +13,7 @@ use super::auth::Viewer;
 use super::events::EventBus;
 use super::lifecycle::{self, Applied, Change};
 use super::status::SessionStatus;
-use super::{DomainError, DomainResult, clock, visibility};
+use super::{DomainError, DomainResult, InputProblem, clock, visibility};
 
 /// The most sessions one request may end.
 pub const MAX_TERMINATE_IDS: usize = 500;
@@ -38,12 +38,8 @@ pub async fn terminate(
     ids: &[Option<Uuid>],
     force: bool,
 ) -> DomainResult<Vec<(TerminateOutcome, Option<session::Model>)>> {
-    if ids.len() > MAX_TERMINATE_IDS {
-        return Err(DomainError::bad_input(
-            "TOO_MANY",
-            Some("ids".to_owned()),
-            format!("at most {MAX_TERMINATE_IDS} sessions at once"),
-        ));
+    if let Some(p) = InputProblem::too_many("ids", ids.len(), MAX_TERMINATE_IDS, "sessions at once") {
+        return Err(DomainError::BadInput(vec![p]));
     }
     let now = clock::now();
     let wanted: Vec<Uuid> = ids.iter().flatten().copied().collect::<BTreeSet<_>>().into_iter().collect();

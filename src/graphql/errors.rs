@@ -186,7 +186,7 @@ pub fn finalize_errors(errors: &mut [ServerError], request_id: &str) {
 
 fn classify_uncoded(err: &ServerError) -> &'static str {
     let msg = err.message.as_str();
-    let limit = ["nested too deep", "too complex", "recursion depth", "recursion limit", "too many"];
+    let limit = ["nested too deep", "too complex", "recursion depth", "too many"];
     if err.path.is_empty() {
         // Nothing ran: the request itself was refused.
         if limit.iter().any(|needle| msg.contains(needle)) { LIMIT_EXCEEDED } else { BAD_USER_INPUT }

@@ -103,15 +103,6 @@ fn request_error(flavor: Flavor, status: StatusCode, message: &str, code: &str) 
     json_response(flavor, flavor.request_error_status(status), &error_body(message, code))
 }
 
-/// 503 with `Retry-After`, `UNAVAILABLE` and the request id, for a request that could not
-/// reach the database before it ran.
-fn unavailable_answer(message: &str, request_id: &str) -> Response {
-    let mut answer = super::unavailable(message);
-    let body = serde_json::json!({"errors": [{"message": message, "extensions": {"code": UNAVAILABLE, "requestId": request_id}}]});
-    *answer.body_mut() = axum::body::Body::from(body.to_string());
-    answer
-}
-
 fn not_acceptable() -> Response {
     let message = "acceptable response types: application/graphql-response+json, application/json";
     json_response(Flavor::Json, StatusCode::NOT_ACCEPTABLE, &error_body(message, BAD_USER_INPUT))
@@ -248,7 +239,7 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
         }
         Err(err @ DomainError::Unavailable(_)) => {
             tracing::warn!(error = ?err, "authentication: database unavailable");
-            return unavailable_answer(&err.to_string(), &rid);
+            return super::unavailable(&err.to_string(), Some(&rid));
         }
         Err(err) => {
             tracing::error!(error = ?err, "authentication failed");

@@ -188,13 +188,17 @@ fn busy(state: &AppState) -> axum::response::Response {
         "the server is answering as many requests as it may at once ({}); retry after {RETRY_AFTER_SECONDS} s",
         state.limits.max_in_flight
     );
-    unavailable(&message)
+    unavailable(&message, None)
 }
 
-/// 503 with `Retry-After` and the JSON error body with `UNAVAILABLE`.
-pub fn unavailable(message: &str) -> axum::response::Response {
+/// 503 with `Retry-After` and the JSON error body with `UNAVAILABLE` (and the request id,
+/// when the request got as far as having one logged).
+pub fn unavailable(message: &str, request_id: Option<&str>) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let body = crate::graphql::errors::error_body(message, crate::graphql::errors::UNAVAILABLE);
+    let mut body = crate::graphql::errors::error_body(message, crate::graphql::errors::UNAVAILABLE);
+    if let Some(id) = request_id {
+        body["errors"][0]["extensions"]["requestId"] = id.into();
+    }
     (
         StatusCode::SERVICE_UNAVAILABLE,
         [(axum::http::header::RETRY_AFTER, RETRY_AFTER_SECONDS.to_string())],

@@ -68,9 +68,8 @@ impl Relay {
         let listener = loop {
             match TcpListener::bind(self.addr).await {
                 Ok(l) => break l,
-                Err(e) if tries < 100 => {
+                Err(_) if tries < 100 => {
                     tries += 1;
-                    let _ = e;
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 Err(e) => panic!("listen again on {}: {e}", self.addr),

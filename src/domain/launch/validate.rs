@@ -120,9 +120,8 @@ fn check_image(req: &LaunchRequest, image: Option<&image::Model>) -> Problems {
 fn check_resources(req: &LaunchRequest, known: &BTreeSet<String>) -> (ResourceSlots, Problems) {
     let mut per_container = ResourceSlots::new();
     let mut problems = Vec::new();
-    if req.resources.len() > MAX_RESOURCE_ENTRIES {
-        let message = format!("at most {MAX_RESOURCE_ENTRIES} slot amounts");
-        return (per_container, vec![problem("TOO_MANY", "resources", message)]);
+    if let Some(p) = InputProblem::too_many("resources", req.resources.len(), MAX_RESOURCE_ENTRIES, "slot amounts") {
+        return (per_container, vec![p]);
     }
     for (i, (slot, amount)) in req.resources.iter().enumerate() {
         let field = format!("resources[{i}]");
@@ -234,10 +233,12 @@ fn check_priority(req: &LaunchRequest) -> Problems {
 /// At most [`MAX_ENV_VARS`] variables, valid and distinct names, bounded values.
 fn check_environment(req: &LaunchRequest) -> Problems {
     let mut problems = Vec::new();
-    if req.environment.len() > MAX_ENV_VARS {
-        let message = format!("at most {MAX_ENV_VARS} environment variables");
-        problems.push(problem("TOO_MANY", "environment", message));
-    }
+    problems.extend(InputProblem::too_many(
+        "environment",
+        req.environment.len(),
+        MAX_ENV_VARS,
+        "environment variables",
+    ));
     let mut seen = BTreeSet::new();
     for (i, (name, value)) in req.environment.iter().enumerate() {
         let field = format!("environment[{i}]");

@@ -84,13 +84,7 @@ pub(super) fn check(scope: SessionScope, filter: &SessionFilter) -> DomainResult
         ("types", filter.types.as_ref().map_or(0, Vec::len)),
         ("statuses", filter.statuses.as_ref().map_or(0, Vec::len)),
     ] {
-        if len > MAX_FILTER_VALUES {
-            problems.push(InputProblem::new(
-                "TOO_MANY",
-                Some(field.to_owned()),
-                format!("at most {MAX_FILTER_VALUES} values"),
-            ));
-        }
+        problems.extend(InputProblem::too_many(field, len, MAX_FILTER_VALUES, "values"));
     }
     for (field, text) in [
         ("name_contains", &filter.name_contains),

@@ -36,7 +36,7 @@ use super::model::SessionType;
 use super::paging::{Page, PageRequest};
 use super::status::SessionStatus;
 use super::visibility::{self, SessionScope};
-use super::{DomainError, DomainResult};
+use super::{DomainError, DomainResult, InputProblem};
 use order::{Walk, micros_to_time, order_keys, seek, signature, sort_expr};
 
 /// A page of sessions, each with its position (where the next page starts).
@@ -180,12 +180,8 @@ impl SessionSet {
         now: DateTime<Utc>,
         columns: Option<&[session::Column]>,
     ) -> DomainResult<Walk> {
-        if orders.len() > MAX_ORDERS {
-            return Err(DomainError::bad_input(
-                "TOO_MANY",
-                Some("order_by".to_owned()),
-                format!("at most {MAX_ORDERS} orderings"),
-            ));
+        if let Some(p) = InputProblem::too_many("order_by", orders.len(), MAX_ORDERS, "orderings") {
+            return Err(DomainError::BadInput(vec![p]));
         }
         let keys = order_keys(orders);
         let signature = signature(&keys);
