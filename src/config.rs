@@ -74,7 +74,15 @@ pub struct DbArgs {
     /// connection they held ~45 MiB after a load.
     #[arg(long, env = "SESSIOND_DB_STATEMENT_CACHE", default_value_t = DEFAULT_STATEMENT_CACHE)]
     pub db_statement_cache: usize,
+    /// A request connection idle this long is closed (one stays open), and with it its
+    /// statement and page caches: after a burst the server's memory returns. The background
+    /// workers keep a connection of their own, so their polling does not keep every pooled
+    /// connection warm.
+    #[arg(long, env = "SESSIOND_DB_IDLE_TIMEOUT_MS", default_value_t = DEFAULT_IDLE_TIMEOUT_MS)]
+    pub db_idle_timeout_ms: u64,
 }
+
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 20_000;
 
 pub const DEFAULT_STATEMENT_CACHE: usize = 24;
 
@@ -86,6 +94,7 @@ impl DbArgs {
             db_max_connections: 8,
             db_acquire_timeout_ms: 5_000,
             db_statement_cache: DEFAULT_STATEMENT_CACHE,
+            db_idle_timeout_ms: DEFAULT_IDLE_TIMEOUT_MS,
         }
     }
 }

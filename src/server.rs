@@ -45,17 +45,21 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(args.bind).await?;
     let addr = listener.local_addr()?;
     tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
-    let bus = EventBus::start(conn.clone(), args.http.ws.subscription_buffer)
+    let background = db::connect_workers(&args.db, &conn).await?;
+    let bus = EventBus::start(background.clone(), args.http.ws.subscription_buffer)
         .await
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let metrics = Metrics::default();
-    let workers = spawn_workers(&conn, &bus, &args.timings, &metrics);
+    let workers = spawn_workers(&background, &bus, &args.timings, &metrics);
     let connections = ConnectionLimits::of(&args.http);
     let launch = LaunchLimits { max_count: args.max_launch_count };
     let state = AppState::with_metrics(conn.clone(), bus, args.http, launch, metrics.clone());
     serve::serve(listener, app(state), connections, metrics.connections(), shutdown_signal()).await;
     for w in workers {
         w.abort();
+    }
+    if !db::in_memory(&args.db.database_url) {
+        background.close().await.ok();
     }
     db::close(conn, Duration::from_secs(5)).await;
     tracing::info!("sessiond stopped");

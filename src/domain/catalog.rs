@@ -53,7 +53,7 @@ pub async fn schedulable_agents(
         .filter(agent::Column::Schedulable.eq(true))
         .order_by_asc(agent::Column::Id);
     if let Some(groups) = groups {
-        query = query.filter(agent::Column::ResourceGroup.is_in(groups.iter().cloned()));
+        query = query.filter(agent::Column::ResourceGroup.is_in(super::padded(groups.iter().cloned())));
     }
     query
         .all(db)

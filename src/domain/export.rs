@@ -213,8 +213,10 @@ pub async fn prepare(
 
 /// The accelerator slots (every slot but CPU and memory) the agents of `groups` offer, sorted.
 async fn accelerator_slots(db: &impl ConnectionTrait, groups: &[String]) -> DomainResult<Vec<String>> {
-    let agents =
-        agent::Entity::find().filter(agent::Column::ResourceGroup.is_in(groups.iter().cloned())).all(db).await?;
+    let agents = agent::Entity::find()
+        .filter(agent::Column::ResourceGroup.is_in(super::padded(groups.iter().cloned())))
+        .all(db)
+        .await?;
     let mut names = BTreeSet::new();
     for a in agents {
         let capacity = ResourceSlots::from_json(&a.available_slots)?;

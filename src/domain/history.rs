@@ -125,7 +125,7 @@ pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTim
     let latest = Query::select()
         .expr(Expr::col(history::Column::Id).max())
         .from(history::Entity)
-        .and_where(history::Column::SessionId.is_in(ids))
+        .and_where(history::Column::SessionId.is_in(super::padded(ids)))
         .group_by_col(history::Column::SessionId)
         .take();
     let last: HashMap<Uuid, history::Model> = history::Entity::find()
@@ -166,7 +166,7 @@ pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTim
             }),
         }
     }
-    if !inserts.is_empty() {
+    for inserts in super::shaped_batches(inserts) {
         history::Entity::insert_many(inserts).exec_without_returning(db).await?;
     }
     Ok(())

@@ -59,6 +59,7 @@ pub async fn commit(txn: DatabaseTransaction, transitions: Transitions, bus: &Ev
             ))
             .await?;
         }
+        // One statement whatever the count (a launch's statements do not grow with its size).
         let inserted = transition::Entity::insert_many(transitions.rows).exec_with_returning(&txn).await?;
         if postgres {
             let last = inserted.iter().map(|t| t.id).max().unwrap_or(0);

@@ -15,7 +15,7 @@ pub async fn users(db: &impl ConnectionTrait, ids: &[Uuid]) -> DomainResult<Hash
     if ids.is_empty() {
         return Ok(HashMap::new()); // no statement for nothing
     }
-    let rows = user::Entity::find().filter(user::Column::Id.is_in(ids.iter().copied())).all(db).await?;
+    let rows = user::Entity::find().filter(user::Column::Id.is_in(super::padded(ids.iter().copied()))).all(db).await?;
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }
 
@@ -23,7 +23,8 @@ pub async fn projects(db: &impl ConnectionTrait, ids: &[Uuid]) -> DomainResult<H
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows = project::Entity::find().filter(project::Column::Id.is_in(ids.iter().copied())).all(db).await?;
+    let rows =
+        project::Entity::find().filter(project::Column::Id.is_in(super::padded(ids.iter().copied()))).all(db).await?;
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }
 
@@ -31,7 +32,10 @@ pub async fn launch_groups(
     db: &impl ConnectionTrait,
     ids: &[Uuid],
 ) -> DomainResult<HashMap<Uuid, launch_group::Model>> {
-    let rows = launch_group::Entity::find().filter(launch_group::Column::Id.is_in(ids.iter().copied())).all(db).await?;
+    let rows = launch_group::Entity::find()
+        .filter(launch_group::Column::Id.is_in(super::padded(ids.iter().copied())))
+        .all(db)
+        .await?;
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }
 
@@ -40,14 +44,15 @@ pub async fn resource_groups(
     names: &[String],
 ) -> DomainResult<HashMap<String, resource_group::Model>> {
     let rows = resource_group::Entity::find()
-        .filter(resource_group::Column::Name.is_in(names.iter().cloned()))
+        .filter(resource_group::Column::Name.is_in(super::padded(names.iter().cloned())))
         .all(db)
         .await?;
     Ok(rows.into_iter().map(|r| (r.name.clone(), r)).collect())
 }
 
 pub async fn images(db: &impl ConnectionTrait, names: &[String]) -> DomainResult<HashMap<String, image::Model>> {
-    let rows = image::Entity::find().filter(image::Column::Name.is_in(names.iter().cloned())).all(db).await?;
+    let rows =
+        image::Entity::find().filter(image::Column::Name.is_in(super::padded(names.iter().cloned()))).all(db).await?;
     Ok(rows.into_iter().map(|r| (r.name.clone(), r)).collect())
 }
 
@@ -57,7 +62,7 @@ pub async fn transitions(
     session_ids: &[Uuid],
 ) -> DomainResult<HashMap<Uuid, Vec<session_status_transition::Model>>> {
     let rows = session_status_transition::Entity::find()
-        .filter(session_status_transition::Column::SessionId.is_in(session_ids.iter().copied()))
+        .filter(session_status_transition::Column::SessionId.is_in(super::padded(session_ids.iter().copied())))
         .order_by_asc(session_status_transition::Column::Id)
         .all(db)
         .await?;

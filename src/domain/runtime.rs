@@ -261,7 +261,7 @@ impl Runtime for SimulatedRuntime {
                 .exec(&txn)
                 .await?;
         }
-        if !logs.is_empty() {
+        for logs in super::shaped_batches(logs) {
             session_log::Entity::insert_many(logs).exec_without_returning(&txn).await?;
         }
         history::record(&txn, entries, now).await?;

@@ -274,7 +274,7 @@ async fn load_snapshot(
     let kp_ids: Vec<Uuid> = pending.iter().map(|s| s.keypair_id).chain(extra.iter().map(|s| s.keypair)).collect();
     let project_ids: Vec<Uuid> = pending.iter().map(|s| s.project_id).chain(extra.iter().map(|s| s.project)).collect();
     let domain_ids: Vec<Uuid> = pending.iter().map(|s| s.domain_id).chain(extra.iter().map(|s| s.domain)).collect();
-    for kp in keypair::Entity::find().filter(keypair::Column::Id.is_in(dedup(kp_ids))).all(db).await? {
+    for kp in keypair::Entity::find().filter(keypair::Column::Id.is_in(super::padded(dedup(kp_ids)))).all(db).await? {
         let Some(policy) = policies.get(&kp.resource_policy) else { continue };
         snapshot.keypairs.insert(
             kp.id,
@@ -288,14 +288,16 @@ async fn load_snapshot(
             },
         );
     }
-    for p in project::Entity::find().filter(project::Column::Id.is_in(dedup(project_ids))).all(db).await? {
+    for p in
+        project::Entity::find().filter(project::Column::Id.is_in(super::padded(dedup(project_ids)))).all(db).await?
+    {
         let quota = Quota {
             limit: ResourceSlots::from_json(&p.total_resource_slots)?,
             used: used_project.get(&p.id).cloned().unwrap_or_default(),
         };
         snapshot.projects.insert(p.id, quota);
     }
-    for d in domain::Entity::find().filter(domain::Column::Id.is_in(dedup(domain_ids))).all(db).await? {
+    for d in domain::Entity::find().filter(domain::Column::Id.is_in(super::padded(dedup(domain_ids)))).all(db).await? {
         let quota = Quota {
             limit: ResourceSlots::from_json(&d.total_resource_slots)?,
             used: used_domain.get(&d.id).cloned().unwrap_or_default(),

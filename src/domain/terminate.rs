@@ -44,7 +44,7 @@ pub async fn terminate(
     let now = clock::now();
     let wanted: Vec<Uuid> = ids.iter().flatten().copied().collect::<BTreeSet<_>>().into_iter().collect();
     let txn = super::begin_write(db).await?;
-    let found = session::Entity::find().filter(session::Column::Id.is_in(wanted)).all(&txn).await?;
+    let found = session::Entity::find().filter(session::Column::Id.is_in(super::padded(wanted))).all(&txn).await?;
     let visible: HashMap<Uuid, session::Model> = found
         .into_iter()
         .filter(|s| visibility::may_see_session(viewer, s.owner_id, s.domain_id))

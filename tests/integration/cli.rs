@@ -136,6 +136,7 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--db-max-connections", "SESSIOND_DB_MAX_CONNECTIONS", Some("8")),
     ("--db-acquire-timeout-ms", "SESSIOND_DB_ACQUIRE_TIMEOUT_MS", Some("5000")),
     ("--db-statement-cache", "SESSIOND_DB_STATEMENT_CACHE", Some("24")),
+    ("--db-idle-timeout-ms", "SESSIOND_DB_IDLE_TIMEOUT_MS", Some("20000")),
     ("--bind", "SESSIOND_BIND", Some("127.0.0.1:8080")),
     ("--demo", "SESSIOND_DEMO", None),
     ("--max-body-bytes", "SESSIOND_MAX_BODY_BYTES", Some("1048576")),

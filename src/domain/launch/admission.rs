@@ -29,7 +29,7 @@ pub async fn admissible(db: &impl ConnectionTrait, viewer: &Viewer, plan: &Plan)
     }
     let taken = session::Entity::find()
         .filter(session::Column::OwnerId.eq(viewer.user_id))
-        .filter(session::Column::Name.is_in(plan.names.clone()))
+        .filter(session::Column::Name.is_in(crate::domain::padded(plan.names.iter().cloned())))
         .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())))
         .one(db)
         .await?;

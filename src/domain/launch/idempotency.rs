@@ -53,7 +53,10 @@ async fn replay(db: &impl ConnectionTrait, stored: &Value) -> DomainResult<Launc
     let ids: Vec<Uuid> =
         stored["sessionIds"].as_array().into_iter().flatten().filter_map(|v| v.as_str()?.parse().ok()).collect();
     let group_id: Option<Uuid> = stored["launchGroupId"].as_str().and_then(|s| s.parse().ok());
-    let mut sessions = session::Entity::find().filter(session::Column::Id.is_in(ids.clone())).all(db).await?;
+    let mut sessions = session::Entity::find()
+        .filter(session::Column::Id.is_in(crate::domain::padded(ids.iter().copied())))
+        .all(db)
+        .await?;
     sessions.sort_by_key(|s| ids.iter().position(|id| *id == s.id));
     let launch_group = match group_id {
         Some(id) => launch_group::Entity::find_by_id(id).one(db).await?,

@@ -111,14 +111,14 @@ pub(super) fn condition(f: &SessionFilter) -> Condition {
     let mut c = Condition::all();
     if let Some(types) = &f.types {
         let types: BTreeSet<&str> = types.iter().map(|t| t.as_str()).collect();
-        c = c.add(session::Column::SessionType.is_in(types));
+        c = c.add(session::Column::SessionType.is_in(crate::domain::padded(types)));
     }
     if let Some(tab) = f.tab {
         c = c.add(session::Column::Status.is_in(tab.statuses().into_iter().map(SessionStatus::as_str)));
     }
     if let Some(statuses) = &f.statuses {
         let statuses: BTreeSet<&str> = statuses.iter().map(|s| s.as_str()).collect();
-        c = c.add(session::Column::Status.is_in(statuses));
+        c = c.add(session::Column::Status.is_in(crate::domain::padded(statuses)));
     }
     if let Some(needle) = f.name_contains.as_deref().filter(|n| !n.is_empty()) {
         let pattern = format!("%{}%", escape_like(&needle.to_lowercase()));
