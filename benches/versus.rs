@@ -1,0 +1,628 @@
+//! sessiond side by side with a generic GraphQL-over-PostgreSQL server and with the floor.
+//!
+//! One page, "the first 50 sessions of a project, newest first, with owner email, project
+//! name, status, type, requested cpu and memory, created time and elapsed seconds", asked
+//! as the project's administrator, on 100 000 generated sessions (project `default` holds
+//! ~43 % of them). The contenders, each in its own process on this machine:
+//! - `sessiond-pg` and `sessiond-sqlite`: release builds of `sessiond serve`, default flags;
+//! - `postgraphile` and `postgraphile-2w`: PostGraphile 4.14 (pinned in
+//!   `benches/postgraphile/`), one process and a 2-worker cluster, on the same database,
+//!   with three computed columns for what its generic schema lacks (elapsed seconds,
+//!   requested cpu and memory); it runs no authentication or visibility;
+//! - `floor`: an axum handler on a sqlx pool that runs one statement (token, visibility,
+//!   page and relations) and returns sessiond's JSON (`benches/floor/`).
+//!
+//! The load generator checks every answer (not JSON, an `errors` member or other than 50
+//! sessions is an error). Closed loop at 16 and 64 connections, then a fixed rate of half
+//! the slowest contender's maximum (latency counted from when each request was due);
+//! contenders alternate run by run; figures are medians over the runs. CPU is read from
+//! `/proc` (the contender's process tree, and every `postgres` process for the database),
+//! per 1 000 answers. Start-up is from spawn to the first good answer of the page.
+//!
+//! `cargo bench --bench versus [-- --runs N] [--seconds S] [--sessions N] [--only a,b]`
+//! (defaults: 3 runs of 20 s, 100 000 sessions, every contender). PostgreSQL as in the
+//! tests; Node and npm for PostGraphile (its packages installed from the lockfile).
+
+#[allow(dead_code)] // each benchmark uses a part of it
+mod support;
+
+#[allow(dead_code)]
+mod floor;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sea_orm::{ConnectionTrait, Database};
+use serde_json::{Value, json};
+
+use sessiond::domain::seed::demo_project_id;
+use sessiond::graphql::ids::{NodeKind, encode};
+use support::{over_runs, runs, stamp};
+
+const SESSIOND_PAGE: &str = "query($p: ID!) { sessions(projectId: $p, scope: PROJECT, first: 50) { edges { node {
+  id name status type createdAt elapsedSeconds owner { email } project { name } requestedSlots { cpu memory } } } } }";
+
+const POSTGRAPHILE_PAGE: &str = "query($p: UUID!) { allSessions(condition: {projectId: $p}, first: 50,
+  orderBy: [CREATED_AT_DESC, ID_DESC]) { edges { node { id name status sessionType createdAt elapsedSeconds
+  userByOwnerId { email } projectByProjectId { name } requestedCpu requestedMemory } } } }";
+
+/// What PostGraphile's generic schema lacks, as computed columns it exposes.
+const POSTGRAPHILE_COLUMNS: &str = "
+CREATE OR REPLACE FUNCTION sessions_elapsed_seconds(s sessions) RETURNS bigint AS $$
+  SELECT greatest(floor(extract(epoch FROM coalesce(s.terminated_at, now()) - s.created_at)), 0)::bigint
+$$ LANGUAGE sql STABLE;
+CREATE OR REPLACE FUNCTION sessions_requested_cpu(s sessions) RETURNS float8 AS $$
+  SELECT (s.requested_slots->>'cpu')::float8
+$$ LANGUAGE sql STABLE;
+CREATE OR REPLACE FUNCTION sessions_requested_memory(s sessions) RETURNS bigint AS $$
+  SELECT round((s.requested_slots->>'mem')::float8)::bigint
+$$ LANGUAGE sql STABLE;";
+
+const TOKEN: &str = "demo-admin";
+const PAGE_SIZE: usize = 50;
+const WARM_UP: Duration = Duration::from_secs(2);
+
+fn flag(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Kind {
+    SessiondPg,
+    SessiondSqlite,
+    PostGraphile,
+    PostGraphile2,
+    Floor,
+}
+
+impl Kind {
+    const ALL: [Kind; 5] =
+        [Kind::SessiondPg, Kind::SessiondSqlite, Kind::PostGraphile, Kind::PostGraphile2, Kind::Floor];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::SessiondPg => "sessiond-pg",
+            Kind::SessiondSqlite => "sessiond-sqlite",
+            Kind::PostGraphile => "postgraphile",
+            Kind::PostGraphile2 => "postgraphile-2w",
+            Kind::Floor => "floor",
+        }
+    }
+
+    /// Whether its database work runs in other processes (PostgreSQL's).
+    fn on_postgres(self) -> bool {
+        self != Kind::SessiondSqlite
+    }
+}
+
+/// Where the data lives.
+struct Data {
+    pg_url: String,
+    sqlite_url: String,
+    project: uuid::Uuid,
+    _dir: tempfile::TempDir,
+}
+
+async fn prepare(sessions: u64) -> Data {
+    let (pg_url, _) = support::database("postgres").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite_url = format!("sqlite://{}?mode=rwc", dir.path().join("versus.db").display());
+    for url in [&pg_url, &sqlite_url] {
+        let t = Instant::now();
+        let status = Command::new(env!("CARGO_BIN_EXE_sessiond"))
+            .args(["generate", "--sessions", &sessions.to_string(), "--database-url", url])
+            .env("SESSIOND_LOG", "error")
+            .stdout(Stdio::null())
+            .status()
+            .expect("run sessiond generate");
+        assert!(status.success(), "sessiond generate");
+        eprintln!("generated {sessions} sessions in {:.1}s", t.elapsed().as_secs_f64());
+    }
+    let db = Database::connect(&pg_url).await.expect("connect");
+    db.execute_unprepared(POSTGRAPHILE_COLUMNS).await.expect("computed columns");
+    // Steady state: what autovacuum would have done after the bulk load.
+    db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
+    Data { pg_url, sqlite_url, project: demo_project_id("default/default"), _dir: dir }
+}
+
+fn postgraphile_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/postgraphile");
+    if !dir.join("node_modules/.bin/postgraphile").exists() {
+        let status =
+            Command::new("npm").args(["ci", "--ignore-scripts", "--no-audit", "--no-fund"]).current_dir(&dir).status();
+        assert!(status.is_ok_and(|s| s.success()), "npm ci in {}", dir.display());
+    }
+    dir
+}
+
+/// What the load generator sends to a contender, and how it checks the answer.
+#[derive(Clone)]
+struct Target {
+    kind: Kind,
+    url: String,
+    body: axum::body::Bytes,
+}
+
+/// A contender's running process (its whole tree is stopped on drop).
+struct Running {
+    target: Target,
+    child: Child,
+    started_in: Duration,
+    idle_rss_kib: u64,
+    /// The first good answer.
+    answer: Value,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for pid in tree(self.child.id()).into_iter().rev() {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().pool_max_idle_per_host(64).build().expect("client")
+}
+
+async fn spawn(kind: Kind, data: &Data) -> Running {
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut cmd = match kind {
+        Kind::SessiondPg | Kind::SessiondSqlite => {
+            let url = if kind == Kind::SessiondPg { &data.pg_url } else { &data.sqlite_url };
+            let mut c = Command::new(env!("CARGO_BIN_EXE_sessiond"));
+            c.args(["serve", "--database-url", url, "--bind", &bind]);
+            c
+        }
+        Kind::PostGraphile | Kind::PostGraphile2 => {
+            let dir = postgraphile_dir();
+            let mut c = Command::new("node");
+            c.arg(dir.join("node_modules/.bin/postgraphile"))
+                .args(["--connection", &data.pg_url, "--schema", "public", "--host", "127.0.0.1"])
+                .args(["--port", &port.to_string(), "--disable-query-log"])
+                .env("NODE_ENV", "production");
+            if kind == Kind::PostGraphile2 {
+                c.args(["--cluster-workers", "2"]);
+            }
+            c
+        }
+        Kind::Floor => {
+            let mut c = Command::new(std::env::current_exe().expect("own path"));
+            c.args(["floor", &data.pg_url, &bind]);
+            c
+        }
+    };
+    let (query, variables) = match kind {
+        Kind::PostGraphile | Kind::PostGraphile2 => (POSTGRAPHILE_PAGE, json!({"p": data.project})),
+        _ => (SESSIOND_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
+    };
+    let target = Target {
+        kind,
+        url: format!("http://{bind}/graphql"),
+        body: json!({"query": query, "variables": variables}).to_string().into(),
+    };
+    let t = Instant::now();
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn contender");
+    let http = client();
+    let answer = loop {
+        assert!(t.elapsed() < Duration::from_secs(60), "{} did not answer within 60 s", kind.name());
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{} exited at start: {status}", kind.name());
+        }
+        match ask(&http, &target).await {
+            Ok(answer) => break answer,
+            Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
+    };
+    let started_in = t.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_rss_kib = tree(child.id()).iter().map(|p| support::rss_kib(*p)).sum();
+    Running { target, child, started_in, idle_rss_kib, answer }
+}
+
+/// One request, its answer checked: JSON, no `errors`, a full page.
+async fn ask(http: &reqwest::Client, target: &Target) -> Result<Value, String> {
+    let resp = http
+        .post(&target.url)
+        .header("content-type", "application/json")
+        .bearer_auth(TOKEN)
+        .body(target.body.clone())
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| "not JSON".to_owned())?;
+    if v.get("errors").is_some() {
+        return Err(v.to_string().chars().take(300).collect());
+    }
+    let edges = match target.kind {
+        Kind::PostGraphile | Kind::PostGraphile2 => &v["data"]["allSessions"]["edges"],
+        _ => &v["data"]["sessions"]["edges"],
+    };
+    match edges.as_array().map(Vec::len) {
+        Some(PAGE_SIZE) => Ok(v),
+        n => Err(format!("{n:?} sessions instead of {PAGE_SIZE}")),
+    }
+}
+
+/// Processes by pid: (parent, name, CPU ticks so far).
+fn processes() -> HashMap<u32, (u32, String, u64)> {
+    let mut out = HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let name = stat[open + 1..close].to_owned();
+        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        let num = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        // After the name: state, ppid, …, utime (14th field of the line), stime (15th).
+        out.insert(pid, (num(1) as u32, name, num(11) + num(12)));
+    }
+    out
+}
+
+/// `root` and its descendants, parents first.
+fn tree(root: u32) -> Vec<u32> {
+    let all = processes();
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        let mut children: Vec<u32> = all.iter().filter(|(_, (pp, _, _))| *pp == parent).map(|(p, _)| *p).collect();
+        children.sort();
+        out.extend(children);
+        i += 1;
+    }
+    out
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// CPU seconds so far of the process tree at `root`, and of every `postgres` process.
+fn cpu_seconds(root: u32) -> (f64, f64) {
+    let all = processes();
+    let hz = clock_ticks();
+    let ours: u64 = tree(root).iter().filter_map(|p| all.get(p)).map(|(_, _, t)| t).sum();
+    let pg: u64 = all.values().filter(|(_, name, _)| name == "postgres").map(|(_, _, t)| t).sum();
+    (ours as f64 / hz, pg as f64 / hz)
+}
+
+/// Peak resident memory of the tree at `root`, KiB (each process's high-water mark).
+fn peak_rss_kib(root: u32) -> u64 {
+    tree(root).iter().map(|p| support::status_kib(*p, "VmHWM")).sum()
+}
+
+#[derive(Default)]
+struct Tally {
+    latencies_us: Vec<u64>,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.latencies_us.extend(other.latencies_us);
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+
+    fn record(&mut self, took: Duration, result: Result<Value, String>) {
+        self.latencies_us.push(took.as_micros() as u64);
+        if let Err(e) = result {
+            self.errors += 1;
+            self.first_error.get_or_insert(e);
+        }
+    }
+}
+
+/// One run's figures.
+struct Run {
+    per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    errors: u64,
+    first_error: Option<String>,
+    /// CPU seconds per 1 000 answers: the contender's processes, and those plus PostgreSQL's.
+    cpu: f64,
+    cpu_with_db: f64,
+    peak_rss_kib: u64,
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize] as f64 / 1e3
+}
+
+/// How the load is offered.
+#[derive(Clone, Copy, Debug)]
+enum Load {
+    /// That many connections, each sending its next request when the answer came.
+    Closed(usize),
+    /// That many requests a second, whatever the answers; latency counts from when each
+    /// request was due (at most 256 in flight).
+    Rate(f64),
+}
+
+async fn load(running: &Running, how: Load, seconds: Duration) -> Run {
+    let target = running.target.clone();
+    let from = Instant::now() + WARM_UP;
+    let until = from + seconds;
+    let tallies: Vec<tokio::task::JoinHandle<Tally>> = match how {
+        Load::Closed(connections) => (0..connections)
+            .map(|_| {
+                let target = target.clone();
+                tokio::spawn(async move {
+                    let http = client();
+                    let mut tally = Tally::default();
+                    loop {
+                        let t = Instant::now();
+                        if t >= until {
+                            return tally;
+                        }
+                        let result = ask(&http, &target).await;
+                        if t >= from {
+                            tally.record(t.elapsed(), result);
+                        }
+                    }
+                })
+            })
+            .collect(),
+        Load::Rate(rate) => {
+            let target = target.clone();
+            vec![tokio::spawn(async move {
+                let http = client();
+                let slots = Arc::new(tokio::sync::Semaphore::new(256));
+                let start = Instant::now();
+                let mut inflight = Vec::new();
+                for i in 0u64.. {
+                    let due = start + Duration::from_secs_f64(i as f64 / rate);
+                    if due >= until {
+                        break;
+                    }
+                    tokio::time::sleep_until(due.into()).await;
+                    let permit = slots.clone().acquire_owned().await.expect("semaphore");
+                    let (http, target) = (http.clone(), target.clone());
+                    inflight.push(tokio::spawn(async move {
+                        let result = ask(&http, &target).await;
+                        drop(permit);
+                        (due, due.elapsed(), result)
+                    }));
+                }
+                let mut tally = Tally::default();
+                for h in inflight {
+                    let (due, took, result) = h.await.expect("request task");
+                    if due >= from {
+                        tally.record(took, result);
+                    }
+                }
+                tally
+            })]
+        }
+    };
+    tokio::time::sleep_until(from.into()).await;
+    let before = cpu_seconds(running.child.id());
+    tokio::time::sleep_until(until.into()).await;
+    let after = cpu_seconds(running.child.id());
+    let mut tally = Tally::default();
+    for t in tallies {
+        tally.merge(t.await.expect("load task"));
+    }
+    let answers = tally.latencies_us.len() as f64;
+    tally.latencies_us.sort_unstable();
+    let ours = after.0 - before.0;
+    let db = if running.target.kind.on_postgres() { after.1 - before.1 } else { 0.0 };
+    Run {
+        per_second: answers / seconds.as_secs_f64(),
+        p50_ms: percentile(&tally.latencies_us, 0.50),
+        p99_ms: percentile(&tally.latencies_us, 0.99),
+        errors: tally.errors,
+        first_error: tally.first_error,
+        cpu: ours / answers * 1e3,
+        cpu_with_db: (ours + db) / answers * 1e3,
+        peak_rss_kib: peak_rss_kib(running.child.id()),
+    }
+}
+
+/// The answer's sessions by name, in order, whatever the contender's shape.
+fn names(answer: &Value) -> Vec<String> {
+    let edges = answer["data"]["sessions"]["edges"].as_array().or(answer["data"]["allSessions"]["edges"].as_array());
+    edges.into_iter().flatten().filter_map(|e| e["node"]["name"].as_str().map(str::to_owned)).collect()
+}
+
+/// An answer without what changes by the second.
+fn steady(answer: &Value) -> Value {
+    let mut a = answer.clone();
+    for e in a["data"]["sessions"]["edges"].as_array_mut().into_iter().flatten() {
+        e["node"]["elapsedSeconds"] = Value::Null;
+    }
+    a
+}
+
+#[derive(Default)]
+struct Figures {
+    runs: Vec<Run>,
+    started_ms: Vec<f64>,
+    idle_rss_mib: Vec<f64>,
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("floor") {
+        floor::serve(&args[2], args[3].parse().expect("bind address")).await;
+        return;
+    }
+    let seconds = Duration::from_secs(flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(20));
+    let sessions: u64 = flag("--sessions").and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let only = flag("--only");
+    let kinds: Vec<Kind> =
+        Kind::ALL.into_iter().filter(|k| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == k.name()))).collect();
+    stamp("cargo bench --bench versus");
+    let data = prepare(sessions).await;
+
+    // Closed loops at 16 and 64 connections, alternating contenders run by run.
+    let mut closed: HashMap<(Kind, usize), Figures> = HashMap::new();
+    let mut answers: HashMap<Kind, Value> = HashMap::new();
+    for round in 0..runs() {
+        for connections in [16, 64] {
+            for &kind in &kinds {
+                let running = spawn(kind, &data).await;
+                let run = load(&running, Load::Closed(connections), seconds).await;
+                eprintln!(
+                    "round {} {} at {connections}: {:.0} req/s, p99 {:.1} ms, {} errors",
+                    round + 1,
+                    kind.name(),
+                    run.per_second,
+                    run.p99_ms,
+                    run.errors
+                );
+                let f = closed.entry((kind, connections)).or_default();
+                f.started_ms.push(running.started_in.as_secs_f64() * 1e3);
+                f.idle_rss_mib.push(mib(running.idle_rss_kib));
+                f.runs.push(run);
+                answers.entry(kind).or_insert_with(|| running.answer.clone());
+            }
+        }
+    }
+    // Everyone answered the same page.
+    if let Some(reference) = answers.get(&Kind::SessiondPg) {
+        for (kind, answer) in &answers {
+            assert_eq!(names(answer), names(reference), "{} answered another page", kind.name());
+        }
+        if let Some(floor) = answers.get(&Kind::Floor) {
+            let (ours, floors) = (steady(reference), steady(floor));
+            let edges = |a: &Value| a["data"]["sessions"]["edges"].as_array().cloned().unwrap_or_default();
+            for (a, b) in edges(&ours).iter().zip(edges(&floors).iter()) {
+                assert_eq!(a, b, "the floor's JSON differs from sessiond's");
+            }
+            assert_eq!(ours, floors, "the floor's JSON differs from sessiond's");
+        }
+    }
+
+    // A fixed rate of half the slowest contender's maximum.
+    let slowest = kinds
+        .iter()
+        .map(|k| over_runs(&closed[&(*k, 16)].runs.iter().map(|r| r.per_second).collect::<Vec<_>>(), 0).0)
+        .fold(f64::INFINITY, f64::min);
+    let rate = (slowest / 2.0).floor().max(1.0);
+    let mut fixed: HashMap<Kind, Figures> = HashMap::new();
+    for _ in 0..runs() {
+        for &kind in &kinds {
+            let running = spawn(kind, &data).await;
+            let run = load(&running, Load::Rate(rate), seconds).await;
+            fixed.entry(kind).or_default().runs.push(run);
+        }
+    }
+
+    println!(
+        "{sessions} sessions; closed loops of {}s after {}s of warm-up; fixed rate {rate:.0} req/s (half of the slowest at 16 connections)",
+        seconds.as_secs(),
+        WARM_UP.as_secs()
+    );
+    println!();
+    println!(
+        "| contender | load | req/s | p50 ms | p99 ms | errors | server CPU s / 1 000 req | + database | peak RSS MiB | start-up ms | idle RSS MiB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let med = |xs: Vec<f64>| over_runs(&xs, 2).0;
+    let row = |kind: Kind, load: &str, f: &Figures, startup: Option<&Figures>| {
+        let errors: u64 = f.runs.iter().map(|r| r.errors).sum();
+        let (rps, rps_runs) = over_runs(&f.runs.iter().map(|r| r.per_second).collect::<Vec<_>>(), 0);
+        println!(
+            "| {} | {load} | {rps:.0} ({rps_runs}) | {:.1} | {:.1} | {errors} | {:.2} | {:.2} | {:.0} | {} | {} |",
+            kind.name(),
+            med(f.runs.iter().map(|r| r.p50_ms).collect()),
+            med(f.runs.iter().map(|r| r.p99_ms).collect()),
+            med(f.runs.iter().map(|r| r.cpu).collect()),
+            med(f.runs.iter().map(|r| r.cpu_with_db).collect()),
+            med(f.runs.iter().map(|r| mib(r.peak_rss_kib)).collect()),
+            startup.map_or(String::new(), |s| format!("{:.0}", med(s.started_ms.clone()))),
+            startup.map_or(String::new(), |s| format!("{:.0}", med(s.idle_rss_mib.clone()))),
+        );
+        if let Some(e) = f.runs.iter().find_map(|r| r.first_error.as_deref()) {
+            println!("<!-- {} {load}: first error: {e} -->", kind.name());
+        }
+    };
+    for &kind in &kinds {
+        row(kind, "16 connections", &closed[&(kind, 16)], Some(&closed[&(kind, 16)]));
+        row(kind, "64 connections", &closed[&(kind, 64)], None);
+        row(kind, &format!("{rate:.0} req/s"), &fixed[&kind], None);
+    }
+
+    // The targets, as ratios within each round, then their median.
+    println!();
+    let ratio = |a: Kind, b: Kind, of: &dyn Fn(&Run) -> f64| -> Option<f64> {
+        let (x, y) = (closed.get(&(a, 16))?, closed.get(&(b, 16))?);
+        Some(med(x.runs.iter().zip(&y.runs).map(|(p, q)| of(p) / of(q)).collect()))
+    };
+    let report = |what: &str, value: Option<f64>, target: &str, met: &dyn Fn(f64) -> bool| {
+        if let Some(v) = value {
+            println!("- {what}: **{v:.2}** (target {target}: {})", if met(v) { "met" } else { "missed" });
+        }
+    };
+    use Kind::*;
+    report(
+        "sessiond-pg CPU per request ÷ PostGraphile's (16 connections)",
+        ratio(SessiondPg, PostGraphile, &|r| r.cpu),
+        "≤ 0.5",
+        &|v| v <= 0.5,
+    );
+    report("sessiond-pg CPU per request ÷ the floor's", ratio(SessiondPg, Floor, &|r| r.cpu), "≤ 1.5", &|v| {
+        v <= 1.5
+    });
+    report(
+        "sessiond-pg throughput ÷ PostGraphile 2 workers' (16 connections)",
+        ratio(SessiondPg, PostGraphile2, &|r| r.per_second),
+        "≥ 1",
+        &|v| v >= 1.0,
+    );
+    report(
+        "sessiond-sqlite CPU per request ÷ sessiond-pg's, database included",
+        ratio(SessiondSqlite, SessiondPg, &|r| r.cpu_with_db),
+        "≤ 1.2",
+        &|v| v <= 1.2,
+    );
+    report(
+        "sessiond-pg p99 at the fixed rate (ms)",
+        fixed.get(&SessiondPg).map(|f| med(f.runs.iter().map(|r| r.p99_ms).collect())),
+        "< 20",
+        &|v| v < 20.0,
+    );
+    report(
+        "sessiond-sqlite start-up (ms)",
+        closed.get(&(SessiondSqlite, 16)).map(|f| med(f.started_ms.clone())),
+        "< 300",
+        &|v| v < 300.0,
+    );
+    report(
+        "sessiond-sqlite idle memory (MiB)",
+        closed.get(&(SessiondSqlite, 16)).map(|f| med(f.idle_rss_mib.clone())),
+        "< 30",
+        &|v| v < 30.0,
+    );
+}
