@@ -156,20 +156,30 @@ pub async fn session_scope(
     project_id: Uuid,
     scope: SessionScope,
 ) -> DomainResult<ScopedSessions> {
+    Ok(scoped_project(db, viewer, project_id, scope).await?.0)
+}
+
+/// [`session_scope`], with the project it read.
+pub async fn scoped_project(
+    db: &impl ConnectionTrait,
+    viewer: &Viewer,
+    project_id: Uuid,
+    scope: SessionScope,
+) -> DomainResult<(ScopedSessions, project::Model)> {
     let mut access = project_access(db, viewer, project_id).await?;
-    let project = access.project.clone();
-    match scope {
+    let owner_id = match scope {
         SessionScope::Mine => {
             access.require_member(db, viewer, "its administrators list its sessions with scope PROJECT").await?;
-            Ok(ScopedSessions { project_id: project.id, owner_id: Some(viewer.user_id) })
+            Some(viewer.user_id)
         }
-        SessionScope::Project if viewer.administers_domain(project.domain_id) => {
-            Ok(ScopedSessions { project_id: project.id, owner_id: None })
+        SessionScope::Project if viewer.administers_domain(access.project.domain_id) => None,
+        SessionScope::Project => {
+            return Err(DomainError::Forbidden(
+                "listing every user's sessions needs an administrator of the project's domain".to_owned(),
+            ));
         }
-        SessionScope::Project => Err(DomainError::Forbidden(
-            "listing every user's sessions needs an administrator of the project's domain".to_owned(),
-        )),
-    }
+    };
+    Ok((ScopedSessions { project_id: access.project.id, owner_id }, access.project))
 }
 
 /// Whether the viewer may see one session: its owner, an ADMIN of its domain, a SUPERADMIN.

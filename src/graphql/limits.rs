@@ -2,20 +2,18 @@
 //! before anything walks it. async-graphql's recursion-depth check (part of its parse step)
 //! and its validation walk every fragment spread as if it were written out: a kilobyte of
 //! fragments that each spread the previous one twice expands to millions of fields, all
-//! walked inside one poll of the request's future. Here the document is parsed by this
-//! extension, its expanded size counted in time linear in the document (each fragment's
-//! size once), and a document over a bound is refused with `LIMIT_EXCEEDED` before any of
-//! that work starts. Then validation computes the cost and depth of what passed, which
-//! [`DocumentLimits`] holds against the cost and depth budgets.
+//! walked inside one poll of the request's future. Here the transport parses the document
+//! ([`admit`]), its expanded size is counted in time linear in the document (each
+//! fragment's size once), and a document over a bound is refused with `LIMIT_EXCEEDED`
+//! before any of that work starts. Then validation computes the cost and depth of what
+//! passed, against the schema's limits, and [`explain`] names the budget it went over.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextValidation};
-use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
-use async_graphql::{ErrorExtensionValues, Name, ServerError, ServerResult, ValidationResult, Variables};
+use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::{ErrorExtensionValues, Name, Request, ServerError, ServerResult};
 
-use super::errors::LIMIT_EXCEEDED;
+use super::errors::{BAD_USER_INPUT, LIMIT_EXCEEDED};
 use crate::config::GraphqlLimits;
 
 /// How deep fragment spreads may nest within one another.
@@ -27,60 +25,74 @@ pub const STATEMENT_COST: usize = 100;
 /// launch's quota check).
 pub const AGGREGATE_COST: usize = 5_000;
 
-/// The schema extension that applies [`check`] to every document, over HTTP and WebSocket.
-pub struct DocumentLimits(pub GraphqlLimits);
+/// What a transport needs to know of the operation a request runs.
+pub struct Operation {
+    pub ty: OperationType,
+    /// The root selection is exactly one field (no fragments): what GraphQL's "single root
+    /// field" rule asks of a subscription.
+    pub single_root_field: bool,
+}
 
-impl ExtensionFactory for DocumentLimits {
-    fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(DocumentLimitsExtension(self.0.clone()))
+/// A request whose document was read once and held against the budgets. The executor runs
+/// that parsed document: async-graphql does not parse it again.
+pub struct Admitted {
+    pub request: Request,
+    /// The operation it runs; `None` when the document does not say which (the executor
+    /// then reports why).
+    pub operation: Option<Operation>,
+}
+
+/// Reads the document of `request` and refuses it when it is over a budget ([`check`]),
+/// before anything else walks it. This is done by the transports rather than by a schema
+/// extension: any extension makes async-graphql route every field of every answer through
+/// the extension chain, which cost ~5 % of the server's CPU on a list page. Validation
+/// then holds the cost and depth against the schema's limits ([`explain`] names them).
+pub fn admit(mut request: Request, limits: &GraphqlLimits) -> Result<Admitted, ServerError> {
+    let document = async_graphql::parser::parse_query(&request.query).map_err(parse_error)?;
+    check(&document, limits)?;
+    let operation = operation(&document, request.operation_name.as_deref());
+    request.set_parsed_query(document);
+    Ok(Admitted { request, operation })
+}
+
+/// The operation of `document` that `name` picks (the only one when `None`).
+pub fn operation(document: &ExecutableDocument, name: Option<&str>) -> Option<Operation> {
+    let op = match (&document.operations, name) {
+        (DocumentOperations::Single(op), _) => op,
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
+        _ => return None,
+    };
+    let items = &op.node.selection_set.node.items;
+    let single_root_field = items.len() == 1 && matches!(items[0].node, Selection::Field(_));
+    Some(Operation { ty: op.node.ty, single_root_field })
+}
+
+/// async-graphql's validation refuses a query over the cost or depth budget with a bare
+/// message: this names the budget (the code, `LIMIT_EXCEEDED`, is given by
+/// `errors::finalize_errors`).
+pub fn explain(errors: &mut [ServerError], limits: &GraphqlLimits) {
+    for error in errors.iter_mut().filter(|e| e.path.is_empty()) {
+        match error.message.as_str() {
+            "Query is too complex." => {
+                error.message = format!(
+                    "the query is too complex: it costs over the limit of {} (a list costs its size times what each item selects; a count or a panel {AGGREGATE_COST})",
+                    limits.max_query_cost
+                )
+            }
+            "Query is nested too deep." => {
+                error.message =
+                    format!("the query is nested too deep: over the limit of {} levels", limits.max_query_depth)
+            }
+            _ => {}
+        }
     }
 }
 
-struct DocumentLimitsExtension(GraphqlLimits);
-
-#[async_graphql::async_trait::async_trait]
-impl Extension for DocumentLimitsExtension {
-    /// Parses the document here rather than through `next`: async-graphql's own parse step
-    /// also runs its recursion-depth check, which walks every spread written out
-    /// (2^28 fields took minutes). [`check`] bounds the spreads' nesting instead, and
-    /// validation, after it, the selection depth.
-    async fn parse_query(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        query: &str,
-        _variables: &Variables,
-        _next: NextParseQuery<'_>,
-    ) -> ServerResult<ExecutableDocument> {
-        let document = async_graphql::parser::parse_query(query).map_err(parse_error)?;
-        if let Some(kinds) = ctx.data_opt::<Arc<OperationKinds>>() {
-            kinds.note(&document);
-        }
-        check(&document, &self.0)?;
-        Ok(document)
-    }
-
-    /// The cost and depth async-graphql's validation computes, against our budgets (its own
-    /// limits would refuse without naming them).
-    async fn validation(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        next: NextValidation<'_>,
-    ) -> Result<ValidationResult, Vec<ServerError>> {
-        let result = next.run(ctx).await?;
-        if result.depth > self.0.max_query_depth {
-            return Err(vec![refusal(format!(
-                "the query is nested too deep: {} levels, over the limit of {}",
-                result.depth, self.0.max_query_depth
-            ))]);
-        }
-        if result.complexity > self.0.max_query_cost {
-            return Err(vec![refusal(format!(
-                "the query is too complex: it costs {}, over the limit of {} (a list costs its size times what each item selects; a count or a panel {AGGREGATE_COST})",
-                result.complexity, self.0.max_query_cost
-            ))]);
-        }
-        Ok(result)
-    }
+/// How deep async-graphql's own recursion check lets selections and spreads nest
+/// together: past both of our bounds, so that ours (which name themselves) refuse first.
+pub fn recursion_limit(limits: &GraphqlLimits) -> usize {
+    limits.max_query_depth + MAX_SPREAD_NESTING + 2
 }
 
 /// The most characters of a syntax error's message: the parser quotes the offending line,
@@ -105,31 +117,6 @@ fn parse_error(err: async_graphql::parser::Error) -> ServerError {
         error.message.push('…');
     }
     error
-}
-
-/// The types of a request's operations, noted when its document is parsed, for the
-/// transport to say which kind of operation it ran (its metrics) without parsing again.
-#[derive(Default)]
-pub struct OperationKinds(std::sync::Mutex<Vec<(Option<String>, OperationType)>>);
-
-impl OperationKinds {
-    fn note(&self, document: &ExecutableDocument) {
-        let kinds = document.operations.iter().map(|(name, op)| (name.map(|n| n.to_string()), op.node.ty)).collect();
-        if let Ok(mut slot) = self.0.lock() {
-            *slot = kinds;
-        }
-    }
-
-    /// The type of the operation `name` picks (the only one when `None`), if the document
-    /// parsed and has it.
-    pub fn of(&self, name: Option<&str>) -> Option<OperationType> {
-        let kinds = self.0.lock().ok()?;
-        match name {
-            Some(name) => kinds.iter().find(|(n, _)| n.as_deref() == Some(name)).map(|(_, t)| *t),
-            None if kinds.len() == 1 => Some(kinds[0].1),
-            None => None,
-        }
-    }
 }
 
 /// Refuses a document over the bounds: its fields and aliases once every fragment is
@@ -186,8 +173,7 @@ impl Size {
 struct Counter<'a> {
     document: &'a ExecutableDocument,
     limits: &'a GraphqlLimits,
-    /// Each fragment's expanded size; `None` while it is being counted (a cycle, which
-    /// validation reports).
+    /// Each fragment's expanded size; `None` while it is being counted (met again: a cycle).
     sizes: HashMap<&'a Name, Option<Size>>,
     /// Each fragment's fields at its own top level, spreads written out.
     roots: HashMap<&'a Name, Option<usize>>,
@@ -220,7 +206,13 @@ impl<'a> Counter<'a> {
         }
         match self.sizes.get(name) {
             Some(Some(size)) => return Ok(*size),
-            Some(None) => return Ok(Size::default()), // a cycle: validation refuses it
+            // A cycle. Refused here, not left to validation: async-graphql's recursion
+            // check, which runs first, would walk a cycle that spreads twice 2^depth times.
+            Some(None) => {
+                let mut error = ServerError::new(format!("fragment `{name}` spreads itself"), None);
+                error.extensions.get_or_insert_with(Default::default).set("code", BAD_USER_INPUT);
+                return Err(error);
+            }
             None => {}
         }
         // An unknown fragment counts nothing here; validation refuses it.
@@ -301,7 +293,11 @@ mod tests {
         }
         assert!(checked(&q).expect_err("nested 500 deep").message.contains("nested too deep"));
         let cycle = "{ viewer { user { ...A } } } fragment A on User { ...B } fragment B on User { ...A email }";
-        assert!(checked(cycle).is_ok(), "a cycle is left to validation, which names it");
+        assert!(checked(cycle).expect_err("a cycle").message.contains("spreads itself"));
+        // A cycle that spreads twice at each step, even unused, ends at once.
+        let doubling =
+            "{ viewer { user { email } } } fragment A on User { ...B ...B } fragment B on User { ...A ...A }";
+        assert!(checked(doubling).expect_err("a cycle").message.contains("spreads itself"));
     }
 
     #[test]
@@ -337,8 +333,8 @@ mod tests {
         );
         let err = checked(&spread).expect_err("one root field too many");
         assert!(err.message.contains("root fields"), "{}", err.message);
-        // Deep chains end, cycles count nothing.
+        // Cycles are refused.
         let cycle = "{ ...A } fragment A on Query { viewer { __typename } ...B } fragment B on Query { ...A }";
-        assert!(checked(cycle).is_ok());
+        assert!(checked(cycle).is_err());
     }
 }

@@ -35,10 +35,12 @@ pub fn loaders(db: DatabaseConnection) -> Loaders {
         .delay(std::time::Duration::ZERO)
 }
 
-/// Loads, for all `rows` at once, each relation the query selects on them.
+/// Loads, for all `rows` at once, each relation the query selects on them. `project`, when
+/// the caller already read the project of the rows, is taken as it is.
 pub async fn prefetch_relations<'m>(
     ctx: &Context<'_>,
     rows: impl Iterator<Item = &'m entity::session::Model>,
+    project: Option<&project::Model>,
 ) -> Result<(), Arc<DomainError>> {
     let rows: Vec<&entity::session::Model> = rows.collect();
     if rows.is_empty() {
@@ -57,6 +59,9 @@ pub async fn prefetch_relations<'m>(
     };
     let projects = async {
         if selected("project") {
+            if let Some(p) = project {
+                l.feed_one(ProjectId(p.id), p.clone()).await;
+            }
             l.load_many(rows.iter().map(|r| ProjectId(r.project_id)).collect::<HashSet<_>>()).await?;
         }
         Ok(())

@@ -44,13 +44,16 @@ pub struct Subscription(subscription::SessionSubscription);
 
 pub type AppSchema = Schema<Query, Mutation, Subscription>;
 
-/// The schema with its document budgets ([`limits::DocumentLimits`]). The default cost
-/// budget leaves room for a 500-session page with every field but the detail-panel ones
-/// (`schedulingHistory`, `logs`, which a query may select for about 100 sessions), with the
-/// page's counts and panels beside it.
+/// The schema with its cost and depth budgets (the transports check the rest of
+/// [`GraphqlLimits`] with [`limits::admit`] first). The default cost budget leaves room for
+/// a 500-session page with every field but the detail-panel ones (`schedulingHistory`,
+/// `logs`, which a query may select for about 100 sessions), with the page's counts and
+/// panels beside it. No extension: with one, every field of every answer goes through it.
 fn builder(budgets: &GraphqlLimits) -> SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(Query::default(), Mutation::default(), Subscription::default())
-        .extension(limits::DocumentLimits(budgets.clone()))
+        .limit_complexity(budgets.max_query_cost)
+        .limit_depth(budgets.max_query_depth)
+        .limit_recursive_depth(limits::recursion_limit(budgets))
 }
 
 /// The schema the server executes, with its database, event bus and limits.

@@ -425,7 +425,7 @@ pub async fn session_connection(
         .page(db(ctx)?, &to_domain_orders(order_by), &request, clock::now())
         .await
         .map_err(|e| with_paths(e, list_path))?;
-    prefetch_relations(ctx, page.rows.iter().map(|(m, _)| m)).await?;
+    prefetch_relations(ctx, page.rows.iter().map(|(m, _)| m), set.project()).await?;
     let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
         .into_iter()
         .map(|(model, position)| SessionEdge { cursor: cursor::encode(&position), node: Session::new(model) })

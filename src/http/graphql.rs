@@ -18,8 +18,7 @@ use crate::domain::DomainError;
 use crate::graphql::errors::{
     BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, UNAVAILABLE, code_of, error_body, finalize_errors,
 };
-use crate::graphql::limits::OperationKinds;
-use crate::graphql::prepare_request;
+use crate::graphql::{limits, prepare_request};
 
 use super::{AppState, REQUEST_ID};
 
@@ -196,31 +195,11 @@ fn request_of_query_string(input: &str) -> Result<async_graphql::Request, String
 /// unparsable document is left to the executor, which reports the syntax error.
 fn is_mutation(request: &async_graphql::Request) -> bool {
     use async_graphql::parser::types::OperationType;
-    matches!(operation_of(request), Some(Operation { ty: OperationType::Mutation | OperationType::Subscription, .. }))
-}
-
-/// What a transport needs to know of the operation a request would run.
-pub struct Operation {
-    pub ty: async_graphql::parser::types::OperationType,
-    /// The root selection is exactly one field (no fragments): what GraphQL's "single root
-    /// field" rule asks of a subscription.
-    pub single_root_field: bool,
-}
-
-/// The operation the request would run; `None` when the document does not parse or does
-/// not say which operation (the executor then reports why).
-pub fn operation_of(request: &async_graphql::Request) -> Option<Operation> {
-    use async_graphql::parser::types::{DocumentOperations, Selection};
-    let doc = async_graphql::parser::parse_query(&request.query).ok()?;
-    let op = match (&doc.operations, request.operation_name.as_deref()) {
-        (DocumentOperations::Single(op), _) => op,
-        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
-        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
-        _ => return None,
-    };
-    let items = &op.node.selection_set.node.items;
-    let single_root_field = items.len() == 1 && matches!(items[0].node, Selection::Field(_));
-    Some(Operation { ty: op.node.ty, single_root_field })
+    let Ok(document) = async_graphql::parser::parse_query(&request.query) else { return false };
+    matches!(
+        limits::operation(&document, request.operation_name.as_deref()),
+        Some(limits::Operation { ty: OperationType::Mutation | OperationType::Subscription, .. })
+    )
 }
 
 async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: async_graphql::Request) -> Response {
@@ -251,16 +230,20 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
             );
         }
     };
-    let kinds = std::sync::Arc::new(OperationKinds::default());
-    let operation_name = request.operation_name.clone();
-    let mut response = state.schema.execute(prepare_request(request, &state.db, viewer).data(kinds.clone())).await;
-    finalize_errors(&mut response.errors, &rid);
-    let operation = match kinds.of(operation_name.as_deref()) {
-        Some(async_graphql::parser::types::OperationType::Query) => "query",
-        Some(async_graphql::parser::types::OperationType::Mutation) => "mutation",
-        Some(async_graphql::parser::types::OperationType::Subscription) => "subscription",
-        None => "unknown",
+    let (operation, mut response) = match limits::admit(request, &state.limits.graphql) {
+        Ok(admitted) => {
+            let operation = match admitted.operation.map(|o| o.ty) {
+                Some(async_graphql::parser::types::OperationType::Query) => "query",
+                Some(async_graphql::parser::types::OperationType::Mutation) => "mutation",
+                Some(async_graphql::parser::types::OperationType::Subscription) => "subscription",
+                None => "unknown",
+            };
+            (operation, state.schema.execute(prepare_request(admitted.request, &state.db, viewer)).await)
+        }
+        Err(refused) => ("unknown", async_graphql::Response::from_errors(vec![refused])),
     };
+    limits::explain(&mut response.errors, &state.limits.graphql);
+    finalize_errors(&mut response.errors, &rid);
     let outcome = response
         .errors
         .first()

@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use crate::domain::DomainError;
 use crate::domain::auth::{self, Viewer};
 use crate::graphql::errors::{BAD_USER_INPUT, INTERNAL_MESSAGE, LIMIT_EXCEEDED, finalize_errors};
-use crate::graphql::prepare_long_lived;
+use crate::graphql::{limits, prepare_long_lived};
 use async_graphql::parser::types::OperationType;
 
 use super::AppState;
@@ -334,7 +334,15 @@ impl Connection {
             });
             return Ok(failure(self.protocol, &id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
         }
-        let operation = super::graphql::operation_of(&request);
+        let (request, operation) = match limits::admit(request, &self.state.limits.graphql) {
+            Ok(admitted) => (admitted.request, admitted.operation),
+            Err(refused) => {
+                let mut errors = vec![refused];
+                finalize_errors(&mut errors, &self.log_id);
+                let errors = errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect();
+                return Ok(failure(self.protocol, &id, errors).into_iter().map(|t| Message::Text(t.into())).collect());
+            }
+        };
         let subscription = operation.as_ref().is_some_and(|o| o.ty == OperationType::Subscription);
         if subscription && !operation.as_ref().is_some_and(|o| o.single_root_field) {
             let error = json!({
@@ -350,7 +358,13 @@ impl Connection {
         let generation = self.generation;
         let request = prepare_long_lived(request, &self.state.db, (*viewer).clone());
         let stream = self.state.schema.execute_stream(request);
-        let run = Run { tx: self.out_tx.clone(), protocol: self.protocol, id: id.clone(), generation };
+        let run = Run {
+            tx: self.out_tx.clone(),
+            protocol: self.protocol,
+            id: id.clone(),
+            generation,
+            limits: self.state.limits.clone(),
+        };
         let log_id = self.log_id.clone();
         let task = tokio::spawn(async move {
             match timeout {
@@ -377,6 +391,7 @@ struct Run {
     protocol: Protocol,
     id: String,
     generation: u64,
+    limits: Arc<crate::config::HttpLimits>,
 }
 
 impl Run {
@@ -391,6 +406,7 @@ impl Run {
         // The id once as JSON: each message is then written straight from the response.
         let id = serde_json::to_string(&self.id).unwrap_or_default();
         while let Some(mut response) = stream.next().await {
+            limits::explain(&mut response.errors, &self.limits.graphql);
             finalize_errors(&mut response.errors, log_id);
             if response.data == async_graphql::Value::Null && !response.errors.is_empty() {
                 let errors = response.errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null));

@@ -177,6 +177,19 @@ async fn work_is_bounded_before_it_is_done(app: TestApp) {
     let nested = "query($p: ID!) { sessions(projectId: $p, first: 100) { edges { node {
         launchGroup { sessions(first: 100) { totalCount } } } } } }";
     refused(&app.gql(Some("demo-alice"), nested, p.clone()).await, "too complex");
+    // Selections nested past the depth budget, each list of size one (cheap).
+    let mut deep = String::from("id");
+    for _ in 0..6 {
+        deep = format!("launchGroup {{ sessions(first: 1) {{ edges {{ node {{ {deep} }} }} }} }}");
+    }
+    let deep = format!("query($p: ID!) {{ sessions(projectId: $p, first: 1) {{ edges {{ node {{ {deep} }} }} }} }}");
+    refused(&app.gql(Some("demo-alice"), &deep, p.clone()).await, "nested too deep");
+    // A cycle of fragments that spread each other twice is refused before anything walks
+    // it (async-graphql's recursion check would take 2^depth steps).
+    let cycle = "{ viewer { user { ...A } } } fragment A on User { email ...B ...B } fragment B on User { ...A ...A }";
+    let resp = app.gql(Some("demo-alice"), cycle, json!({})).await;
+    assert_eq!(error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
+    assert!(resp["errors"][0]["message"].as_str().unwrap_or_default().contains("spreads itself"), "{resp}");
     // Aliases deep in the document.
     let aliased: String = (0..201).map(|i| format!("e{i}: email ")).collect();
     refused(

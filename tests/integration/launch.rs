@@ -12,15 +12,15 @@ use crate::db_tests;
 use crate::support::{Backend, TestApp, error_codes, events_until_quiet, next_event, project};
 
 /// Statements of one `launchSessions` (any count) with its payload, on SQLite: auth
-/// (keypair, user), the project, its membership (checked once), image, slot types, the
+/// (the keypair joined with its user), the project, its membership (checked once), image, slot types, the
 /// project's groups (one join), the group's agents; in the transaction the
 /// admission checks (policy, pending count, live names) and one insert per table (launch
 /// group, sessions, transitions, history); then the payload's launch-group page.
 /// `SESSIOND_TEST_SQL=1` prints them.
-const LAUNCH_STATEMENTS_SQLITE: usize = 16;
+const LAUNCH_STATEMENTS_SQLITE: usize = 15;
 /// The same on PostgreSQL, which also takes the keypair's advisory lock in the transaction,
 /// and before the transitions the sequence lock, and after them a `NOTIFY`.
-const LAUNCH_STATEMENTS_POSTGRES: usize = 19;
+const LAUNCH_STATEMENTS_POSTGRES: usize = 18;
 
 const GIB: i64 = 1 << 30;
 
