@@ -42,13 +42,28 @@ pub async fn prefetch_relations<'m>(
     rows: impl Iterator<Item = &'m entity::session::Model>,
     project: Option<&project::Model>,
 ) -> Result<(), Arc<DomainError>> {
-    let rows: Vec<&entity::session::Model> = rows.collect();
-    if rows.is_empty() {
-        return Ok(());
-    }
     let look = ctx.look_ahead();
     let selected =
         |name: &str| look.field("edges").field("node").field(name).exists() || look.field("nodes").field(name).exists();
+    prefetch(ctx, rows.collect(), project, selected).await
+}
+
+/// The same for one session, the field being resolved: its relations load together (the
+/// session's own fields then resolve one after the other, from the cache).
+pub async fn prefetch_one(ctx: &Context<'_>, row: &entity::session::Model) -> Result<(), Arc<DomainError>> {
+    let look = ctx.look_ahead();
+    prefetch(ctx, vec![row], None, |name: &str| look.field(name).exists()).await
+}
+
+async fn prefetch(
+    ctx: &Context<'_>,
+    rows: Vec<&entity::session::Model>,
+    project: Option<&project::Model>,
+    selected: impl Fn(&str) -> bool,
+) -> Result<(), Arc<DomainError>> {
+    if rows.is_empty() {
+        return Ok(());
+    }
     let Ok(l) = ctx.data::<Loaders>() else { return Ok(()) };
     // Independent relations load concurrently: the page waits for the slowest, not the sum.
     let owners = async {

@@ -86,6 +86,7 @@ pub enum SessionColumnKey {
 }
 
 #[derive(SimpleObject)]
+#[graphql(serial)]
 pub struct PageInfo {
     pub has_next_page: bool,
     pub has_previous_page: bool,
@@ -106,6 +107,7 @@ impl PageInfo {
 }
 
 #[derive(SimpleObject)]
+#[graphql(serial)]
 pub struct SlotAmount {
     pub slot: String,
     pub amount: f64,
@@ -120,7 +122,7 @@ impl SlotAmount {
 /// Resource slots: CPU cores, memory in bytes, accelerators by slot name, and every slot.
 pub struct ResourceSlots(pub Slots);
 
-#[Object]
+#[Object(serial)]
 impl ResourceSlots {
     async fn cpu(&self) -> f64 {
         self.0.get(slots::CPU)

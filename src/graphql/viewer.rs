@@ -41,7 +41,7 @@ impl TryFrom<entity::user::Model> for User {
     }
 }
 
-#[Object]
+#[Object(serial)]
 impl User {
     pub async fn id(&self) -> ID {
         encode(NodeKind::User, self.id)
@@ -60,7 +60,7 @@ impl User {
 /// A project: the unit sessions, members and quotas belong to.
 pub struct Project(pub entity::project::Model);
 
-#[Object]
+#[Object(serial)]
 impl Project {
     pub async fn id(&self) -> ID {
         encode(NodeKind::Project, self.0.id)
