@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use entity::{image, launch_group, project, resource_group, session_status_transition, user};
 
+use super::viewer::{Project, User};
 use crate::domain::{DomainError, relations};
 
 pub struct DbLoader {
@@ -35,13 +36,34 @@ pub fn loaders(db: DatabaseConnection) -> Loaders {
         .delay(std::time::Duration::ZERO)
 }
 
+/// The owners and projects of a page's sessions, loaded once for the page and handed to each
+/// row, which then resolves them without a loader call.
+#[derive(Default)]
+pub struct Prefetched {
+    owners: HashMap<Uuid, Arc<User>>,
+    projects: HashMap<Uuid, Arc<Project>>,
+}
+
+/// What a row was handed of [`Prefetched`].
+#[derive(Clone, Default)]
+pub struct Related {
+    pub owner: Option<Arc<User>>,
+    pub project: Option<Arc<Project>>,
+}
+
+impl Prefetched {
+    pub fn of(&self, row: &entity::session::Model) -> Related {
+        Related { owner: self.owners.get(&row.owner_id).cloned(), project: self.projects.get(&row.project_id).cloned() }
+    }
+}
+
 /// Loads, for all `rows` at once, each relation the query selects on them. `project`, when
 /// the caller already read the project of the rows, is taken as it is.
 pub async fn prefetch_relations<'m>(
     ctx: &Context<'_>,
     rows: impl Iterator<Item = &'m entity::session::Model>,
     project: Option<&project::Model>,
-) -> Result<(), Arc<DomainError>> {
+) -> Result<Prefetched, Arc<DomainError>> {
     let look = ctx.look_ahead();
     let selected =
         |name: &str| look.field("edges").field("node").field(name).exists() || look.field("nodes").field(name).exists();
@@ -50,9 +72,9 @@ pub async fn prefetch_relations<'m>(
 
 /// The same for one session, the field being resolved: its relations load together (the
 /// session's own fields then resolve one after the other, from the cache).
-pub async fn prefetch_one(ctx: &Context<'_>, row: &entity::session::Model) -> Result<(), Arc<DomainError>> {
+pub async fn prefetch_one(ctx: &Context<'_>, row: &entity::session::Model) -> Result<Related, Arc<DomainError>> {
     let look = ctx.look_ahead();
-    prefetch(ctx, vec![row], None, |name: &str| look.field(name).exists()).await
+    Ok(prefetch(ctx, vec![row], None, |name: &str| look.field(name).exists()).await?.of(row))
 }
 
 async fn prefetch(
@@ -60,26 +82,34 @@ async fn prefetch(
     rows: Vec<&entity::session::Model>,
     project: Option<&project::Model>,
     selected: impl Fn(&str) -> bool,
-) -> Result<(), Arc<DomainError>> {
+) -> Result<Prefetched, Arc<DomainError>> {
     if rows.is_empty() {
-        return Ok(());
+        return Ok(Prefetched::default());
     }
-    let Ok(l) = ctx.data::<Loaders>() else { return Ok(()) };
+    let Ok(l) = ctx.data::<Loaders>() else { return Ok(Prefetched::default()) };
     // Independent relations load concurrently: the page waits for the slowest, not the sum.
     let owners = async {
+        let mut owners = HashMap::new();
         if selected("owner") {
-            l.load_many(rows.iter().map(|r| UserId(r.owner_id)).collect::<HashSet<_>>()).await?;
+            for (id, user) in l.load_many(rows.iter().map(|r| UserId(r.owner_id)).collect::<HashSet<_>>()).await? {
+                owners.insert(id.0, Arc::new(User::try_from(user).map_err(Arc::new)?));
+            }
         }
-        Ok::<_, Arc<DomainError>>(())
+        Ok::<_, Arc<DomainError>>(owners)
     };
     let projects = async {
-        if selected("project") {
-            if let Some(p) = project {
-                l.feed_one(ProjectId(p.id), p.clone()).await;
-            }
-            l.load_many(rows.iter().map(|r| ProjectId(r.project_id)).collect::<HashSet<_>>()).await?;
+        if !selected("project") {
+            return Ok(HashMap::new());
         }
-        Ok(())
+        match project {
+            Some(p) if rows.iter().all(|r| r.project_id == p.id) => {
+                Ok(HashMap::from([(p.id, Arc::new(Project(p.clone())))]))
+            }
+            _ => {
+                let found = l.load_many(rows.iter().map(|r| ProjectId(r.project_id)).collect::<HashSet<_>>()).await?;
+                Ok(found.into_iter().map(|(id, p)| (id.0, Arc::new(Project(p)))).collect())
+            }
+        }
     };
     let groups = async {
         if selected("resourceGroup") {
@@ -107,8 +137,9 @@ async fn prefetch(
         }
         Ok(())
     };
-    tokio::try_join!(owners, projects, groups, images, launch_groups, transitions)?;
-    Ok(())
+    let (owners, projects, (), (), (), ()) =
+        tokio::try_join!(owners, projects, groups, images, launch_groups, transitions)?;
+    Ok(Prefetched { owners, projects })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

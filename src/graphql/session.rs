@@ -21,7 +21,8 @@ use super::errors::{ApiResult, camel, with_paths};
 use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
 use super::limits::{AGGREGATE_COST, STATEMENT_COST};
 use super::loaders::{
-    ImageName, LaunchGroupId, ProjectId, ResourceGroupName, TransitionsOf, UserId, prefetch_one, prefetch_relations,
+    ImageName, LaunchGroupId, ProjectId, Related, ResourceGroupName, TransitionsOf, UserId, prefetch_one,
+    prefetch_relations,
 };
 use super::resource::{Image, ResourceGroup};
 use super::scheduling::{self, SchedulingHistoryConnection};
@@ -173,12 +174,13 @@ fn parse_status(text: &str) -> ApiResult<DomStatus> {
 /// resolved one after the other (`serial`): in a list every relation is already loaded for
 /// the whole page, so nothing waits, and async-graphql's concurrent resolution would cost a
 /// task set and a task per field of every row (~10 % of the CPU of a 50-row page). A single
-/// session's relations are loaded together first, likewise ([`prefetch_relations`]).
-pub struct Session(pub Arc<session::Model>);
+/// session's relations are loaded together first, likewise ([`prefetch_relations`]). The
+/// owner and project the page loaded come with the row ([`Related`]): no loader call each.
+pub struct Session(pub Arc<session::Model>, pub Related);
 
 impl Session {
     pub fn new(model: session::Model) -> Self {
-        Self(Arc::new(model))
+        Self(Arc::new(model), Related::default())
     }
 }
 
@@ -206,13 +208,19 @@ impl Session {
     async fn exit_code(&self) -> Option<i32> {
         self.0.exit_code
     }
-    async fn owner(&self, ctx: &Context<'_>) -> ApiResult<User> {
+    async fn owner(&self, ctx: &Context<'_>) -> ApiResult<Arc<User>> {
+        if let Some(owner) = &self.1.owner {
+            return Ok(Arc::clone(owner));
+        }
         let u = loaders(ctx)?.load_one(UserId(self.0.owner_id)).await?;
-        Ok(User::try_from(u.ok_or_else(|| DomainError::invariant("session without owner"))?)?)
+        Ok(Arc::new(User::try_from(u.ok_or_else(|| DomainError::invariant("session without owner"))?)?))
     }
-    async fn project(&self, ctx: &Context<'_>) -> ApiResult<Project> {
+    async fn project(&self, ctx: &Context<'_>) -> ApiResult<Arc<Project>> {
+        if let Some(project) = &self.1.project {
+            return Ok(Arc::clone(project));
+        }
         let p = loaders(ctx)?.load_one(ProjectId(self.0.project_id)).await?;
-        Ok(Project(p.ok_or_else(|| DomainError::invariant("session without project"))?))
+        Ok(Arc::new(Project(p.ok_or_else(|| DomainError::invariant("session without project"))?)))
     }
     async fn resource_group(&self, ctx: &Context<'_>) -> ApiResult<ResourceGroup> {
         let g = loaders(ctx)?.load_one(ResourceGroupName(self.0.resource_group.clone())).await?;
@@ -401,7 +409,7 @@ pub struct SessionConnection {
 impl SessionConnection {
     /// The sessions of the page, without cursors.
     async fn nodes(&self) -> Vec<Session> {
-        self.edges.iter().map(|e| Session(Arc::clone(&e.node.0))).collect()
+        self.edges.iter().map(|e| Session(Arc::clone(&e.node.0), e.node.1.clone())).collect()
     }
     /// How many sessions the whole list has, over all pages.
     #[graphql(complexity = 0)]
@@ -432,10 +440,14 @@ pub async fn session_connection(
         .page(db(ctx)?, &to_domain_orders(order_by), &request, clock::now())
         .await
         .map_err(|e| with_paths(e, list_path))?;
-    prefetch_relations(ctx, page.rows.iter().map(|(m, _)| m), set.project()).await?;
+    let related = prefetch_relations(ctx, page.rows.iter().map(|(m, _)| m), set.project()).await?;
     let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
         .into_iter()
-        .map(|(model, position)| SessionEdge { cursor: cursor::encode(&position), node: Session::new(model) })
+        .map(|(model, position)| {
+            let relations = related.of(&model);
+            let node = Session(Arc::new(model), relations);
+            SessionEdge { cursor: cursor::encode(&position), node }
+        })
         .collect();
     Ok(SessionConnection { page_info: PageInfo::of(&page, &edges, |e| &e.cursor), edges, set: Arc::new(set) })
 }
@@ -532,8 +544,8 @@ impl SessionQuery {
         let Some(uuid) = decode_uuid(&id, NodeKind::Session) else { return Ok(None) };
         match visibility::visible_session(db(ctx)?, viewer(ctx)?, uuid).await {
             Ok(s) => {
-                prefetch_one(ctx, &s).await?;
-                Ok(Some(Session::new(s)))
+                let related = prefetch_one(ctx, &s).await?;
+                Ok(Some(Session(Arc::new(s), related)))
             }
             Err(DomainError::NotFound(_)) => Ok(None),
             Err(e) => Err(e.into()),

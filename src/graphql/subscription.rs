@@ -43,7 +43,7 @@ impl SessionEvent {
     /// The session as it was when the event was read (it may have moved on since the
     /// change): enough to update a row of the list without asking again.
     async fn session(&self) -> Option<Session> {
-        Some(Session(self.0.session.clone()))
+        Some(Session(self.0.session.clone(), Default::default()))
     }
 }
 
