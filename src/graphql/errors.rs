@@ -154,9 +154,11 @@ fn problems_value(problems: &[InputProblem]) -> async_graphql::Value {
 ///
 /// Errors our resolvers raise already carry a code. The others come from async-graphql:
 /// request errors (syntax, validation, variables; no path) are the client's input, or a
-/// limit when the query is too deep or complex; an uncoded error raised while resolving is
-/// treated as internal and its text withheld.
-pub fn finalize_errors(errors: &mut [ServerError], request_id: &str) {
+/// limit when the query is too deep or complex (its message then names the budget of
+/// `budgets` it went over); an uncoded error raised while resolving is treated as internal
+/// and its text withheld. Every transport calls this on every response.
+pub fn finalize_errors(errors: &mut [ServerError], request_id: &str, budgets: &crate::config::GraphqlLimits) {
+    super::limits::explain(errors, budgets);
     for err in errors.iter_mut() {
         let code = err.extensions.as_ref().and_then(|ext| ext.get("code")).and_then(|v| match v {
             async_graphql::Value::String(s) => Some(s.clone()),
@@ -224,7 +226,7 @@ mod tests {
         let gql: async_graphql::Error = ApiError::from(db_err).into();
         assert_eq!(gql.message, INTERNAL_MESSAGE);
         let mut server = vec![gql.into_server_error(Default::default())];
-        finalize_errors(&mut server, "req-1");
+        finalize_errors(&mut server, "req-1", &Default::default());
         assert!(!server[0].message.contains("constraint"));
         assert!(server[0].message.contains("req-1"));
     }
@@ -249,7 +251,7 @@ mod tests {
         let mut resolving = ServerError::new("something broke: relation \"sessions\" does not exist", None);
         resolving.path = vec![async_graphql::PathSegment::Field("viewer".into())];
         errs.push(resolving);
-        finalize_errors(&mut errs, "r");
+        finalize_errors(&mut errs, "r", &Default::default());
         let codes: Vec<_> = errs.iter().map(|e| e.extensions.as_ref().and_then(|x| x.get("code")).cloned()).collect();
         assert_eq!(
             codes,

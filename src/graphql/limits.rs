@@ -69,9 +69,9 @@ pub fn operation(document: &ExecutableDocument, name: Option<&str>) -> Option<Op
 }
 
 /// async-graphql's validation refuses a query over the cost or depth budget with a bare
-/// message: this names the budget (the code, `LIMIT_EXCEEDED`, is given by
-/// `errors::finalize_errors`).
-pub fn explain(errors: &mut [ServerError], limits: &GraphqlLimits) {
+/// message: this names the budget. Called by `errors::finalize_errors`, which then gives the
+/// code, `LIMIT_EXCEEDED`.
+pub(super) fn explain(errors: &mut [ServerError], limits: &GraphqlLimits) {
     for error in errors.iter_mut().filter(|e| e.path.is_empty()) {
         match error.message.as_str() {
             "Query is too complex." => {

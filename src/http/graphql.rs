@@ -242,8 +242,7 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
         }
         Err(refused) => ("unknown", async_graphql::Response::from_errors(vec![refused])),
     };
-    limits::explain(&mut response.errors, &state.limits.graphql);
-    finalize_errors(&mut response.errors, &rid);
+    finalize_errors(&mut response.errors, &rid, &state.limits.graphql);
     let outcome = response
         .errors
         .first()

@@ -338,7 +338,7 @@ impl Connection {
             Ok(admitted) => (admitted.request, admitted.operation),
             Err(refused) => {
                 let mut errors = vec![refused];
-                finalize_errors(&mut errors, &self.log_id);
+                finalize_errors(&mut errors, &self.log_id, &self.state.limits.graphql);
                 let errors = errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect();
                 return Ok(failure(self.protocol, &id, errors).into_iter().map(|t| Message::Text(t.into())).collect());
             }
@@ -406,8 +406,7 @@ impl Run {
         // The id once as JSON: each message is then written straight from the response.
         let id = serde_json::to_string(&self.id).unwrap_or_default();
         while let Some(mut response) = stream.next().await {
-            limits::explain(&mut response.errors, &self.limits.graphql);
-            finalize_errors(&mut response.errors, log_id);
+            finalize_errors(&mut response.errors, log_id, &self.limits.graphql);
             if response.data == async_graphql::Value::Null && !response.errors.is_empty() {
                 let errors = response.errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
                 self.last(failure(self.protocol, &self.id, errors.collect())).await;
