@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 /// mimalloc: the server makes many small, short-lived allocations on many threads (a
 /// response per event per subscriber); it returns freed pages to the system, where glibc's
-/// allocator keeps the high-water mark.
+/// allocator keeps the high-water mark. Built with `no_thp`: on machines whose transparent
+/// huge pages are `always`, each 2 MiB region of mimalloc's arena the server touched became
+/// resident whole (an idle server held 22 MiB of heap instead of 4).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
