@@ -57,29 +57,32 @@ impl Prefetched {
     }
 }
 
-/// Loads, for all `rows` at once, each relation the query selects on them. `project`, when
-/// the caller already read the project of the rows, is taken as it is.
+/// Loads, for all `rows` at once, each relation the query selects on them. The owners came
+/// with the rows; `project`, when the caller already read the project of the rows, is taken
+/// as it is.
 pub async fn prefetch_relations<'m>(
     ctx: &Context<'_>,
-    rows: impl Iterator<Item = &'m entity::session::Model>,
+    rows: impl Iterator<Item = (&'m entity::session::Model, &'m user::Model)>,
     project: Option<&project::Model>,
 ) -> Result<Prefetched, Arc<DomainError>> {
     let look = ctx.look_ahead();
     let selected =
         |name: &str| look.field("edges").field("node").field(name).exists() || look.field("nodes").field(name).exists();
-    prefetch(ctx, rows.collect(), project, selected).await
+    let (rows, owners): (Vec<_>, Vec<_>) = rows.unzip();
+    prefetch(ctx, rows, &owners, project, selected).await
 }
 
 /// The same for one session, the field being resolved: its relations load together (the
 /// session's own fields then resolve one after the other, from the cache).
 pub async fn prefetch_one(ctx: &Context<'_>, row: &entity::session::Model) -> Result<Related, Arc<DomainError>> {
     let look = ctx.look_ahead();
-    Ok(prefetch(ctx, vec![row], None, |name: &str| look.field(name).exists()).await?.of(row))
+    Ok(prefetch(ctx, vec![row], &[], None, |name: &str| look.field(name).exists()).await?.of(row))
 }
 
 async fn prefetch(
     ctx: &Context<'_>,
     rows: Vec<&entity::session::Model>,
+    known_owners: &[&user::Model],
     project: Option<&project::Model>,
     selected: impl Fn(&str) -> bool,
 ) -> Result<Prefetched, Arc<DomainError>> {
@@ -90,8 +93,17 @@ async fn prefetch(
     // Independent relations load concurrently: the page waits for the slowest, not the sum.
     let owners = async {
         let mut owners = HashMap::new();
-        if selected("owner") {
-            for (id, user) in l.load_many(rows.iter().map(|r| UserId(r.owner_id)).collect::<HashSet<_>>()).await? {
+        if !selected("owner") {
+            return Ok(owners);
+        }
+        for user in known_owners {
+            if let std::collections::hash_map::Entry::Vacant(e) = owners.entry(user.id) {
+                e.insert(Arc::new(User::try_from((*user).clone()).map_err(Arc::new)?));
+            }
+        }
+        let missing: HashSet<_> = rows.iter().map(|r| UserId(r.owner_id)).filter(|k| !owners.contains_key(&k.0)).collect();
+        if !missing.is_empty() {
+            for (id, user) in l.load_many(missing).await? {
                 owners.insert(id.0, Arc::new(User::try_from(user).map_err(Arc::new)?));
             }
         }

@@ -440,13 +440,13 @@ pub async fn session_connection(
         .page(db(ctx)?, &to_domain_orders(order_by), &request, clock::now())
         .await
         .map_err(|e| with_paths(e, list_path))?;
-    let related = prefetch_relations(ctx, page.rows.iter().map(|(m, _)| m), set.project()).await?;
+    let related = prefetch_relations(ctx, page.rows.iter().map(|r| (&r.session, &r.owner)), set.project()).await?;
     let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
         .into_iter()
-        .map(|(model, position)| {
-            let relations = related.of(&model);
-            let node = Session(Arc::new(model), relations);
-            SessionEdge { cursor: cursor::encode(&position), node }
+        .map(|row| {
+            let relations = related.of(&row.session);
+            let node = Session(Arc::new(row.session), relations);
+            SessionEdge { cursor: cursor::encode(&row.position), node }
         })
         .collect();
     Ok(SessionConnection { page_info: PageInfo::of(&page, &edges, |e| &e.cursor), edges, set: Arc::new(set) })

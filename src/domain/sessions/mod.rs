@@ -24,12 +24,12 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    Condition, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, IdenStatic, Order, QueryFilter, QueryOrder,
-    QuerySelect, QueryTrait,
+    Condition, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, IdenStatic, Iterable, JoinType, Order,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait,
 };
 use uuid::Uuid;
 
-use entity::session;
+use entity::{session, user};
 
 use super::auth::Viewer;
 use super::model::SessionType;
@@ -39,8 +39,28 @@ use super::visibility::{self, SessionScope};
 use super::{DomainError, DomainResult, InputProblem};
 use order::{Walk, micros_to_time, order_keys, seek, signature, sort_expr};
 
-/// A page of sessions, each with its position (where the next page starts).
-pub type SessionPage = Page<(session::Model, SessionPosition)>;
+/// A session of a page: its row, its owner (read in the same statement: a list shows whose
+/// each session is) and its position (where the next page starts).
+#[derive(Debug)]
+pub struct PageRow {
+    pub session: session::Model,
+    pub owner: user::Model,
+    pub position: SessionPosition,
+}
+
+/// A page of sessions.
+pub type SessionPage = Page<PageRow>;
+
+/// How the owner's columns are named in a page's rows.
+const OWNER_PREFIX: &str = "owner__";
+
+/// What a walk through the list reads of each session.
+enum Reading<'c> {
+    /// Whole rows, each joined with its owner.
+    RowsWithOwners,
+    /// Only these columns (and the id).
+    Columns(&'c [session::Column]),
+}
 
 /// Badge counts of a session set.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -136,7 +156,8 @@ impl SessionSet {
         Ok(counts)
     }
 
-    /// One page in `orders` (then by id), after or before a position of the same ordering.
+    /// One page in `orders` (then by id), after or before a position of the same ordering,
+    /// each session with its owner: one statement.
     pub async fn page(
         &self,
         db: &impl ConnectionTrait,
@@ -144,11 +165,15 @@ impl SessionSet {
         request: &PageRequest<SessionPosition>,
         now: DateTime<Utc>,
     ) -> DomainResult<SessionPage> {
-        let walk = self.walk(db.get_database_backend(), orders, request, now, None)?;
+        let walk = self.walk(db.get_database_backend(), orders, request, now, Reading::RowsWithOwners)?;
         let rows = db.query_all_raw(walk.statement.clone()).await?;
         let mut walked = Vec::with_capacity(rows.len());
         for row in rows {
-            walked.push((session::Model::from_query_result(&row, "")?, walk.position(&row)?));
+            walked.push(PageRow {
+                session: session::Model::from_query_result(&row, "")?,
+                owner: user::Model::from_query_result(&row, OWNER_PREFIX)?,
+                position: walk.position(&row)?,
+            });
         }
         Ok(request.finish(walked))
     }
@@ -169,7 +194,7 @@ impl SessionSet {
         if request.backward || request.before.is_some() {
             return Err(DomainError::invariant("next_rows walks forwards"));
         }
-        let walk = self.walk(db.get_database_backend(), orders, request, now, Some(columns))?;
+        let walk = self.walk(db.get_database_backend(), orders, request, now, Reading::Columns(columns))?;
         let mut rows = db.query_all_raw(walk.statement.clone()).await?;
         let size = usize::try_from(request.size).unwrap_or(usize::MAX);
         let next = if rows.len() > size {
@@ -188,7 +213,7 @@ impl SessionSet {
         orders: &[SessionOrder],
         request: &PageRequest<SessionPosition>,
         now: DateTime<Utc>,
-        columns: Option<&[session::Column]>,
+        reading: Reading<'_>,
     ) -> DomainResult<Walk> {
         if let Some(p) = InputProblem::too_many("order_by", orders.len(), MAX_ORDERS, "orderings") {
             return Err(DomainError::BadInput(vec![p]));
@@ -204,10 +229,22 @@ impl SessionSet {
 
         let exprs: Vec<Expr> = keys.iter().map(|k| sort_expr(k.field, backend, now)).collect();
         let mut query = session::Entity::find().filter(self.condition.clone());
-        if let Some(columns) = columns {
-            query = query.select_only().column(session::Column::Id);
-            for c in columns.iter().filter(|c| c.as_str() != session::Column::Id.as_str()) {
-                query = query.column(*c);
+        match reading {
+            Reading::RowsWithOwners => {
+                let owner = session::Entity::belongs_to(user::Entity)
+                    .from(session::Column::OwnerId)
+                    .to(user::Column::Id)
+                    .into();
+                query = query.join(JoinType::InnerJoin, owner);
+                for c in user::Column::iter() {
+                    query = query.expr_as(Expr::col((user::Entity, c)), format!("{OWNER_PREFIX}{}", c.as_str()));
+                }
+            }
+            Reading::Columns(columns) => {
+                query = query.select_only().column(session::Column::Id);
+                for c in columns.iter().filter(|c| c.as_str() != session::Column::Id.as_str()) {
+                    query = query.column(*c);
+                }
             }
         }
         for (i, expr) in exprs.iter().enumerate() {
