@@ -1,6 +1,7 @@
 //! Every command-line flag of sessiond, each with an environment variable and a safe default.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -18,7 +19,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Migrate the database and serve the API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply pending migrations and exit.
     Migrate(DbArgs),
     /// Print the GraphQL schema (SDL), sorted; `schema.graphql` must equal it.
@@ -39,6 +40,13 @@ pub enum Command {
     Token {
         #[command(subcommand)]
         command: TokenCommand,
+    },
+    /// Own one session's sandbox until it ends (the local runtime starts it; reports
+    /// through the files of the session's directory).
+    #[command(hide = true)]
+    Supervise {
+        /// The session's directory.
+        dir: PathBuf,
     },
 }
 
@@ -114,6 +122,8 @@ pub struct ServeArgs {
     pub http: HttpLimits,
     #[command(flatten)]
     pub timings: Timings,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
     /// Most sessions one "Launch Multiple Sessions" may create (at most 1000: one batch is
     /// one insert statement per table).
     #[arg(long, env = "SESSIOND_MAX_LAUNCH_COUNT", default_value_t = DEFAULT_MAX_LAUNCH_COUNT, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -121,6 +131,54 @@ pub struct ServeArgs {
 }
 
 pub const DEFAULT_MAX_LAUNCH_COUNT: u32 = 100;
+
+/// What runs sessions on this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeChoice {
+    /// The local runtime when a sandbox can start here, else the simulated one (the log
+    /// and `Query.runtime` say which, and why).
+    Auto,
+    /// Sessions really run here; the server does not start if they cannot.
+    Local,
+    /// Nothing runs: sessions walk through their statuses on timers.
+    Simulated,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct RuntimeArgs {
+    /// What runs sessions on this machine. Every agent other than this machine is simulated.
+    #[arg(long = "runtime", env = "SESSIOND_RUNTIME", value_enum, default_value_t = RuntimeChoice::Auto)]
+    pub choice: RuntimeChoice,
+    /// Image → local environment (TOML; see `images.toml`). Without it every image runs on
+    /// the host's read-only system directories.
+    #[arg(long, env = "SESSIOND_IMAGES_FILE")]
+    pub images_file: Option<PathBuf>,
+    /// Where the local runtime keeps each session's directory (spec, state, output, work).
+    #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = "sessiond-runtime")]
+    pub runtime_dir: PathBuf,
+    /// This machine's agent id.
+    #[arg(long, env = "SESSIOND_LOCAL_AGENT", default_value = "local")]
+    pub local_agent: String,
+    /// The resource group of this machine's agent (created, open to every project, when new).
+    #[arg(long, env = "SESSIOND_LOCAL_RESOURCE_GROUP", default_value = "local")]
+    pub local_resource_group: String,
+    /// Between SIGTERM to a session's processes and killing whatever is left.
+    #[arg(long, env = "SESSIOND_TERMINATE_GRACE_MS", default_value_t = 5_000)]
+    pub terminate_grace_ms: u64,
+}
+
+impl Default for RuntimeArgs {
+    fn default() -> Self {
+        Self {
+            choice: RuntimeChoice::Simulated,
+            images_file: None,
+            runtime_dir: PathBuf::from("sessiond-runtime"),
+            local_agent: "local".to_owned(),
+            local_resource_group: "local".to_owned(),
+            terminate_grace_ms: 5_000,
+        }
+    }
+}
 
 /// How fast sessions move: the scheduler's interval and the simulated runtime's delays.
 #[derive(Clone, Debug, Args)]

@@ -1,4 +1,4 @@
-//! The `sessiond` command line: serve | migrate | schema | token.
+//! The `sessiond` command line: serve | migrate | schema | generate | token | supervise.
 
 use std::process::ExitCode;
 
@@ -14,8 +14,7 @@ use clap::Parser;
 use sessiond::config::{Cli, Command, TokenCommand};
 use sessiond::{db, domain, graphql, server};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SESSIOND_LOG")
@@ -23,7 +22,17 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    // A supervisor is a small synchronous process, one per running session: no runtime.
+    let result = if let Command::Supervise { dir } = &cli.command {
+        domain::runtime::local::supervisor::supervise(dir).map_err(Into::into)
+    } else {
+        match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(run(cli)),
+            Err(e) => Err(e.into()),
+        }
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("sessiond: {err}");
@@ -34,13 +43,14 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
-        Command::Serve(args) => server::serve(args).await?,
+        Command::Serve(args) => server::serve(*args).await?,
         Command::Migrate(args) => {
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
             eprintln!("sessiond: migrations applied");
         }
         Command::Schema => print!("{}", graphql::sdl()),
+        Command::Supervise { .. } => return Err("`supervise` runs without the server's runtime".into()),
         Command::Generate { db: args, sessions, seed } => {
             let (conn, _) = server::open_database(&args, true).await?;
             let started = std::time::Instant::now();

@@ -7,11 +7,13 @@ use sea_orm::DatabaseConnection;
 
 use std::time::Duration;
 
-use crate::config::{DbArgs, ServeArgs, Timings};
+use crate::config::{DbArgs, RuntimeArgs, RuntimeChoice, ServeArgs, Timings};
 use crate::db;
 use crate::domain::events::EventBus;
 use crate::domain::launch::LaunchLimits;
-use crate::domain::runtime::{self, SimulatedRuntime};
+use crate::domain::runtime::local::images::Images;
+use crate::domain::runtime::local::{LocalConfig, LocalRuntime};
+use crate::domain::runtime::{self, RuntimeInfo, SimulatedRuntime};
 use crate::domain::scheduling;
 use crate::domain::seed;
 use crate::http::metrics::Metrics;
@@ -45,15 +47,25 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(args.bind).await?;
     let addr = listener.local_addr()?;
     tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
+    let (local, runtime_info) = choose_runtime(&args.runtime, &conn, std::env::current_exe()?).await?;
+    match &runtime_info.agent {
+        Some(agent) => tracing::info!(
+            "runtime: local, agent {agent} in resource group {} ({}); limits: {}; every other agent is simulated",
+            args.runtime.local_resource_group,
+            runtime_info.reason,
+            runtime_info.enforced.join("; ")
+        ),
+        None => tracing::warn!("runtime: simulated, nothing really runs ({})", runtime_info.reason),
+    }
     let background = db::connect_workers(&args.db, &conn).await?;
     let bus = EventBus::start(background.clone(), args.http.ws.subscription_buffer)
         .await
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let metrics = Metrics::default();
-    let workers = spawn_workers(&background, &bus, &args.timings, &metrics);
+    let workers = spawn_workers(&background, &bus, &args.timings, &metrics, local);
     let connections = ConnectionLimits::of(&args.http);
     let launch = LaunchLimits { max_count: args.max_launch_count };
-    let state = AppState::with_metrics(conn.clone(), bus, args.http, launch, metrics.clone());
+    let state = AppState::with_metrics(conn.clone(), bus, args.http, launch, metrics.clone(), runtime_info);
     serve::serve(listener, app(state), connections, metrics.connections(), shutdown_signal()).await;
     for w in workers {
         w.abort();
@@ -66,20 +78,58 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Starts the scheduler and the simulated runtime. They resume whatever the database holds:
-/// after a restart every non-terminal session continues from its stored status.
+/// The runtime of this machine, as `args` choose: the local one when asked for (an error
+/// when it cannot run here) or, with `auto`, when a sandbox starts here; else none (the
+/// simulated runtime drives every agent). `executable` is the `sessiond` binary that runs
+/// the supervisors. The local runtime's agent is registered.
+pub async fn choose_runtime(
+    args: &RuntimeArgs,
+    db: &DatabaseConnection,
+    executable: std::path::PathBuf,
+) -> Result<(Option<LocalRuntime>, RuntimeInfo), Box<dyn std::error::Error>> {
+    if args.choice == RuntimeChoice::Simulated {
+        return Ok((None, RuntimeInfo::simulated("chosen with --runtime simulated")));
+    }
+    let images = match &args.images_file {
+        Some(path) => Images::load(path)?,
+        None => Images::default(),
+    };
+    let config = LocalConfig {
+        dir: std::path::absolute(&args.runtime_dir)?,
+        agent: args.local_agent.clone(),
+        resource_group: args.local_resource_group.clone(),
+        images,
+        grace: Duration::from_millis(args.terminate_grace_ms),
+        executable,
+        tick: Duration::from_millis(200),
+    };
+    match LocalRuntime::probe(config) {
+        Ok((local, info)) => {
+            local.register(db).await.map_err(|e| format!("registering this machine as an agent failed: {e:?}"))?;
+            Ok((Some(local), info))
+        }
+        Err(why) if args.choice == RuntimeChoice::Local => Err(format!("--runtime local: {why}").into()),
+        Err(why) => Ok((None, RuntimeInfo::simulated(format!("the local runtime cannot run here: {why}")))),
+    }
+}
+
+/// Starts the scheduler, the simulated runtime and the local one when there is one. They
+/// resume whatever the database holds: after a restart every non-terminal session continues
+/// from its stored status (the local runtime: from what its supervisor reports).
 pub fn spawn_workers(
     db: &DatabaseConnection,
     bus: &EventBus,
     timings: &Timings,
     metrics: &Metrics,
+    local: Option<LocalRuntime>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let runtime = SimulatedRuntime {
         step: Duration::from_millis(timings.sim_step_ms),
         batch_run: Duration::from_millis(timings.sim_batch_ms),
+        except_agent: local.as_ref().map(|l| l.agent().to_owned()),
     };
     let metrics = metrics.clone();
-    vec![
+    let mut workers = vec![
         tokio::spawn(scheduling::run(
             db.clone(),
             bus.clone(),
@@ -87,7 +137,11 @@ pub fn spawn_workers(
             move |took| metrics.scheduler_pass(took),
         )),
         tokio::spawn(runtime::run(runtime, db.clone(), bus.clone())),
-    ]
+    ];
+    if let Some(local) = local {
+        workers.push(tokio::spawn(runtime::run(local, db.clone(), bus.clone())));
+    }
+    workers
 }
 
 async fn shutdown_signal() {

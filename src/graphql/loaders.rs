@@ -101,7 +101,8 @@ async fn prefetch(
                 e.insert(Arc::new(User::try_from((*user).clone()).map_err(Arc::new)?));
             }
         }
-        let missing: HashSet<_> = rows.iter().map(|r| UserId(r.owner_id)).filter(|k| !owners.contains_key(&k.0)).collect();
+        let missing: HashSet<_> =
+            rows.iter().map(|r| UserId(r.owner_id)).filter(|k| !owners.contains_key(&k.0)).collect();
         if !missing.is_empty() {
             for (id, user) in l.load_many(missing).await? {
                 owners.insert(id.0, Arc::new(User::try_from(user).map_err(Arc::new)?));

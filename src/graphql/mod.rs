@@ -11,6 +11,7 @@ pub mod limits;
 pub mod loaders;
 pub mod node;
 pub mod resource;
+pub mod runtime;
 pub mod scalars;
 pub mod scheduling;
 pub mod session;
@@ -34,6 +35,7 @@ pub struct Query(
     launch::LaunchQuery,
     resource::ResourceQuery,
     export::ExportQuery,
+    runtime::RuntimeQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -57,8 +59,14 @@ fn builder(budgets: &GraphqlLimits) -> SchemaBuilder<Query, Mutation, Subscripti
 }
 
 /// The schema the server executes, with its database, event bus and limits.
-pub fn build_schema(db: DatabaseConnection, bus: EventBus, launch: LaunchLimits, budgets: &GraphqlLimits) -> AppSchema {
-    builder(budgets).data(db).data(bus).data(launch).finish()
+pub fn build_schema(
+    db: DatabaseConnection,
+    bus: EventBus,
+    launch: LaunchLimits,
+    budgets: &GraphqlLimits,
+    runtime: crate::domain::runtime::RuntimeInfo,
+) -> AppSchema {
+    builder(budgets).data(db).data(bus).data(launch).data(runtime).finish()
 }
 
 /// Attaches what resolvers read to one request: the viewer and fresh DataLoaders.

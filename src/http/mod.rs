@@ -67,7 +67,8 @@ impl AppState {
     }
 
     pub fn with(db: DatabaseConnection, bus: EventBus, limits: HttpLimits, launch: LaunchLimits) -> Self {
-        Self::with_metrics(db, bus, limits, launch, metrics::Metrics::default())
+        let runtime = crate::domain::runtime::RuntimeInfo::simulated("no runtime chosen");
+        Self::with_metrics(db, bus, limits, launch, metrics::Metrics::default(), runtime)
     }
 
     pub fn with_metrics(
@@ -76,10 +77,11 @@ impl AppState {
         limits: HttpLimits,
         launch: LaunchLimits,
         metrics: metrics::Metrics,
+        runtime: crate::domain::runtime::RuntimeInfo,
     ) -> Self {
         let ws_connections = Arc::new(tokio::sync::Semaphore::new(limits.ws.max_ws_connections));
         Self {
-            schema: build_schema(db.clone(), bus.clone(), launch, &limits.graphql),
+            schema: build_schema(db.clone(), bus.clone(), launch, &limits.graphql, runtime),
             db,
             bus,
             limits: Arc::new(limits),

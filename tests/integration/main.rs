@@ -11,6 +11,7 @@ mod graphql_http;
 mod hardening;
 mod launch;
 mod launch_rules;
+mod local_runtime;
 mod panels;
 mod panels_by_hand;
 mod scheduling;

@@ -190,14 +190,69 @@ impl TestApp {
         });
         let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
         let metrics = sessiond::http::metrics::Metrics::default();
-        let router = app(AppState::with_metrics(db.clone(), bus.clone(), limits.clone(), launch, metrics.clone()));
+        let runtime = sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime");
+        let router =
+            app(AppState::with_metrics(db.clone(), bus.clone(), limits.clone(), launch, metrics.clone(), runtime));
         TestApp { backend, url, db, router, seeded, statements, bus, limits, metrics, workers: Vec::new(), _dir: dir }
     }
 
     /// Starts the scheduler and the simulated runtime (20 ms steps, 1.5 s batch runs).
     pub fn start_workers(&mut self) {
         let timings = sessiond::config::Timings { scheduler_interval_ms: 50, sim_step_ms: 20, sim_batch_ms: 1500 };
-        self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings, &self.metrics));
+        self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings, &self.metrics, None));
+    }
+
+    /// Starts the scheduler and the runtimes with this machine as agent `local` (resource
+    /// group `local`, open to every project) really running its sessions, kept in `dir`;
+    /// `images` is an images file's text. Returns false (after a NOTICE) when no sandbox can
+    /// start here, unless `SESSIOND_REQUIRE_SANDBOX=1` (set by `.ci/run`) makes that a
+    /// failure. `Query.runtime` then reports the local runtime.
+    pub async fn start_local_runtime(&mut self, dir: &std::path::Path, grace_ms: u64, images: Option<&str>) -> bool {
+        let images_file = images.map(|text| {
+            let f = dir.with_extension("images.toml");
+            std::fs::write(&f, text).expect("write the images file");
+            f
+        });
+        let args = sessiond::config::RuntimeArgs {
+            choice: sessiond::config::RuntimeChoice::Local,
+            images_file,
+            runtime_dir: dir.to_owned(),
+            terminate_grace_ms: grace_ms,
+            ..sessiond::config::RuntimeArgs::default()
+        };
+        let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_sessiond"));
+        let (local, info) = match sessiond::server::choose_runtime(&args, &self.db, exe).await {
+            Ok(chosen) => chosen,
+            Err(why) if std::env::var("SESSIOND_REQUIRE_SANDBOX").is_ok_and(|v| v == "1") => {
+                panic!("the local runtime is required (SESSIOND_REQUIRE_SANDBOX=1) but cannot run: {why}")
+            }
+            Err(why) => {
+                use std::io::Write;
+                let line = format!("NOTICE: a local-runtime test was SKIPPED and is reported as passed: {why}\n");
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
+                return false;
+            }
+        };
+        let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
+        self.router = app(AppState::with_metrics(
+            self.db.clone(),
+            self.bus.clone(),
+            self.limits.clone(),
+            launch,
+            self.metrics.clone(),
+            info,
+        ));
+        let timings = sessiond::config::Timings { scheduler_interval_ms: 50, sim_step_ms: 20, sim_batch_ms: 1500 };
+        self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings, &self.metrics, local));
+        true
+    }
+
+    /// Stops the scheduler and the runtimes at once, as a crash of the server would (the
+    /// local runtime's supervisors go on).
+    pub fn crash_workers(&mut self) {
+        for w in self.workers.drain(..) {
+            w.abort();
+        }
     }
 
     /// Polls `query` until `done` holds for its answer (at most 30 s), and returns it.

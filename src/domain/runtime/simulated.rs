@@ -1,5 +1,4 @@
-//! Runtimes start and stop sessions on agents. [`SimulatedRuntime`], the default, walks a
-//! scheduled session through SCHEDULED → PREPARING → PULLING (only when the agent lacks the
+//! The simulated runtime: nothing runs. [`SimulatedRuntime`] walks a scheduled session through SCHEDULED → PREPARING → PULLING (only when the agent lacks the
 //! image) → PREPARED → CREATING → RUNNING, one step per `step`, writing log lines; ends
 //! batch sessions after `batch_run` (exit 0, SUCCESS) or at their batch timeout when that
 //! is shorter (exit 124, FAILURE); ends any session past its keypair policy's
@@ -13,7 +12,6 @@
 //! `SESSIOND_SIM_FAIL=<STATUS>`: instead of entering that status the session goes ERROR.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -23,44 +21,26 @@ use serde_json::Value;
 
 use entity::{agent, keypair, keypair_resource_policy, session, session_log};
 
-use super::events::EventBus;
-use super::history::{self, Entry, SchedulingResult};
-use super::lifecycle::{self, Applied, Change};
-use super::model::SessionType;
-use super::status::{SessionResult, SessionStatus};
-use super::{DomainResult, clock};
+use super::{Runtime, TIMEOUT_EXIT_CODE, env_var};
+use crate::domain::events::EventBus;
+use crate::domain::history::{self, Entry, SchedulingResult};
+use crate::domain::lifecycle::{self, Applied, Change};
+use crate::domain::model::SessionType;
+use crate::domain::status::{SessionResult, SessionStatus};
+use crate::domain::{DomainResult, clock};
 
-/// Exit code of a batch session stopped at its timeout (as `timeout(1)` reports).
-pub const TIMEOUT_EXIT_CODE: i32 = 124;
 const FAIL_VARIABLE: &str = "SESSIOND_SIM_FAIL";
-
-/// Starts and stops sessions. `drive` advances what is due and returns how many sessions
-/// changed status.
-pub trait Runtime: Send + Sync + 'static {
-    fn drive(&self, db: &DatabaseConnection, bus: &EventBus) -> impl Future<Output = DomainResult<usize>> + Send;
-
-    /// How often `drive` should run.
-    fn tick(&self) -> Duration;
-}
 
 #[derive(Clone, Debug)]
 pub struct SimulatedRuntime {
     pub step: Duration,
     pub batch_run: Duration,
+    /// An agent it leaves alone: the machine itself, when the local runtime drives it.
+    pub except_agent: Option<String>,
 }
 
 fn delta(d: Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
-}
-
-fn env_var(s: &session::Model, name: &str) -> Option<String> {
-    s.environment
-        .as_array()?
-        .iter()
-        .find(|e| e.get("name").and_then(Value::as_str) == Some(name))?
-        .get("value")?
-        .as_str()
-        .map(str::to_owned)
 }
 
 /// What happens next to a session, if anything is due.
@@ -168,10 +148,13 @@ impl Runtime for SimulatedRuntime {
         let now = clock::now();
         let driven = [Scheduled, Preparing, Pulling, Prepared, Creating, Running, Terminating];
         // Read first, outside any transaction: most ticks find nothing due and take no lock.
-        let sessions = session::Entity::find()
+        let mut sessions = session::Entity::find()
             .filter(session::Column::Status.is_in(driven.iter().map(|s| s.as_str())))
             .all(db)
             .await?;
+        if let Some(except) = &self.except_agent {
+            sessions.retain(|s| s.agent_id.as_ref() != Some(except));
+        }
         if sessions.is_empty() {
             return Ok(0);
         }
@@ -219,7 +202,7 @@ impl Runtime for SimulatedRuntime {
         }
         // The updates are guarded by the status read above: a session that moved meanwhile
         // (terminated by its owner, driven by another replica) is left alone.
-        let txn = super::begin_write(db).await?;
+        let txn = crate::domain::begin_write(db).await?;
         let mut transitions = lifecycle::Transitions::default();
         let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
         let mut logs = Vec::new();
@@ -261,29 +244,10 @@ impl Runtime for SimulatedRuntime {
                 .exec(&txn)
                 .await?;
         }
-        for logs in super::shaped_batches(logs) {
+        for logs in crate::domain::shaped_batches(logs) {
             session_log::Entity::insert_many(logs).exec_without_returning(&txn).await?;
         }
         history::record(&txn, entries, now).await?;
         lifecycle::commit(txn, transitions, bus).await
-    }
-}
-
-/// Drives sessions until the process ends: every tick, and at once when a session is
-/// scheduled or asked to terminate.
-pub async fn run<R: Runtime>(runtime: R, db: DatabaseConnection, bus: EventBus) {
-    let mut events = bus.subscribe();
-    loop {
-        if let Err(e) = runtime.drive(&db, &bus).await {
-            tracing::error!(error = ?e, "runtime step failed");
-        }
-        tokio::select! {
-            woke = events.recv() => {
-                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = woke {
-                    return;
-                }
-            }
-            () = tokio::time::sleep(runtime.tick()) => {}
-        }
     }
 }

@@ -1,0 +1,240 @@
+//! What the server and a session's supervisor tell each other, as files in the session's
+//! directory: the server writes the [`Spec`] (and `stop` when the session must end), the
+//! supervisor writes its [`State`] and the session's output. Files, not a pipe, so that
+//! either side may restart and read where the other is: the state is level-triggered.
+//!
+//! ```text
+//! <runtime dir>/sessions/<id>/spec.json    what to run, with which limits (server)
+//!                             stop         present: end the session (server)
+//!                             state.json   phase, pids, exit record (supervisor)
+//!                             output.log   stdout and stderr, size-capped (supervisor)
+//!                             ingested     bytes of output.log already in the database (server)
+//!                             supervisor.log  the supervisor's own messages
+//!                             bwrap.json   the sandbox's status lines (child pid, exit code)
+//!                             work/        the session's working directory, its home
+//! <runtime dir>/images/<name>.ready  the image's prepare step has run on this machine
+//! ```
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Most bytes of a session's output kept on disk; beyond it the output is read and dropped.
+pub const OUTPUT_CAP: u64 = 8 << 20;
+
+/// The files of one session.
+#[derive(Clone, Debug)]
+pub struct SessionDir {
+    pub root: PathBuf,
+}
+
+impl SessionDir {
+    pub fn of(runtime_dir: &Path, id: Uuid) -> Self {
+        Self { root: runtime_dir.join("sessions").join(id.to_string()) }
+    }
+    pub fn spec(&self) -> PathBuf {
+        self.root.join("spec.json")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.root.join("state.json")
+    }
+    pub fn stop(&self) -> PathBuf {
+        self.root.join("stop")
+    }
+    pub fn output(&self) -> PathBuf {
+        self.root.join("output.log")
+    }
+    pub fn ingested(&self) -> PathBuf {
+        self.root.join("ingested")
+    }
+    pub fn supervisor_log(&self) -> PathBuf {
+        self.root.join("supervisor.log")
+    }
+    pub fn sandbox_status(&self) -> PathBuf {
+        self.root.join("bwrap.json")
+    }
+    pub fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+    pub fn read_state(&self) -> Option<State> {
+        read_json(&self.state())
+    }
+    pub fn read_spec(&self) -> Option<Spec> {
+        read_json(&self.spec())
+    }
+    pub fn stop_requested(&self) -> bool {
+        self.stop().exists()
+    }
+}
+
+/// The marker of an image whose prepare step has run on this machine.
+pub fn image_ready(runtime_dir: &Path, image: &str) -> PathBuf {
+    let safe: String = image.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
+    runtime_dir.join("images").join(format!("{safe}.ready"))
+}
+
+/// What a supervisor runs, written by the server before it starts the supervisor.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Spec {
+    pub session_id: Uuid,
+    /// The shell command of a batch session; an interactive one runs the image's command.
+    pub command: String,
+    pub batch: bool,
+    pub env: Vec<(String, String)>,
+    /// The root the sandbox sees: `None` the host's system directories, read-only; else a
+    /// directory (read-only).
+    pub root: Option<PathBuf>,
+    /// The image's one-time prepare step (PULLING), with its marker, when it has not run.
+    pub prepare: Option<Prepare>,
+    pub limits: Limits,
+    pub batch_timeout_seconds: Option<i64>,
+    /// Between SIGTERM and killing whatever is left.
+    pub grace_ms: u64,
+    /// Devices the session may use (allocated accelerators), bound into the sandbox.
+    pub devices: Vec<PathBuf>,
+    /// How its limits are enforced (as the server detected at start).
+    pub enforcement: super::limits::Enforcement,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Prepare {
+    pub command: String,
+    pub marker: PathBuf,
+}
+
+/// The limits of a session, as the supervisor enforces them.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Limits {
+    /// Whole cores (at least 1).
+    pub cores: u32,
+    /// Bytes of memory.
+    pub memory: u64,
+    /// Processes and threads.
+    pub pids: u64,
+}
+
+/// Where a supervisor is in running its session.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Directories and limits being set up.
+    Preparing,
+    /// The image's prepare step runs.
+    Pulling,
+    /// Ready to start.
+    Prepared,
+    /// The sandbox is starting.
+    Creating,
+    /// The command runs.
+    Running,
+    /// Over: see the exit record.
+    Exited,
+}
+
+/// A process, by pid and start time (a pid alone may be reused).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Process {
+    pub pid: u32,
+    pub started: u64,
+}
+
+impl Process {
+    /// This process.
+    pub fn current() -> Option<Self> {
+        let pid = std::process::id();
+        Some(Self { pid, started: start_time(pid)? })
+    }
+
+    /// Whether it still runs (a zombie does not).
+    pub fn alive(&self) -> bool {
+        start_time(self.pid) == Some(self.started)
+    }
+}
+
+/// A process's start time in clock ticks since boot (`/proc/<pid>/stat`, field 22), unless
+/// it is gone or a zombie.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: read after it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// How a session ended.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Exit {
+    /// The command's exit code (128 + n when signal n killed it).
+    pub code: Option<i32>,
+    pub oom_killed: bool,
+    pub timed_out: bool,
+    /// The session was asked to stop.
+    pub stopped: bool,
+    /// The sandbox (or the prepare step) failed before the command ran.
+    pub failed: Option<String>,
+}
+
+/// What a supervisor reports.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct State {
+    pub phase: Phase,
+    pub supervisor: Process,
+    /// The sandbox's pid (host), once the command runs.
+    pub child: Option<u32>,
+    /// The image's prepare step ran (the session went through PULLING).
+    #[serde(default)]
+    pub pulled: bool,
+    /// The limits as enforced, e.g. "memory: cgroup v1 memory.limit_in_bytes".
+    pub enforced: Vec<String>,
+    pub exit: Option<Exit>,
+}
+
+/// Writes `value` as JSON to `path` atomically (a reader sees the old file or the new one).
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(tmp, path)
+}
+
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_made_up_one_is_not() {
+        let me = Process::current().expect("own start time");
+        assert!(me.alive());
+        assert!(!Process { pid: me.pid, started: me.started + 1 }.alive(), "a reused pid is not the same process");
+        assert!(start_time(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn state_round_trips_through_its_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let state = State {
+            phase: Phase::Exited,
+            supervisor: Process { pid: 1, started: 2 },
+            child: Some(3),
+            pulled: false,
+            enforced: vec!["memory".into()],
+            exit: Some(Exit { code: Some(3), ..Exit::default() }),
+        };
+        write_json(&path, &state).expect("write");
+        assert_eq!(read_json::<State>(&path), Some(state));
+        assert!(Phase::Preparing < Phase::Running, "phases are ordered as a session starts");
+    }
+}

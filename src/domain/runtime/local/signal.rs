@@ -1,0 +1,74 @@
+//! Signals and process trees, through `nix`'s safe calls and `/proc`.
+
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+
+pub const TERM: Signal = Signal::SIGTERM;
+pub const KILL: Signal = Signal::SIGKILL;
+
+/// Sends `sig` to a process; a process already gone is not an error.
+pub fn kill(pid: u32, sig: Signal) {
+    if let Ok(pid) = i32::try_from(pid) {
+        signal::kill(Pid::from_raw(pid), sig).ok();
+    }
+}
+
+/// Sends `sig` to every process of a process group.
+pub fn kill_group(pgid: u32, sig: Signal) {
+    if let Ok(pgid) = i32::try_from(pgid) {
+        signal::killpg(Pid::from_raw(pgid), sig).ok();
+    }
+}
+
+/// `root` and every process below it, from `/proc` (parents before children).
+pub fn tree(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+            let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+            if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) {
+                parent_of.push((pid, ppid));
+            }
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+/// Resident memory of the processes, in bytes (`VmRSS`).
+pub fn resident(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .sum::<u64>()
+        * 1024
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_holds_the_children_and_their_memory() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().expect("sleep");
+        let me = std::process::id();
+        let t = tree(me);
+        assert_eq!(t[0], me);
+        assert!(t.contains(&child.id()), "{t:?}");
+        assert!(resident(&[me]) > 1 << 20, "this process holds more than a MiB");
+        kill(child.id(), KILL);
+        child.wait().expect("reaped");
+    }
+}

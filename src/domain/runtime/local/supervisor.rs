@@ -1,0 +1,253 @@
+//! `sessiond supervise <dir>`: the process that owns one session's sandbox. The server
+//! starts it in a process group of its own, so it outlives a restart (or a crash) of the
+//! server; it reports through the session directory's files ([`super::files`]) only.
+//!
+//! It sets the limits up, runs the image's prepare step when due, starts the sandbox, copies
+//! its output (size-capped) to `output.log`, ends it on a `stop` file or at its batch
+//! timeout (SIGTERM, a grace period, then everything killed), and writes the exit record:
+//! the real exit code, whether the kernel (or the watchdog) killed it for memory, whether
+//! it was stopped or timed out, or why the sandbox never started.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::files::{Exit, OUTPUT_CAP, Phase, Process, SessionDir, Spec, State, write_json};
+use super::limits::Enforcement;
+use super::sandbox::{self, Wrapping};
+use super::signal::{self, KILL, TERM};
+use crate::domain::runtime::TIMEOUT_EXIT_CODE;
+
+const POLL: Duration = Duration::from_millis(50);
+
+/// Runs the session of `dir` to its end. `Err` only when there is nothing to report to
+/// (no readable spec, no writable state).
+pub fn supervise(dir: &Path) -> Result<(), String> {
+    let sd = SessionDir { root: dir.to_path_buf() };
+    let spec = sd.read_spec().ok_or_else(|| format!("no readable spec in {}", dir.display()))?;
+    let enforcement = &spec.enforcement;
+    let me = Process::current().ok_or("cannot read this process's start time")?;
+    let mut state = State {
+        phase: Phase::Preparing,
+        supervisor: me,
+        child: None,
+        pulled: false,
+        enforced: enforcement.describe(),
+        exit: None,
+    };
+    let report = |state: &State| write_json(&sd.state(), state).map_err(|e| format!("cannot write the state: {e}"));
+    report(&state)?;
+
+    let exit = run(&sd, &spec, enforcement, &mut state, &report);
+    enforcement.kill_all(spec.session_id);
+    enforcement.remove(spec.session_id);
+    state.phase = Phase::Exited;
+    state.exit = Some(exit);
+    report(&state)
+}
+
+fn run(
+    sd: &SessionDir,
+    spec: &Spec,
+    enforcement: &Enforcement,
+    state: &mut State,
+    report: &impl Fn(&State) -> Result<(), String>,
+) -> Exit {
+    let failed = |why: String| Exit { failed: Some(why), ..Exit::default() };
+    if sd.stop_requested() {
+        return Exit { stopped: true, ..Exit::default() };
+    }
+    if let Err(e) = enforcement.create(spec.session_id, &spec.limits) {
+        return failed(format!("cannot set the session's limits: {e}"));
+    }
+    let wrapping = |network: bool| Wrapping {
+        join: enforcement.join_files(spec.session_id),
+        cpus: matches!(enforcement, Enforcement::Watchdog).then(|| cpu_list(spec.limits.cores)),
+        drop_privileges: sandbox::is_root(),
+        network,
+    };
+    if let Some(prepare) = &spec.prepare
+        && !prepare.marker.exists()
+    {
+        state.phase = Phase::Pulling;
+        state.pulled = true;
+        report(state).ok();
+        let status_file = sd.root.join("prepare.json");
+        let cmd = sandbox::command(spec, &sd.work(), &status_file, &prepare.command, &wrapping(true));
+        match watch(sd, spec, enforcement, cmd, &status_file, None, |_| {}) {
+            Ok(o) if o.stopped => return Exit { stopped: true, ..Exit::default() },
+            Ok(o) if o.code == Some(0) => {
+                if let Some(parent) = prepare.marker.parent() {
+                    std::fs::create_dir_all(parent).ok();
+                }
+                std::fs::write(&prepare.marker, b"").ok();
+            }
+            Ok(o) => return failed(format!("the image's prepare step failed ({})", describe_code(o.code))),
+            Err(e) => return failed(e),
+        }
+    }
+    state.phase = Phase::Prepared;
+    report(state).ok();
+    state.phase = Phase::Creating;
+    report(state).ok();
+    let status_file = sd.sandbox_status();
+    let cmd = sandbox::command(spec, &sd.work(), &status_file, &spec.command, &wrapping(false));
+    let timeout =
+        spec.batch_timeout_seconds.filter(|t| *t > 0).and_then(|t| u64::try_from(t).ok()).map(Duration::from_secs);
+    let outcome = watch(sd, spec, enforcement, cmd, &status_file, timeout, |child| {
+        state.phase = Phase::Running;
+        state.child = Some(child);
+        report(state).ok();
+    });
+    match outcome {
+        Err(e) => failed(e),
+        Ok(o) if !o.started && !o.stopped => {
+            failed(format!("the sandbox could not start ({}); see the session's log", describe_code(o.code)))
+        }
+        Ok(o) => Exit {
+            code: if o.timed_out { Some(TIMEOUT_EXIT_CODE) } else { o.code },
+            oom_killed: o.oom || enforcement.oom_killed(spec.session_id),
+            timed_out: o.timed_out,
+            stopped: o.stopped,
+            failed: None,
+        },
+    }
+}
+
+/// Whole cores for `taskset`: the first `cores` of the machine.
+fn cpu_list(cores: u32) -> String {
+    let n = thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1));
+    format!("0-{}", cores.clamp(1, n) - 1)
+}
+
+pub fn describe_code(code: Option<i32>) -> String {
+    match code {
+        Some(c) if c > 128 => format!("signal {}", c - 128),
+        Some(c) => format!("exit {c}"),
+        None => "no exit code".to_owned(),
+    }
+}
+
+struct Outcome {
+    /// The sandbox's command started.
+    started: bool,
+    code: Option<i32>,
+    stopped: bool,
+    timed_out: bool,
+    /// The watchdog killed it for memory.
+    oom: bool,
+}
+
+/// Starts `cmd`, copies its output, and waits for its end, stopping it on a `stop` file, at
+/// `timeout`, or (with the watchdog) over its memory.
+fn watch(
+    sd: &SessionDir,
+    spec: &Spec,
+    enforcement: &Enforcement,
+    mut cmd: std::process::Command,
+    status_file: &Path,
+    timeout: Option<Duration>,
+    mut on_start: impl FnMut(u32),
+) -> Result<Outcome, String> {
+    let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    let writer2 = writer.try_clone().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    cmd.stdin(Stdio::null()).stdout(writer).stderr(writer2);
+    let mut child: Child = cmd.spawn().map_err(|e| format!("cannot start the sandbox: {e}"))?;
+    drop(cmd); // the parent's copies of the pipe's write end
+    let output = sd.output();
+    let copier = thread::spawn(move || copy_capped(reader, &output));
+
+    let begun = Instant::now();
+    let mut o = Outcome { started: false, code: None, stopped: false, timed_out: false, oom: false };
+    let mut sandbox_pid = None;
+    let mut stopping: Option<Instant> = None;
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break status;
+        }
+        if sandbox_pid.is_none()
+            && let Some(pid) = sandbox::read_status(status_file).child_pid
+        {
+            sandbox_pid = Some(pid);
+            o.started = true;
+            on_start(pid);
+        }
+        if stopping.is_none() {
+            if sd.stop_requested() {
+                o.stopped = true;
+            } else if timeout.is_some_and(|t| begun.elapsed() >= t) {
+                o.timed_out = true;
+            } else if matches!(enforcement, Enforcement::Watchdog)
+                && signal::resident(&signal::tree(child.id())) > spec.limits.memory
+            {
+                o.oom = true;
+            }
+            if o.stopped || o.timed_out || o.oom {
+                if o.oom {
+                    // Over its memory: no grace.
+                    let now = Instant::now();
+                    stopping = Some(now.checked_sub(Duration::from_millis(spec.grace_ms)).unwrap_or(now));
+                } else {
+                    stopping = Some(Instant::now());
+                    // The command and everything it started, not the sandbox's init.
+                    let below = sandbox_pid.map(signal::tree).unwrap_or_default();
+                    for pid in below.iter().skip(1) {
+                        signal::kill(*pid, TERM);
+                    }
+                    if sandbox_pid.is_none() {
+                        signal::kill_group(child.id(), TERM);
+                    }
+                }
+            }
+        }
+        if let Some(since) = stopping
+            && since.elapsed() >= Duration::from_millis(spec.grace_ms)
+        {
+            // The sandbox's init: the kernel then kills everything in its pid namespace.
+            if let Some(pid) = sandbox_pid {
+                signal::kill(pid, KILL);
+            }
+            signal::kill(child.id(), KILL);
+            enforcement.kill_all(spec.session_id);
+        }
+        thread::sleep(POLL);
+    };
+    copier.join().ok();
+    let sandbox = sandbox::read_status(status_file);
+    if let (None, Some(pid)) = (sandbox_pid, sandbox.child_pid) {
+        // It started and ended between two looks.
+        o.started = true;
+        on_start(pid);
+    }
+    o.code = sandbox.exit_code.or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        status.code().or_else(|| status.signal().map(|s| 128 + s))
+    });
+    Ok(o)
+}
+
+/// Copies a session's output to `path`, keeping at most [`OUTPUT_CAP`] bytes; the rest is
+/// read and dropped, so the session never blocks on a full pipe.
+fn copy_capped(mut from: impl Read, path: &Path) {
+    let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) else { return };
+    let mut written = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut buf = [0u8; 8192];
+    let mut noted = false;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let room = usize::try_from(OUTPUT_CAP.saturating_sub(written)).unwrap_or(usize::MAX);
+        let keep = n.min(room);
+        if keep > 0 && file.write_all(&buf[..keep]).is_ok() {
+            written += keep as u64;
+        }
+        if keep < n && !noted {
+            noted = true;
+            file.write_all(format!("\n[output beyond {} MiB dropped]\n", OUTPUT_CAP >> 20).as_bytes()).ok();
+        }
+    }
+}

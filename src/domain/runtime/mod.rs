@@ -1,0 +1,102 @@
+//! Runtimes start and stop sessions on agents. Two exist:
+//!
+//! - [`local`]: the machine itself is an agent, and its sessions really run, each in a
+//!   sandbox under a supervisor process of its own, with enforced limits;
+//! - [`simulated`]: nothing runs; sessions walk through their statuses on timers. It drives
+//!   every agent that is not the machine itself (the demo's agents are fictitious).
+//!
+//! Which one drives this machine is chosen at start (`--runtime auto|local|simulated`) and
+//! reported by [`RuntimeInfo`], so nothing is silently pretend.
+
+pub mod local;
+pub mod simulated;
+
+use std::future::Future;
+use std::time::Duration;
+
+use sea_orm::DatabaseConnection;
+use serde_json::Value;
+
+use entity::session;
+
+use super::DomainResult;
+use super::events::EventBus;
+
+pub use simulated::SimulatedRuntime;
+
+/// Exit code of a batch session stopped at its timeout (as `timeout(1)` reports).
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+/// Starts and stops sessions. `drive` advances what is due and returns how many sessions
+/// changed status.
+pub trait Runtime: Send + Sync + 'static {
+    fn drive(&self, db: &DatabaseConnection, bus: &EventBus) -> impl Future<Output = DomainResult<usize>> + Send;
+
+    /// How often `drive` should run.
+    fn tick(&self) -> Duration;
+}
+
+/// Drives sessions until the process ends: every tick, and at once when a session is
+/// scheduled or asked to terminate.
+pub async fn run<R: Runtime>(runtime: R, db: DatabaseConnection, bus: EventBus) {
+    let mut events = bus.subscribe();
+    loop {
+        if let Err(e) = runtime.drive(&db, &bus).await {
+            tracing::error!(error = ?e, "runtime step failed");
+        }
+        tokio::select! {
+            woke = events.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = woke {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(runtime.tick()) => {}
+        }
+    }
+}
+
+/// Which runtime runs the sessions of this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeKind {
+    Local,
+    Simulated,
+}
+
+/// What this server runs sessions with, and why: shown at start and in the API.
+#[derive(Clone, Debug)]
+pub struct RuntimeInfo {
+    pub kind: RuntimeKind,
+    /// Why this runtime was chosen (or why the local one could not be).
+    pub reason: String,
+    /// The agent that is this machine, when sessions really run on it.
+    pub agent: Option<String>,
+    /// The limits the local runtime enforces on each session, and how.
+    pub enforced: Vec<String>,
+}
+
+impl RuntimeInfo {
+    pub fn simulated(reason: impl Into<String>) -> Self {
+        Self { kind: RuntimeKind::Simulated, reason: reason.into(), agent: None, enforced: Vec::new() }
+    }
+}
+
+/// The value of a session's environment variable `name`, if it sets it.
+pub(crate) fn env_var(s: &session::Model, name: &str) -> Option<String> {
+    s.environment
+        .as_array()?
+        .iter()
+        .find(|e| e.get("name").and_then(Value::as_str) == Some(name))?
+        .get("value")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// A session's environment variables, in order.
+pub(crate) fn env_vars(s: &session::Model) -> Vec<(String, String)> {
+    s.environment
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e.get("name")?.as_str()?.to_owned(), e.get("value")?.as_str()?.to_owned())))
+        .collect()
+}

@@ -1,0 +1,304 @@
+//! The local runtime with a real sandbox: sessions of resource group `local` run on this
+//! machine under bubblewrap, each with its supervisor. Skipped (with a NOTICE) where no
+//! sandbox can start, unless `SESSIOND_REQUIRE_SANDBOX=1` (`.ci/run` installs bubblewrap
+//! and sets it).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::db_tests;
+use crate::support::{TestApp, project};
+
+const LAUNCH: &str = "mutation($input: LaunchSessionInput!) { launchSession(input: $input) { session { id } } }";
+const SESSION: &str = "query($id: ID!) { session(id: $id) { status statusInfo result exitCode logs(tail: 200)
+  statusTransitions { toStatus } } }";
+
+/// The machine's runtime directory for one test; on drop, every session still running is
+/// asked to stop, and the directory goes once its supervisors are done.
+struct Machine {
+    dir: tempfile::TempDir,
+}
+
+impl Machine {
+    fn new() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The sessions' unprivileged uid must be able to reach its work directory.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
+        Self { dir }
+    }
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("runtime")
+    }
+    fn sessions(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.path().join("sessions")).into_iter().flatten().flatten().map(|e| e.path()).collect()
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        for s in self.sessions() {
+            std::fs::write(s.join("stop"), b"").ok();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline
+            && self
+                .sessions()
+                .iter()
+                .any(|s| std::fs::read_to_string(s.join("state.json")).is_ok_and(|t| t.contains("\"exit\":null")))
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn input(name: &str, command: &str, mem_mib: i64, extra: Value) -> Value {
+    let mut input = json!({
+        "projectId": project("default/default"), "name": name, "image": "python:3.12", "type": "BATCH",
+        "resourceGroup": "local", "startupCommand": command,
+        "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": mem_mib << 20}],
+    });
+    if let (Some(i), Some(extra)) = (input.as_object_mut(), extra.as_object()) {
+        i.extend(extra.clone());
+    }
+    input
+}
+
+async fn launch(app: &TestApp, token: &str, input: Value) -> String {
+    let resp = app.gql(Some(token), LAUNCH, json!({"input": input})).await;
+    resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("launched: {resp}")).to_owned()
+}
+
+async fn until(app: &TestApp, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    until_as(app, "demo-alice", id, done).await
+}
+
+async fn until_as(app: &TestApp, token: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let resp = app.wait_for(token, SESSION, json!({"id": id}), |r| done(&r["data"]["session"])).await;
+    resp["data"]["session"].clone()
+}
+
+fn ended(s: &Value) -> bool {
+    ["TERMINATED", "ERROR"].contains(&s["status"].as_str().unwrap_or(""))
+}
+
+fn logs(s: &Value) -> String {
+    s["logs"].as_array().map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n")).unwrap_or_default()
+}
+
+fn path_of(s: &Value) -> Vec<String> {
+    s["statusTransitions"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["toStatus"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// Processes of this machine whose command line is `command`.
+fn processes_with(command: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            (String::from_utf8_lossy(&cmd).replace('\0', " ").trim_end() == command).then_some(pid)
+        })
+        .collect()
+}
+
+async fn a_batch_job_ends_with_its_real_exit_code_and_output(mut app: TestApp) {
+    let machine = Machine::new();
+    let images = "[images.\"python:3.12\"]\nprepare = \"python3 --version\"\nenv = { GREETING = \"hello\" }\n";
+    if !app.start_local_runtime(&machine.path(), 1000, Some(images)).await {
+        return;
+    }
+    let runtime = app.gql(Some("demo-alice"), "{ runtime { kind agent enforcedLimits } }", json!({})).await;
+    assert_eq!(runtime["data"]["runtime"]["kind"], "LOCAL", "{runtime}");
+    assert_eq!(runtime["data"]["runtime"]["agent"], "local");
+    assert!(runtime["data"]["runtime"]["enforcedLimits"].as_array().is_some_and(|l| l.len() == 3), "{runtime}");
+
+    let id =
+        launch(&app, "demo-alice", input("exit-three", "echo $GREETING; echo oops >&2; exit 3", 512, json!({}))).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!(
+        (s["status"].as_str(), s["result"].as_str(), s["exitCode"].as_i64()),
+        (Some("TERMINATED"), Some("FAILURE"), Some(3)),
+        "{s}"
+    );
+    assert_eq!(s["statusInfo"], "exit 3");
+    let log = logs(&s);
+    assert!(log.contains("hello") && log.contains("oops"), "stdout and stderr are in the log: {log}");
+    assert_eq!(
+        path_of(&s),
+        ["PENDING", "SCHEDULED", "PREPARING", "PULLING", "PREPARED", "CREATING", "RUNNING", "TERMINATED"],
+        "the first session of the image runs its prepare step"
+    );
+
+    let id = launch(&app, "demo-alice", input("exit-zero", "python3 -c 'print(6*7)'", 512, json!({}))).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!(
+        (s["result"].as_str(), s["exitCode"].as_i64(), s["statusInfo"].as_str()),
+        (Some("SUCCESS"), Some(0), Some("exit 0")),
+        "{s}"
+    );
+    assert!(logs(&s).contains("42"), "{s}");
+    assert!(!path_of(&s).contains(&"PULLING".to_owned()), "prepared once per machine: {s}");
+}
+
+async fn a_batch_over_its_timeout_ends_with_124(mut app: TestApp) {
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let id = launch(&app, "demo-alice", input("too-slow", "sleep 60", 512, json!({"batchTimeoutSeconds": 1}))).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!(
+        (s["status"].as_str(), s["exitCode"].as_i64(), s["statusInfo"].as_str()),
+        (Some("TERMINATED"), Some(124), Some("batch timeout")),
+        "{s}"
+    );
+    assert_eq!(s["result"], "FAILURE");
+}
+
+async fn a_memory_hog_is_killed_and_the_host_is_unharmed(mut app: TestApp) {
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let hog = "python3 -c 'x = bytearray(1 << 30); print(\"survived\")'";
+    let id = launch(&app, "demo-alice", input("memory-hog", hog, 512, json!({}))).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!(
+        (s["status"].as_str(), s["result"].as_str(), s["statusInfo"].as_str()),
+        (Some("TERMINATED"), Some("FAILURE"), Some("OOM killed")),
+        "{s}"
+    );
+    assert!(!logs(&s).contains("survived"), "{s}");
+    let me = app.gql(Some("demo-alice"), "{ viewer { user { email } } }", json!({})).await;
+    assert_eq!(me["data"]["viewer"]["user"]["email"], "alice@example.com", "the server is unharmed");
+}
+
+async fn terminating_ends_every_process_within_the_grace_period(mut app: TestApp) {
+    let machine = Machine::new();
+    let grace = 1000;
+    if !app.start_local_runtime(&machine.path(), grace, None).await {
+        return;
+    }
+    // A child that ignores SIGTERM, and a grandchild in the background: all must go.
+    let marker = format!(
+        "{}",
+        900_000 + (std::process::id() % 1000) * 10 + u32::from(app.backend == crate::support::Backend::Postgres)
+    );
+    let command = format!("trap '' TERM; sleep {marker} & sleep {marker}; wait");
+    let id = launch(&app, "demo-alice", input("sleeper", &command, 512, json!({}))).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&format!("sleep {marker}")).len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(processes_with(&format!("sleep {marker}")).len(), 2, "both sleeps run");
+    let asked = Instant::now();
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
+            json!({"ids": [id]}),
+        )
+        .await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+    let s = until(&app, &id, ended).await;
+    let took = asked.elapsed();
+    assert_eq!(s["status"], "TERMINATED", "{s}");
+    assert_eq!(s["statusInfo"], "user-requested", "{s}");
+    assert!(took < Duration::from_millis(grace + 5000), "ended within the grace period and a tick: {took:?}");
+    assert!(processes_with(&format!("sleep {marker}")).is_empty(), "no process of the session is left");
+}
+
+async fn a_crash_of_the_server_loses_nothing(mut app: TestApp) {
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let id = launch(&app, "demo-alice", input("outlives", "sleep 2; echo done; exit 5", 512, json!({}))).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    app.crash_workers();
+    // The session ends while nothing watches it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let s = app.gql(Some("demo-alice"), SESSION, json!({"id": id})).await;
+    assert_eq!(s["data"]["session"]["status"], "RUNNING", "nothing moved it meanwhile: {s}");
+    assert!(app.start_local_runtime(&machine.path(), 500, None).await);
+    let s = until(&app, &id, ended).await;
+    assert_eq!(
+        (s["status"].as_str(), s["exitCode"].as_i64(), s["statusInfo"].as_str()),
+        (Some("TERMINATED"), Some(5), Some("exit 5")),
+        "{s}"
+    );
+    assert!(logs(&s).contains("done"), "{s}");
+}
+
+async fn a_session_sees_nothing_of_the_host_or_other_sessions(mut app: TestApp) {
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let secret = machine.dir.path().join("secret.txt");
+    std::fs::write(&secret, "the host's secret").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let database = app.url.strip_prefix("sqlite://").map(|p| p.split('?').next().unwrap_or(p).to_owned());
+
+    let other = launch(&app, "demo-bob", input("neighbour", "echo mine > note; sleep 31", 512, json!({}))).await;
+    until_as(&app, "demo-bob", &other, |s| s["status"] == "RUNNING" || ended(s)).await;
+    let neighbour = machine.path().join("sessions").join(session_uuid(&other)).join("work");
+    let command = format!(
+        "cat {secret} && echo LEAK-file || echo no-file
+         cat {neighbour}/note && echo LEAK-neighbour || echo no-neighbour
+         {db}
+         python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 1)' 2>/dev/null && echo LEAK-net || echo no-net
+         touch /usr/sessiond-probe 2>/dev/null && echo LEAK-root || echo read-only-root
+         echo uid=$(id -u)",
+        secret = secret.display(),
+        neighbour = neighbour.display(),
+        db = database.map(|d| format!("cat {d} >/dev/null && echo LEAK-db || echo no-db")).unwrap_or_else(|| "echo no-db".to_owned()),
+    );
+    let id = launch(&app, "demo-alice", input("prober", &command, 512, json!({}))).await;
+    let s = until(&app, &id, ended).await;
+    let log = logs(&s);
+    for expected in ["no-file", "no-neighbour", "no-db", "no-net", "read-only-root", "uid=65534"] {
+        assert!(log.contains(expected), "{expected}: {log}");
+    }
+    assert!(!log.contains("LEAK"), "{log}");
+    // Seen from the host, a session's processes are not root's either when the server is:
+    // they run as `nobody` (else as the server's own user).
+    let server = host_uid(std::process::id());
+    let expected = if server == Some(0) { Some(65534) } else { server };
+    let sleeping = processes_with("sleep 31");
+    assert!(!sleeping.is_empty(), "the neighbour still sleeps");
+    for pid in sleeping {
+        assert_eq!(host_uid(pid), expected, "process {pid} runs unprivileged on the host");
+    }
+    drop(listener);
+}
+
+fn host_uid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn session_uuid(id: &str) -> String {
+    sessiond::graphql::ids::decode(id).expect("a session id").1
+}
+
+db_tests!(
+    a_batch_job_ends_with_its_real_exit_code_and_output,
+    a_batch_over_its_timeout_ends_with_124,
+    a_memory_hog_is_killed_and_the_host_is_unharmed,
+    terminating_ends_every_process_within_the_grace_period,
+    a_crash_of_the_server_loses_nothing,
+    a_session_sees_nothing_of_the_host_or_other_sessions,
+);
