@@ -1,4 +1,4 @@
-//! The live feed: `sessionEvents`. Served over the WebSocket route only.
+//! The live feeds: `sessionEvents` and `sessionLogs`. Served over the WebSocket route only.
 
 use async_graphql::{Context, ID, Object, Subscription};
 use chrono::{DateTime, Utc};
@@ -7,6 +7,7 @@ use futures_util::stream::BoxStream;
 
 use crate::domain::DomainError;
 use crate::domain::events::SessionEvent as DomEvent;
+use crate::domain::logs;
 use crate::domain::watch::{self, WatchRequest};
 
 use super::context::{bus, db, viewer};
@@ -76,5 +77,19 @@ impl SessionSubscription {
         };
         let feed = watch::watch(db(ctx)?, bus(ctx)?, viewer(ctx)?, request).await?;
         Ok(feed.map(|e| e.map(SessionEvent).map_err(ApiError::from)).boxed())
+    }
+
+    /// A session's log, live: its last `tail` lines, then each new line as it is written
+    /// (the output of a session the local runtime runs, the runtime's own lines), until the
+    /// session has ended. For its owner, or an administrator who may see it.
+    async fn session_logs(
+        &self,
+        ctx: &Context<'_>,
+        session_id: ID,
+        #[graphql(default = 100)] tail: i32,
+    ) -> Result<BoxStream<'static, Result<String, ApiError>>, ApiError> {
+        let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
+        let feed = logs::follow(db(ctx)?, viewer(ctx)?, id, i64::from(tail)).await?;
+        Ok(feed.map(|line| line.map_err(ApiError::from)).boxed())
     }
 }

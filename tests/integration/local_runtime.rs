@@ -290,6 +290,46 @@ fn host_uid(pid: u32) -> Option<u32> {
     status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().nth(1)?.parse().ok()
 }
 
+async fn session_logs_streams_lines_printed_after_subscribing(mut app: TestApp) {
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let addr = app.serve().await;
+    let command = "echo early; while [ ! -e go ]; do sleep 0.05; done; echo late-line; exit 0";
+    let id = launch(&app, "demo-alice", input("talker", command, 512, json!({}))).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    let follow = "subscription($id: ID!, $tail: Int) { sessionLogs(sessionId: $id, tail: $tail) }";
+
+    let mut bob = crate::support::ws::Ws::open(addr, "demo-bob").await;
+    bob.subscribe("b", follow, json!({"id": id, "tail": 10})).await;
+    let errors = bob.error_of("b").await;
+    assert_eq!(
+        errors[0]["extensions"]["code"], "NOT_FOUND",
+        "another user's session does not exist for bob: {errors:?}"
+    );
+
+    let mut ws = crate::support::ws::Ws::open(addr, "demo-alice").await;
+    ws.subscribe("1", follow, json!({"id": id, "tail": 0})).await;
+    // The subscription is live once the stream is polled: give it a tick, then let the
+    // session print its line.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let work = machine.path().join("sessions").join(session_uuid(&id)).join("work");
+    std::fs::write(work.join("go"), b"").expect("signal the session");
+    let mut seen = Vec::new();
+    loop {
+        let m = ws.recv().await;
+        match m["type"].as_str() {
+            Some("next") => seen.push(m["payload"]["data"]["sessionLogs"].as_str().unwrap_or_default().to_owned()),
+            Some("complete") => break,
+            _ => panic!("unexpected {m}"),
+        }
+    }
+    assert!(seen.iter().any(|l| l == "late-line"), "{seen:?}");
+    assert!(!seen.iter().any(|l| l == "early"), "tail 0: only new lines: {seen:?}");
+    assert!(seen.last().is_some_and(|l| l.contains("session ended: exit 0")), "ends after the last line: {seen:?}");
+}
+
 fn session_uuid(id: &str) -> String {
     sessiond::graphql::ids::decode(id).expect("a session id").1
 }
@@ -301,4 +341,5 @@ db_tests!(
     terminating_ends_every_process_within_the_grace_period,
     a_crash_of_the_server_loses_nothing,
     a_session_sees_nothing_of_the_host_or_other_sessions,
+    session_logs_streams_lines_printed_after_subscribing,
 );
