@@ -323,14 +323,25 @@ impl Session {
             })
             .collect()
     }
-    /// The applications of its image, once RUNNING.
+    /// The applications of its image, once RUNNING. The `terminal` of an interactive
+    /// session that really runs here has a `url`: a WebSocket for its owner
+    /// (`/sessions/<id>/terminal`).
     async fn apps(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionApp>> {
         if !dom::offers_apps(&self.0)? {
             return Ok(Vec::new());
         }
         let image = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
         let apps = image.as_ref().map(dom::image_apps).unwrap_or_default();
-        Ok(apps.into_iter().map(|name| SessionApp { name, url: None }).collect())
+        let local = ctx.data_opt::<crate::domain::runtime::RuntimeInfo>().and_then(|r| r.local.as_ref());
+        let terminal = crate::domain::runtime::local::terminal::offered(local, &self.0)
+            .then(|| format!("/sessions/{}/terminal", encode(NodeKind::Session, self.0.id).0));
+        Ok(apps
+            .into_iter()
+            .map(|name| {
+                let url = if name == "terminal" { terminal.clone() } else { None };
+                SessionApp { name, url }
+            })
+            .collect())
     }
     /// The last `tail` log lines (1–1000), oldest first. For the detail panel, like
     /// `schedulingHistory`.

@@ -6,6 +6,7 @@ pub mod graphql;
 pub mod health;
 pub mod metrics;
 pub mod serve;
+pub mod terminal;
 pub mod ws;
 
 use std::sync::Arc;
@@ -57,6 +58,8 @@ pub struct AppState {
     /// One permit per open WebSocket connection.
     pub ws_connections: Arc<tokio::sync::Semaphore>,
     pub metrics: metrics::Metrics,
+    /// What runs sessions here (the terminals of the local runtime's sessions).
+    pub runtime: crate::domain::runtime::RuntimeInfo,
 }
 
 impl AppState {
@@ -81,12 +84,13 @@ impl AppState {
     ) -> Self {
         let ws_connections = Arc::new(tokio::sync::Semaphore::new(limits.ws.max_ws_connections));
         Self {
-            schema: build_schema(db.clone(), bus.clone(), launch, &limits.graphql, runtime),
+            schema: build_schema(db.clone(), bus.clone(), launch, &limits.graphql, runtime.clone()),
             db,
             bus,
             limits: Arc::new(limits),
             ws_connections,
             metrics,
+            runtime,
         }
     }
 }
@@ -107,6 +111,7 @@ pub fn app(state: AppState) -> Router {
     let work = Router::new()
         .merge(graphql_routes)
         .route("/graphql/ws", get(ws::upgrade))
+        .route("/sessions/{id}/terminal", get(terminal::upgrade))
         .route("/export/sessions.csv", get(export::sessions_csv))
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/{asset}", get(graphiql::asset))

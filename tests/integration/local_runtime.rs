@@ -330,6 +330,81 @@ async fn session_logs_streams_lines_printed_after_subscribing(mut app: TestApp) 
     assert!(seen.last().is_some_and(|l| l.contains("session ended: exit 0")), "ends after the last line: {seen:?}");
 }
 
+/// Opens the terminal at `url` (a path) as `token`; the socket after `connection_ack`, or
+/// the close code and reason.
+async fn terminal(
+    addr: std::net::SocketAddr,
+    url: &str,
+    token: &str,
+) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, (u16, String)>
+{
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}{url}")).await.expect("WebSocket handshake");
+    let init = json!({"type": "connection_init", "payload": {"authorization": format!("Bearer {token}")}, "cols": 100, "rows": 30});
+    ws.send(Message::Text(init.to_string().into())).await.expect("send");
+    match tokio::time::timeout(Duration::from_secs(10), ws.next()).await.expect("an answer") {
+        Some(Ok(Message::Text(t))) if t.contains("connection_ack") => Ok(ws),
+        Some(Ok(Message::Close(Some(frame)))) => Err((frame.code.into(), frame.reason.to_string())),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+async fn the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only(mut app: TestApp) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let addr = app.serve().await;
+    let id = launch(&app, "demo-alice", json!({
+        "projectId": project("default/default"), "name": "shell-here", "image": "python:3.12", "type": "INTERACTIVE",
+        "resourceGroup": "local", "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": 512_i64 << 20}],
+    })).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    let apps = app
+        .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { apps { name url } } }", json!({"id": id}))
+        .await;
+    let url = apps["data"]["session"]["apps"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "terminal"))
+        .and_then(|t| t["url"].as_str())
+        .unwrap_or_else(|| panic!("a terminal with a url: {apps}"))
+        .to_owned();
+    assert_eq!(url, format!("/sessions/{id}/terminal"));
+
+    assert_eq!(
+        terminal(addr, &url, "demo-bob").await.err().map(|e| e.0),
+        Some(4404),
+        "bob cannot open alice's terminal"
+    );
+    assert_eq!(terminal(addr, &url, "demo-admin").await.err().map(|e| e.0), Some(4404), "nor her administrator");
+    assert_eq!(terminal(addr, &url, "not-a-token").await.err().map(|e| e.0), Some(4403));
+
+    let mut ws = terminal(addr, &url, "demo-alice").await.expect("alice opens her terminal");
+    ws.send(Message::Binary(b"echo $((6*7)); id -u; pwd\n".to_vec().into())).await.expect("send");
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(seen.contains("42\r\n") && seen.contains("/home/work")) && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => seen.push_str(&String::from_utf8_lossy(&b)),
+            other => panic!("unexpected {other:?} after {seen:?}"),
+        }
+    }
+    assert!(seen.contains("42\r\n"), "{seen:?}");
+    assert!(seen.contains("65534"), "the session's uid: {seen:?}");
+    ws.send(Message::Text(json!({"type": "input", "data": "exit\n"}).to_string().into())).await.expect("send");
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await.expect("closes") {
+            Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),
+            Some(Ok(_)) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(closed, Some(1000), "the shell ended");
+}
+
 fn session_uuid(id: &str) -> String {
     sessiond::graphql::ids::decode(id).expect("a session id").1
 }
@@ -342,4 +417,5 @@ db_tests!(
     a_crash_of_the_server_loses_nothing,
     a_session_sees_nothing_of_the_host_or_other_sessions,
     session_logs_streams_lines_printed_after_subscribing,
+    the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only,
 );

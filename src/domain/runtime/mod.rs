@@ -72,11 +72,13 @@ pub struct RuntimeInfo {
     pub agent: Option<String>,
     /// The limits the local runtime enforces on each session, and how.
     pub enforced: Vec<String>,
+    /// What the terminals of the local runtime's sessions need.
+    pub local: Option<local::terminal::LocalAccess>,
 }
 
 impl RuntimeInfo {
     pub fn simulated(reason: impl Into<String>) -> Self {
-        Self { kind: RuntimeKind::Simulated, reason: reason.into(), agent: None, enforced: Vec::new() }
+        Self { kind: RuntimeKind::Simulated, reason: reason.into(), agent: None, enforced: Vec::new(), local: None }
     }
 }
 

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod sandbox;
 pub mod signal;
 pub mod supervisor;
+pub mod terminal;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -88,6 +89,11 @@ impl LocalRuntime {
             reason: "sessions run in bubblewrap sandboxes on this machine".to_owned(),
             agent: Some(config.agent.clone()),
             enforced: enforcement.describe(),
+            local: Some(terminal::LocalAccess {
+                agent: config.agent.clone(),
+                dir: config.dir.clone(),
+                enforcement: enforcement.clone(),
+            }),
         };
         Ok((Self { config, enforcement }, info))
     }
