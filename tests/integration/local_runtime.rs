@@ -217,6 +217,29 @@ async fn terminating_ends_every_process_within_the_grace_period(mut app: TestApp
     assert!(processes_with(&format!("sleep {marker}")).is_empty(), "no process of the session is left");
 }
 
+async fn a_session_past_its_lifetime_is_stopped(mut app: TestApp) {
+    use sea_orm::ConnectionTrait;
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    app.db
+        .execute_unprepared("UPDATE keypair_resource_policies SET max_session_lifetime_seconds = 1")
+        .await
+        .expect("a one-second lifetime");
+    let id = launch(&app, "demo-alice", json!({
+        "projectId": project("default/default"), "name": "short-lived", "image": "python:3.12", "type": "INTERACTIVE",
+        "resourceGroup": "local", "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": 512_i64 << 20}],
+    })).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!(
+        (s["status"].as_str(), s["statusInfo"].as_str()),
+        (Some("TERMINATED"), Some("max_session_lifetime exceeded")),
+        "{s}"
+    );
+    assert_eq!(path_of(&s).iter().rev().take(2).cloned().collect::<Vec<_>>(), ["TERMINATED", "TERMINATING"], "{s}");
+}
+
 async fn a_crash_of_the_server_loses_nothing(mut app: TestApp) {
     let machine = Machine::new();
     if !app.start_local_runtime(&machine.path(), 500, None).await {
@@ -415,6 +438,7 @@ db_tests!(
     a_memory_hog_is_killed_and_the_host_is_unharmed,
     terminating_ends_every_process_within_the_grace_period,
     a_crash_of_the_server_loses_nothing,
+    a_session_past_its_lifetime_is_stopped,
     a_session_sees_nothing_of_the_host_or_other_sessions,
     session_logs_streams_lines_printed_after_subscribing,
     the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only,

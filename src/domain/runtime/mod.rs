@@ -11,13 +11,16 @@
 pub mod local;
 pub mod simulated;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use sea_orm::DatabaseConnection;
+use chrono::{DateTime, TimeDelta, Utc};
+use sea_orm::{DatabaseConnection, EntityTrait};
 use serde_json::Value;
+use uuid::Uuid;
 
-use entity::session;
+use entity::{keypair, keypair_resource_policy, session};
 
 use super::DomainResult;
 use super::events::EventBus;
@@ -53,6 +56,32 @@ pub async fn run<R: Runtime>(runtime: R, db: DatabaseConnection, bus: EventBus) 
             () = tokio::time::sleep(runtime.tick()) => {}
         }
     }
+}
+
+/// The reason a session is ended at its keypair policy's `max_session_lifetime`.
+pub const LIFETIME_EXCEEDED: &str = "max_session_lifetime exceeded";
+
+/// Each keypair's policy's `max_session_lifetime` in seconds (`None`: unlimited).
+pub(crate) async fn lifetimes(db: &DatabaseConnection) -> DomainResult<HashMap<Uuid, Option<i64>>> {
+    let policies: HashMap<String, Option<i64>> = keypair_resource_policy::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.name, p.max_session_lifetime_seconds))
+        .collect();
+    Ok(keypair::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|k| (k.id, policies.get(&k.resource_policy).copied().flatten()))
+        .collect())
+}
+
+/// The lifetime limit (seconds) a RUNNING session has reached at `now`, if any.
+pub(crate) fn outlived(s: &session::Model, now: DateTime<Utc>, lifetime: Option<i64>) -> Option<i64> {
+    let limit = lifetime.filter(|l| *l > 0)?;
+    let ran = now - s.started_at.unwrap_or(s.status_changed_at);
+    (ran >= TimeDelta::try_seconds(limit).unwrap_or(TimeDelta::MAX)).then_some(limit)
 }
 
 /// Which runtime runs the sessions of this machine.

@@ -19,9 +19,9 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use serde_json::Value;
 
-use entity::{agent, keypair, keypair_resource_policy, session, session_log};
+use entity::{agent, session, session_log};
 
-use super::{Runtime, TIMEOUT_EXIT_CODE, env_var};
+use super::{LIFETIME_EXCEEDED, Runtime, TIMEOUT_EXIT_CODE, env_var, lifetimes, outlived};
 use crate::domain::events::EventBus;
 use crate::domain::history::{self, Entry, SchedulingResult};
 use crate::domain::lifecycle::{self, Applied, Change};
@@ -98,14 +98,11 @@ impl SimulatedRuntime {
                 log: "session terminated".to_owned(),
             }),
             Running => {
-                let started = s.started_at.unwrap_or(s.status_changed_at);
-                let ran = now - started;
-                if let Some(limit) = lifetime.filter(|l| *l > 0)
-                    && ran >= TimeDelta::try_seconds(limit).unwrap_or(TimeDelta::MAX)
-                {
+                let ran = now - s.started_at.unwrap_or(s.status_changed_at);
+                if let Some(limit) = outlived(s, now, lifetime) {
                     return Some(Next {
                         to: Terminating,
-                        reason: Some("max_session_lifetime exceeded".to_owned()),
+                        reason: Some(LIFETIME_EXCEEDED.to_owned()),
                         result: None,
                         phase: "terminate",
                         log: format!("the session reached its maximum lifetime of {limit} s"),
@@ -173,18 +170,7 @@ impl Runtime for SimulatedRuntime {
                 (a.id, images)
             })
             .collect();
-        let policies: HashMap<String, Option<i64>> = keypair_resource_policy::Entity::find()
-            .all(db)
-            .await?
-            .into_iter()
-            .map(|p| (p.name, p.max_session_lifetime_seconds))
-            .collect();
-        let lifetimes: HashMap<uuid::Uuid, Option<i64>> = keypair::Entity::find()
-            .all(db)
-            .await?
-            .into_iter()
-            .map(|k| (k.id, policies.get(&k.resource_policy).copied().flatten()))
-            .collect();
+        let lifetimes = lifetimes(db).await?;
 
         let mut changes = Vec::new();
         let mut plans = Vec::new();

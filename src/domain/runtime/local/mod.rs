@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 use entity::{agent, project, resource_group, resource_group_project, session, session_log};
 
-use super::{Runtime, RuntimeInfo, RuntimeKind, env_vars};
+use super::{LIFETIME_EXCEEDED, Runtime, RuntimeInfo, RuntimeKind, env_vars, lifetimes, outlived};
 use crate::domain::events::EventBus;
 use crate::domain::history::{self, Entry, SchedulingResult};
 use crate::domain::lifecycle::{self, Applied, Change};
@@ -400,11 +400,33 @@ fn new_output(sd: &SessionDir, all: bool) -> (Vec<String>, Option<(PathBuf, u64)
 }
 
 impl LocalRuntime {
-    fn plan(&self, s: session::Model) -> Option<Plan> {
+    fn plan(&self, s: session::Model, now: DateTime<Utc>, lifetime: Option<i64>) -> Option<Plan> {
         let sd = SessionDir::of(&self.config.dir, s.id);
         let status = SessionStatus::parse(&s.status)?;
         if status == SessionStatus::Terminating {
+            if !sd.spec().exists() {
+                // Asked to stop before its supervisor started: nothing runs.
+                return Some(Plan {
+                    steps: vec![(SessionStatus::Terminated, s.status_info.clone(), None)],
+                    lines: vec!["session terminated before it started".to_owned()],
+                    session: s,
+                    ingested: None,
+                    remove: None,
+                });
+            }
             std::fs::write(sd.stop(), b"").ok();
+        }
+        if status == SessionStatus::Running
+            && let Some(limit) = outlived(&s, now, lifetime)
+        {
+            std::fs::write(sd.stop(), b"").ok();
+            return Some(Plan {
+                steps: vec![(SessionStatus::Terminating, Some(LIFETIME_EXCEEDED.to_owned()), None)],
+                lines: vec![format!("the session reached its maximum lifetime of {limit} s")],
+                session: s,
+                ingested: None,
+                remove: None,
+            });
         }
         if status == SessionStatus::Scheduled && !sd.spec().exists() {
             return match self.start(&s) {
@@ -518,7 +540,15 @@ impl Runtime for LocalRuntime {
             .all(db)
             .await?;
         let live_ids: HashSet<Uuid> = live.iter().map(|s| s.id).collect();
-        let mut plans: Vec<Plan> = live.into_iter().filter_map(|s| self.plan(s)).collect();
+        let lifetimes = if live.is_empty() { Default::default() } else { lifetimes(db).await? };
+        let now = clock::now();
+        let mut plans: Vec<Plan> = live
+            .into_iter()
+            .filter_map(|s| {
+                let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
+                self.plan(s, now, lifetime)
+            })
+            .collect();
 
         let leftover: Vec<Uuid> = std::fs::read_dir(self.config.dir.join("sessions"))
             .into_iter()
