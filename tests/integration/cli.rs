@@ -96,7 +96,7 @@ async fn serve_demo_answers_the_readme_example(app: TestApp) {
 
     // The README's curl examples, run as written (only the address differs).
     let blocks = readme_curl_blocks();
-    assert_eq!(blocks.len(), 3, "the viewer, launch-and-list and export examples: {blocks:?}");
+    assert_eq!(blocks.len(), 4, "the viewer, launch-and-list, local-runtime and export examples: {blocks:?}");
     let documented: Value = blocks[0]
         .lines()
         .find_map(|l| l.strip_prefix("# "))
@@ -118,15 +118,39 @@ async fn serve_demo_answers_the_readme_example(app: TestApp) {
     names.sort();
     assert_eq!(names, ["train-1", "train-2", "train-3"]);
     // The export example prints the documented header, then the three sessions.
-    let script = blocks[2].replace("127.0.0.1:8080", &addr);
+    let script = blocks[3].replace("127.0.0.1:8080", &addr);
     let out = Command::new("sh").arg("-c").arg(&script).stdin(Stdio::null()).output().expect("run sh");
     let csv = String::from_utf8(out.stdout).expect("utf8");
-    let documented = blocks[2].lines().find_map(|l| l.strip_prefix("# ")).expect("the README shows the header");
+    let documented = blocks[3].lines().find_map(|l| l.strip_prefix("# ")).expect("the README shows the header");
     assert_eq!(csv.lines().next(), Some(documented), "{csv}");
     assert_eq!(csv.lines().count(), 4, "{csv}");
     assert!(csv.lines().skip(1).all(|l| l.starts_with("train-") && l.contains(",alice@example.com,1,1.00")), "{csv}");
 
+    // The local runtime's example, where a sandbox can start: the session really runs.
     let client = reqwest::Client::new();
+    let runtime = post(&client, &base, "demo-alice", "{ runtime { kind reason } }").await.expect("runtime");
+    if runtime["data"]["runtime"]["kind"] == "LOCAL" {
+        let answers = run_block(blocks[2], &addr);
+        let id = answers[0]["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{answers:?}"));
+        let query = format!(r#"{{ session(id: "{id}") {{ status exitCode statusInfo logs }} }}"#);
+        let mut s = Value::Null;
+        for _ in 0..200 {
+            s = post(&client, &base, "demo-alice", &query).await.expect("session");
+            if s["data"]["session"]["status"] == "TERMINATED" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let session = &s["data"]["session"];
+        assert_eq!((session["exitCode"].as_i64(), session["statusInfo"].as_str()), (Some(3), Some("exit 3")), "{s}");
+        assert!(session["logs"].as_array().is_some_and(|l| l.iter().any(|l| l == "42")), "{s}");
+    } else {
+        assert!(
+            !std::env::var("SESSIOND_REQUIRE_SANDBOX").is_ok_and(|v| v == "1"),
+            "the local runtime is required: {runtime}"
+        );
+    }
+
     let page = client.get(format!("{base}/graphiql")).send().await.expect("graphiql");
     assert_eq!(page.status(), 200);
     let ready = client.get(format!("{base}/readyz")).send().await.expect("readyz");

@@ -221,7 +221,7 @@ impl TestApp {
             ..sessiond::config::RuntimeArgs::default()
         };
         let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_sessiond"));
-        let (local, info) = match sessiond::server::choose_runtime(&args, &self.db, exe).await {
+        let (local, info) = match sessiond::server::choose_runtime(&args, false, &self.db, exe).await {
             Ok(chosen) => chosen,
             Err(why) if std::env::var("SESSIOND_REQUIRE_SANDBOX").is_ok_and(|v| v == "1") => {
                 panic!("the local runtime is required (SESSIOND_REQUIRE_SANDBOX=1) but cannot run: {why}")

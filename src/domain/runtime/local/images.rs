@@ -41,6 +41,10 @@ pub struct LocalImage {
     pub env: BTreeMap<String, String>,
 }
 
+/// The images file the demo ships (`images.toml`): used with `--demo` when no
+/// `--images-file` is given.
+pub const DEMO: &str = include_str!("../../../../images.toml");
+
 impl Images {
     /// Reads an images file; the error names the file and the line.
     pub fn load(path: &Path) -> Result<Self, String> {
@@ -87,6 +91,13 @@ impl LocalImage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_demo_images_file_is_valid() {
+        let images = Images::parse(DEMO).expect("images.toml");
+        assert_eq!(images.get("python:3.12").prepare.as_deref(), Some("python3 --version"));
+        assert!(images.get("filebrowser:latest").interactive_command().contains("http.server"));
+    }
 
     #[test]
     fn an_images_file_reads_and_names_its_mistakes() {
