@@ -184,7 +184,7 @@ async fn spawn(kind: Kind, data: &Data) -> Running {
         Kind::SessiondPg | Kind::SessiondSqlite => {
             let url = if kind == Kind::SessiondPg { &data.pg_url } else { &data.sqlite_url };
             let mut c = Command::new(env!("CARGO_BIN_EXE_sessiond"));
-            c.args(["serve", "--database-url", url, "--bind", &bind]);
+            c.args(["serve", "--database-url", url, "--bind", &bind, "--runtime", "simulated"]);
             c
         }
         Kind::PostGraphile | Kind::PostGraphile2 => {

@@ -164,6 +164,12 @@ impl Server {
     /// Starts the server on a new demo database of `backend`, first running `sessiond` with
     /// each of `prepare` (e.g. `generate`) on it.
     pub async fn start(backend: &str, prepare: &[&[&str]]) -> Server {
+        // Nothing really runs: the figures are the server's alone.
+        Self::start_with(backend, prepare, &["--runtime", "simulated"]).await
+    }
+
+    /// The same, with more flags for `serve`.
+    pub async fn start_with(backend: &str, prepare: &[&[&str]], flags: &[&str]) -> Server {
         let (url, dir) = database(backend).await;
         for args in prepare {
             let status = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
@@ -180,6 +186,7 @@ impl Server {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
             .args(["serve", "--demo", "--database-url", &url, "--bind", &format!("127.0.0.1:{port}")])
             .args(["--max-ws-connections", "5000", "--sim-step-ms", "20", "--db-max-connections", "8"])
+            .args(flags)
             .env("SESSIOND_LOG", "error")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
