@@ -148,6 +148,38 @@ async fn a_batch_job_ends_with_its_real_exit_code_and_output(mut app: TestApp) {
     assert!(!path_of(&s).contains(&"PULLING".to_owned()), "prepared once per machine: {s}");
 }
 
+async fn a_long_output_reaches_the_log_whole(mut app: TestApp) {
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    // 30 000 lines, ~600 KB: more than one tick copies, and most of it after the end.
+    let command = "i=0; while [ $i -lt 30000 ]; do echo \"line $i of the output\"; i=$((i+1)); done";
+    let id = launch(&app, "demo-alice", input("chatty", command, 512, json!({}))).await;
+    until(&app, &id, ended).await;
+    let last = "query($id: ID!) { session(id: $id) { logs(tail: 3) } }";
+    let s = app
+        .wait_for("demo-alice", last, json!({"id": id}), |r| {
+            r["data"]["session"]["logs"].as_array().is_some_and(|l| l.iter().any(|l| l == "line 29999 of the output"))
+        })
+        .await;
+    assert!(s["data"]["session"]["logs"][2].as_str().is_some_and(|l| l.starts_with("session ended")), "{s}");
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    let uuid: uuid::Uuid = session_uuid(&id).parse().expect("uuid");
+    let lines = entity::session_log::Entity::find()
+        .filter(entity::session_log::Column::SessionId.eq(uuid))
+        .filter(entity::session_log::Column::Line.like("line % of the output"))
+        .count(&app.db)
+        .await
+        .expect("count");
+    assert_eq!(lines, 30_000, "every line, once");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while machine.sessions().iter().any(|d| d.ends_with(uuid.to_string())) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!machine.sessions().iter().any(|d| d.ends_with(uuid.to_string())), "its directory goes once all is copied");
+}
+
 async fn a_batch_over_its_timeout_ends_with_124(mut app: TestApp) {
     let machine = Machine::new();
     if !app.start_local_runtime(&machine.path(), 500, None).await {
@@ -434,6 +466,7 @@ fn session_uuid(id: &str) -> String {
 
 db_tests!(
     a_batch_job_ends_with_its_real_exit_code_and_output,
+    a_long_output_reaches_the_log_whole,
     a_batch_over_its_timeout_ends_with_124,
     a_memory_hog_is_killed_and_the_host_is_unharmed,
     terminating_ends_every_process_within_the_grace_period,

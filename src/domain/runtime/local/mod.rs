@@ -45,8 +45,9 @@ use limits::Enforcement;
 
 /// Processes and threads one session may have.
 const MAX_PIDS: u64 = 1024;
-/// Most output one tick copies into a session's log.
-const INGEST_BYTES: usize = 256 << 10;
+/// Most output one tick copies into a session's log (an ended session's end waits for the
+/// rest: at most 8 ticks for the largest output kept).
+const INGEST_BYTES: usize = 1 << 20;
 /// Longest log line kept (longer ones are cut).
 const MAX_LINE: usize = 4096;
 /// A supervisor that has written nothing this long after its spec did not start.
@@ -371,8 +372,25 @@ struct Plan {
     remove: Option<PathBuf>,
 }
 
-/// New complete lines of a session's output since the last copy (all of it when `all`).
-fn new_output(sd: &SessionDir, all: bool) -> (Vec<String>, Option<(PathBuf, u64)>) {
+/// New lines of a session's output since the last copy, and where the copy will then be:
+/// complete lines only, unless `all` (the session ended), which takes the last line too.
+/// Reads at most [`INGEST_BYTES`]: the copy is at the end when [`Output::rest`] is false.
+struct Output {
+    lines: Vec<String>,
+    copied: Option<(PathBuf, u64)>,
+    rest: bool,
+}
+
+fn new_output(sd: &SessionDir, all: bool) -> Output {
+    let (lines, copied) = read_output(sd, all);
+    let len = std::fs::metadata(sd.output()).map_or(0, |m| m.len());
+    let at = copied.as_ref().map(|c| c.1).unwrap_or_else(|| {
+        std::fs::read_to_string(sd.ingested()).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    });
+    Output { lines, copied, rest: at < len }
+}
+
+fn read_output(sd: &SessionDir, all: bool) -> (Vec<String>, Option<(PathBuf, u64)>) {
     use std::io::{Read, Seek, SeekFrom};
     let from: u64 = std::fs::read_to_string(sd.ingested()).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     let Ok(mut f) = std::fs::File::open(sd.output()) else { return (Vec::new(), None) };
@@ -446,9 +464,12 @@ impl LocalRuntime {
         }
         let observed = observe(&sd);
         let ended = matches!(observed, Observed::Ended { .. } | Observed::Vanished(_));
-        let (mut lines, ingested) = new_output(&sd, ended);
+        let Output { lines: output, copied: ingested, rest } = new_output(&sd, ended);
         let agent = &self.config.agent;
+        // The log reads in order: the start-up steps, the output, then the end.
+        let mut lines = Vec::new();
         let mut steps = Vec::new();
+        let mut end_line = None;
         match observed {
             Observed::Nothing => {}
             Observed::At { phase, pulled } => {
@@ -465,17 +486,22 @@ impl LocalRuntime {
                         steps.push((to, None, None));
                     }
                 }
-                lines.push(match end {
-                    SessionStatus::Error => format!("error: {reason}"),
-                    _ => format!("session ended: {reason}"),
-                });
-                steps.push((end, Some(reason), Some((result, code))));
+                // The end is recorded with the last of the output.
+                if !rest {
+                    end_line = Some(match end {
+                        SessionStatus::Error => format!("error: {reason}"),
+                        _ => format!("session ended: {reason}"),
+                    });
+                    steps.push((end, Some(reason), Some((result, code))));
+                }
             }
             Observed::Vanished(why) => {
-                lines.push(format!("error: {why}"));
+                end_line = Some(format!("error: {why}"));
                 steps.push((SessionStatus::Error, Some(why), Some((SessionResult::Failure, None))));
             }
         }
+        lines.extend(output);
+        lines.extend(end_line);
         if steps.is_empty() && lines.is_empty() {
             return None;
         }
@@ -492,8 +518,10 @@ impl LocalRuntime {
                 None
             }
             _ => {
-                let (lines, ingested) = new_output(&sd, true);
-                Some(Plan { session: s, steps: Vec::new(), lines, ingested, remove: Some(sd.root) })
+                // The directory goes with the last of the output (a long one takes ticks).
+                let out = new_output(&sd, true);
+                let remove = (!out.rest).then_some(sd.root);
+                Some(Plan { session: s, steps: Vec::new(), lines: out.lines, ingested: out.copied, remove })
             }
         }
     }

@@ -13,13 +13,6 @@ pub fn kill(pid: u32, sig: Signal) {
     }
 }
 
-/// Sends `sig` to every process of a process group.
-pub fn kill_group(pgid: u32, sig: Signal) {
-    if let Ok(pgid) = i32::try_from(pgid) {
-        signal::killpg(Pid::from_raw(pgid), sig).ok();
-    }
-}
-
 /// `root` and every process below it, from `/proc` (parents before children).
 pub fn tree(root: u32) -> Vec<u32> {
     let mut parent_of = Vec::new();

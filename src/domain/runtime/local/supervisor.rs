@@ -197,7 +197,7 @@ fn watch(
                         signal::kill(*pid, TERM);
                     }
                     if sandbox_pid.is_none() {
-                        signal::kill_group(child.id(), TERM);
+                        signal::kill(child.id(), TERM); // the sandbox, still starting
                     }
                 }
             }
