@@ -104,7 +104,7 @@ pub async fn choose_runtime(
         images,
         grace: Duration::from_millis(args.terminate_grace_ms),
         executable,
-        tick: Duration::from_millis(200),
+        tick: Duration::from_millis(500),
     };
     match LocalRuntime::probe(config) {
         Ok((local, info)) => {

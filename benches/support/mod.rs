@@ -165,7 +165,8 @@ impl Server {
     /// each of `prepare` (e.g. `generate`) on it.
     pub async fn start(backend: &str, prepare: &[&[&str]]) -> Server {
         // Nothing really runs: the figures are the server's alone.
-        Self::start_with(backend, prepare, &["--runtime", "simulated"]).await
+        let flags = ["--runtime", "simulated", "--max-ws-connections", "5000", "--sim-step-ms", "20"];
+        Self::start_with(backend, prepare, &flags).await
     }
 
     /// The same, with more flags for `serve`.
@@ -185,7 +186,7 @@ impl Server {
         #[allow(clippy::zombie_processes)] // `Server` waits for it when dropped
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
             .args(["serve", "--demo", "--database-url", &url, "--bind", &format!("127.0.0.1:{port}")])
-            .args(["--max-ws-connections", "5000", "--sim-step-ms", "20", "--db-max-connections", "8"])
+            .args(["--db-max-connections", "8"])
             .args(flags)
             .env("SESSIOND_LOG", "error")
             .stdout(std::process::Stdio::null())

@@ -73,7 +73,12 @@ pub struct LocalConfig {
 pub struct LocalRuntime {
     config: LocalConfig,
     enforcement: Enforcement,
+    /// A session is starting or stopping: look again soon, not at the next tick.
+    hurry: std::sync::atomic::AtomicBool,
 }
+
+/// How soon the runtime looks again while a session starts or stops.
+const HURRY: Duration = Duration::from_millis(25);
 
 impl LocalRuntime {
     /// Checks that sessions can run here (a sandbox starts) and how limits are enforced.
@@ -96,7 +101,7 @@ impl LocalRuntime {
                 enforcement: enforcement.clone(),
             }),
         };
-        Ok((Self { config, enforcement }, info))
+        Ok((Self { config, enforcement, hurry: false.into() }, info))
     }
 
     /// This machine's agent id.
@@ -556,7 +561,7 @@ fn log_row(session_id: Uuid, line: String, now: DateTime<Utc>) -> session_log::A
 
 impl Runtime for LocalRuntime {
     fn tick(&self) -> Duration {
-        self.config.tick
+        if self.hurry.load(std::sync::atomic::Ordering::Relaxed) { HURRY } else { self.config.tick }
     }
 
     async fn drive(&self, db: &DatabaseConnection, bus: &EventBus) -> DomainResult<usize> {
@@ -568,6 +573,7 @@ impl Runtime for LocalRuntime {
             .all(db)
             .await?;
         let live_ids: HashSet<Uuid> = live.iter().map(|s| s.id).collect();
+        let moving = live.iter().any(|s| s.status != Running.as_str());
         let lifetimes = if live.is_empty() { Default::default() } else { lifetimes(db).await? };
         let now = clock::now();
         let mut plans: Vec<Plan> = live
@@ -608,6 +614,7 @@ impl Runtime for LocalRuntime {
                 }
             }
         }
+        self.hurry.store(moving || !leftover.is_empty(), std::sync::atomic::Ordering::Relaxed);
         if plans.is_empty() {
             return Ok(0);
         }
