@@ -97,10 +97,28 @@ fn at(s: &Value, status: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     s["statusTransitions"].as_array()?.iter().find(|t| t["toStatus"] == status)?["occurredAt"].as_str()?.parse().ok()
 }
 
+/// The runtime directory; when the benchmark ends, however it ends, every session still
+/// running is asked to stop (supervisors outlive the server).
+struct Machine(tempfile::TempDir);
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let sessions = self.0.path().join("runtime").join("sessions");
+        for d in std::fs::read_dir(&sessions).into_iter().flatten().flatten() {
+            std::fs::write(d.path().join("stop"), b"").ok();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !supervisors().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     stamp("cargo bench --bench local_runtime");
-    let root = tempfile::tempdir().expect("tempdir");
+    let machine = Machine(tempfile::tempdir().expect("tempdir"));
+    let root = &machine.0;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
