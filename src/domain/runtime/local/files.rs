@@ -184,8 +184,8 @@ pub struct Exit {
 pub struct State {
     pub phase: Phase,
     pub supervisor: Process,
-    /// The sandbox's pid (host), once the command runs.
-    pub child: Option<u32>,
+    /// The sandbox's init (host pid and start time), once the command runs.
+    pub child: Option<Process>,
     /// The image's prepare step ran (the session went through PULLING).
     #[serde(default)]
     pub pulled: bool,
@@ -228,7 +228,7 @@ mod tests {
         let state = State {
             phase: Phase::Exited,
             supervisor: Process { pid: 1, started: 2 },
-            child: Some(3),
+            child: Some(Process { pid: 3, started: 4 }),
             pulled: false,
             enforced: vec!["memory".into()],
             exit: Some(Exit { code: Some(3), ..Exit::default() }),

@@ -14,7 +14,7 @@ use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::files::{Exit, OUTPUT_CAP, Phase, Process, SessionDir, Spec, State, write_json};
+use super::files::{self, Exit, OUTPUT_CAP, Phase, Process, SessionDir, Spec, State, write_json};
 use super::limits::Enforcement;
 use super::sandbox::{self, Wrapping};
 use super::signal::{self, KILL, TERM};
@@ -149,7 +149,7 @@ fn watch(
     mut cmd: std::process::Command,
     status_file: &Path,
     timeout: Option<Duration>,
-    mut on_start: impl FnMut(u32),
+    mut on_start: impl FnMut(Process),
 ) -> Result<Outcome, String> {
     let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
     let writer2 = writer.try_clone().map_err(|e| format!("cannot make a pipe: {e}"))?;
@@ -170,9 +170,11 @@ fn watch(
         if sandbox_pid.is_none()
             && let Some(pid) = sandbox::read_status(status_file).child_pid
         {
-            sandbox_pid = Some(pid);
+            // With its start time: a pid signalled later must still be this process.
+            let sandbox = Process { pid, started: files::start_time(pid).unwrap_or(0) };
+            sandbox_pid = Some(sandbox);
             o.started = true;
-            on_start(pid);
+            on_start(sandbox);
         }
         if stopping.is_none() {
             if sd.stop_requested() {
@@ -192,7 +194,7 @@ fn watch(
                 } else {
                     stopping = Some(Instant::now());
                     // The command and everything it started, not the sandbox's init.
-                    let below = sandbox_pid.map(signal::tree).unwrap_or_default();
+                    let below = sandbox_pid.filter(Process::alive).map(|p| signal::tree(p.pid)).unwrap_or_default();
                     for pid in below.iter().skip(1) {
                         signal::kill(*pid, TERM);
                     }
@@ -206,8 +208,8 @@ fn watch(
             && since.elapsed() >= Duration::from_millis(spec.grace_ms)
         {
             // The sandbox's init: the kernel then kills everything in its pid namespace.
-            if let Some(pid) = sandbox_pid {
-                signal::kill(pid, KILL);
+            if let Some(sandbox) = sandbox_pid.filter(Process::alive) {
+                signal::kill(sandbox.pid, KILL);
             }
             signal::kill(child.id(), KILL);
             enforcement.kill_all(spec.session_id);
@@ -219,7 +221,7 @@ fn watch(
     if let (None, Some(pid)) = (sandbox_pid, sandbox.child_pid) {
         // It started and ended between two looks.
         o.started = true;
-        on_start(pid);
+        on_start(Process { pid, started: 0 });
     }
     o.code = sandbox.exit_code.or_else(|| {
         use std::os::unix::process::ExitStatusExt;

@@ -67,7 +67,8 @@ pub async fn open(
     let access = access.filter(|_| offered(access, &s)).ok_or_else(not_offered)?;
     let state = SessionDir::of(&access.dir, id).read_state().ok_or_else(not_offered)?;
     let pid = match (state.phase, state.child, state.exit) {
-        (Phase::Running, Some(pid), None) => pid,
+        // Still that process: a pid alone may have been reused since.
+        (Phase::Running, Some(sandbox), None) if sandbox.alive() => sandbox.pid,
         _ => return Err(not_offered()),
     };
     let mut script = String::new();
