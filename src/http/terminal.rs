@@ -9,6 +9,8 @@
 //! server closes with 1000 when the shell ends, 4403 for a bad token, 4404 for a session
 //! that is not the caller's (or does not exist: the same), 4409 when the session offers no
 //! terminal now, 4408 without `connection_init` in time, 4400 for a message it cannot read.
+//! Every terminal counts as a WebSocket connection (`--max-ws-connections`); its processes
+//! count against the session's process limit.
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -106,9 +108,10 @@ async fn pump(shell: terminal::Shell, socket: &mut WebSocket) -> Result<(), Refu
             }
         }
     });
-    let (in_tx, in_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    let writer = std::thread::spawn(move || {
-        while let Ok(bytes) = in_rx.recv() {
+    // Bounded: a client typing faster than the shell reads waits (the socket is not read).
+    let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(16);
+    std::thread::spawn(move || {
+        while let Some(bytes) = in_rx.blocking_recv() {
             if input.write_all(&bytes).and_then(|()| input.flush()).is_err() {
                 break;
             }
@@ -126,7 +129,7 @@ async fn pump(shell: terminal::Shell, socket: &mut WebSocket) -> Result<(), Refu
             },
             msg = socket.recv() => match msg {
                 Some(Ok(Message::Binary(bytes))) => {
-                    let _ = in_tx.send(bytes.to_vec());
+                    let _ = in_tx.send(bytes.to_vec()).await;
                 }
                 Some(Ok(Message::Text(text))) => {
                     let Ok(m) = serde_json::from_str::<Value>(&text) else {
@@ -134,7 +137,7 @@ async fn pump(shell: terminal::Shell, socket: &mut WebSocket) -> Result<(), Refu
                     };
                     match m["type"].as_str() {
                         Some("input") => {
-                            let _ = in_tx.send(m["data"].as_str().unwrap_or_default().as_bytes().to_vec());
+                            let _ = in_tx.send(m["data"].as_str().unwrap_or_default().as_bytes().to_vec()).await;
                         }
                         Some("resize") => terminal::resize(pty.as_ref(), dimension(&m, "cols", 80), dimension(&m, "rows", 24)),
                         _ => break Err((4400, "messages are input, resize or binary input".to_owned())),
@@ -146,14 +149,14 @@ async fn pump(shell: terminal::Shell, socket: &mut WebSocket) -> Result<(), Refu
         }
     };
     // The terminal hangs up: the shell and what it started in the foreground get SIGHUP.
+    // The reader and writer threads end when the last of the session's processes holding
+    // the terminal does (at the latest with the session); nothing here waits for them.
     let _ = child.kill();
     drop(pty);
     drop(in_tx);
-    let _ = tokio::task::spawn_blocking(move || {
+    drop(reader);
+    tokio::task::spawn_blocking(move || {
         let _ = child.wait();
-        let _ = writer.join();
-    })
-    .await;
-    reader.abort();
+    });
     ended
 }

@@ -334,30 +334,19 @@ async fn a_killed_server_finds_its_local_sessions_ended_as_they_really_did(app: 
 /// [`serve`], unless no sandbox can start here (`--runtime local` then refuses to start):
 /// `None` after a NOTICE, or a failure with `SESSIOND_REQUIRE_SANDBOX=1`.
 async fn serve_or_skip_sandbox(args: &[&str], envs: &[(&str, &str)], base: &str) -> Option<Server> {
-    let probe = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(BIN)
-        .args(["serve", "--runtime", "local", "--bind", "127.0.0.1:0", "--database-url", "sqlite::memory:"])
-        .env("SESSIOND_RUNTIME_DIR", probe.path().join("runtime"))
-        .env("SESSIOND_LOG", "warn")
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sessiond");
-    // A server that can sandbox keeps running; one that cannot exits at once.
-    let mut out = out;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    if let Some(status) = out.try_wait().expect("wait") {
-        let mut why = String::new();
-        use std::io::Read;
-        out.stderr.take().map(|mut e| e.read_to_string(&mut why));
+    let scratch = tempfile::tempdir().expect("tempdir");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    }
+    // The same check the server makes at start.
+    if let Err(why) = sessiond::domain::runtime::local::sandbox::probe(&scratch.path().join("probe")) {
         if std::env::var("SESSIOND_REQUIRE_SANDBOX").is_ok_and(|v| v == "1") {
-            panic!("the local runtime is required but cannot run ({status}): {why}");
+            panic!("the local runtime is required but cannot run: {why}");
         }
         eprintln!("NOTICE: a local-runtime test was SKIPPED and is reported as passed: {why}");
         return None;
     }
-    let _ = out.kill();
-    let _ = out.wait();
     Some(serve(args, envs, base).await)
 }
 

@@ -180,6 +180,23 @@ async fn a_long_output_reaches_the_log_whole(mut app: TestApp) {
     assert!(!machine.sessions().iter().any(|d| d.ends_with(uuid.to_string())), "its directory goes once all is copied");
 }
 
+async fn output_the_database_cannot_store_is_kept_readable(mut app: TestApp) {
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    // A NUL byte (PostgreSQL's text refuses it) and bytes that are not UTF-8.
+    let id =
+        launch(&app, "demo-alice", input("binary", "printf 'a\\000b\\n\\377c\\n'; echo after", 512, json!({}))).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!((s["status"].as_str(), s["exitCode"].as_i64()), (Some("TERMINATED"), Some(0)), "{s}");
+    let log = logs(&s);
+    assert!(log.contains("a\u{FFFD}b") && log.contains("\u{FFFD}c") && log.contains("after"), "{log:?}");
+    // And the runtime goes on for the next session.
+    let next = launch(&app, "demo-alice", input("after-binary", "echo fine", 512, json!({}))).await;
+    assert!(logs(&until(&app, &next, ended).await).contains("fine"));
+}
+
 async fn a_batch_over_its_timeout_ends_with_124(mut app: TestApp) {
     let machine = Machine::new();
     if !app.start_local_runtime(&machine.path(), 500, None).await {
@@ -316,6 +333,9 @@ async fn a_session_sees_nothing_of_the_host_or_other_sessions(mut app: TestApp) 
          {db}
          python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 1)' 2>/dev/null && echo LEAK-net || echo no-net
          touch /usr/sessiond-probe 2>/dev/null && echo LEAK-root || echo read-only-root
+         echo root: $(ls -A /)
+         echo tmp: $(ls -A /tmp)
+         echo home: $(ls -A /home)
          echo uid=$(id -u)",
         secret = secret.display(),
         neighbour = neighbour.display(),
@@ -327,6 +347,21 @@ async fn a_session_sees_nothing_of_the_host_or_other_sessions(mut app: TestApp) 
     for expected in ["no-file", "no-neighbour", "no-db", "no-net", "read-only-root", "uid=65534"] {
         assert!(log.contains(expected), "{expected}: {log}");
     }
+    // The files above are under the host's /tmp, which the sandbox replaces: that they are
+    // unreadable proves little alone. What the sandbox sees at all: the system directories
+    // read-only, its own /proc, /dev, an empty /tmp, and its own work directory as home.
+    let seen = |prefix: &str| {
+        log.lines().find_map(|l| l.strip_prefix(prefix)).map(|l| l.split_whitespace().collect::<Vec<_>>())
+    };
+    let root = seen("root:").expect("the root's entries");
+    for entry in &root {
+        assert!(
+            ["bin", "dev", "etc", "home", "lib", "lib32", "lib64", "proc", "sbin", "tmp", "usr"].contains(entry),
+            "{entry} in /: {log}"
+        );
+    }
+    assert_eq!(seen("tmp:"), Some(Vec::new()), "{log}");
+    assert_eq!(seen("home:"), Some(vec!["work"]), "{log}");
     assert!(!log.contains("LEAK"), "{log}");
     // Seen from the host, a session's processes are not root's either when the server is:
     // they run as `nobody` (else as the server's own user).
@@ -353,7 +388,7 @@ async fn session_logs_streams_lines_printed_after_subscribing(mut app: TestApp) 
     let addr = app.serve().await;
     let command = "echo early; while [ ! -e go ]; do sleep 0.05; done; echo late-line; exit 0";
     let id = launch(&app, "demo-alice", input("talker", command, 512, json!({}))).await;
-    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    until(&app, &id, |s| s["status"] == "RUNNING" && logs(s).contains("early")).await;
     let follow = "subscription($id: ID!, $tail: Int) { sessionLogs(sessionId: $id, tail: $tail) }";
 
     let mut bob = crate::support::ws::Ws::open(addr, "demo-bob").await;
@@ -365,10 +400,11 @@ async fn session_logs_streams_lines_printed_after_subscribing(mut app: TestApp) 
     );
 
     let mut ws = crate::support::ws::Ws::open(addr, "demo-alice").await;
-    ws.subscribe("1", follow, json!({"id": id, "tail": 0})).await;
-    // The subscription is live once the stream is polled: give it a tick, then let the
-    // session print its line.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    ws.subscribe("1", follow, json!({"id": id, "tail": 1})).await;
+    // The last line so far comes first: the subscription is live; only then does the
+    // session print its next line.
+    let first = ws.next_payload("1").await;
+    assert!(first["data"]["sessionLogs"].is_string(), "{first}");
     let work = machine.path().join("sessions").join(session_uuid(&id)).join("work");
     std::fs::write(work.join("go"), b"").expect("signal the session");
     let mut seen = Vec::new();
@@ -381,7 +417,7 @@ async fn session_logs_streams_lines_printed_after_subscribing(mut app: TestApp) 
         }
     }
     assert!(seen.iter().any(|l| l == "late-line"), "{seen:?}");
-    assert!(!seen.iter().any(|l| l == "early"), "tail 0: only new lines: {seen:?}");
+    assert!(!seen.iter().any(|l| l == "early"), "only new lines after the tail: {seen:?}");
     assert!(seen.last().is_some_and(|l| l.contains("session ended: exit 0")), "ends after the last line: {seen:?}");
 }
 
@@ -467,6 +503,7 @@ fn session_uuid(id: &str) -> String {
 db_tests!(
     a_batch_job_ends_with_its_real_exit_code_and_output,
     a_long_output_reaches_the_log_whole,
+    output_the_database_cannot_store_is_kept_readable,
     a_batch_over_its_timeout_ends_with_124,
     a_memory_hog_is_killed_and_the_host_is_unharmed,
     terminating_ends_every_process_within_the_grace_period,

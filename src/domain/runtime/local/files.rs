@@ -71,7 +71,14 @@ impl SessionDir {
 
 /// The marker of an image whose prepare step has run on this machine.
 pub fn image_ready(runtime_dir: &Path, image: &str) -> PathBuf {
-    let safe: String = image.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
+    // One file name per image name: anything but letters, digits, `.` and `-` is escaped.
+    let safe: String = image
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' => char::from(b).to_string(),
+            b => format!("_{b:02x}"),
+        })
+        .collect();
     runtime_dir.join("images").join(format!("{safe}.ready"))
 }
 
@@ -196,9 +203,11 @@ pub struct State {
 
 /// Writes `value` as JSON to `path` atomically (a reader sees the old file or the new one).
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
     {
-        let mut f = std::fs::File::create(&tmp)?;
+        // Readable by the server's user alone (a spec holds the session's environment).
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         f.write_all(&serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
         f.sync_all()?;
     }
@@ -236,5 +245,8 @@ mod tests {
         write_json(&path, &state).expect("write");
         assert_eq!(read_json::<State>(&path), Some(state));
         assert!(Phase::Preparing < Phase::Running, "phases are ordered as a session starts");
+        let root = Path::new("/r");
+        assert_ne!(image_ready(root, "a:b"), image_ready(root, "a_b"), "distinct images, distinct markers");
+        assert_eq!(image_ready(root, "python:3.12"), Path::new("/r/images/python_3a3.12.ready"));
     }
 }

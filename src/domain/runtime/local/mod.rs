@@ -211,7 +211,12 @@ impl LocalRuntime {
             enforcement: self.enforcement.clone(),
         };
         files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
-        let log = std::fs::File::create(sd.supervisor_log()).map_err(|e| format!("cannot create its log: {e}"))?;
+        let log = {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut open = std::fs::OpenOptions::new();
+            open.write(true).create(true).truncate(true).mode(0o600);
+            open.open(sd.supervisor_log()).map_err(|e| format!("cannot create its log: {e}"))?
+        };
         let log2 = log.try_clone().map_err(|e| format!("cannot create its log: {e}"))?;
         tokio::process::Command::new(&self.config.executable)
             .arg("supervise")
@@ -224,6 +229,21 @@ impl LocalRuntime {
             .spawn()
             .map(drop) // tokio reaps it when it ends
             .map_err(|e| format!("cannot start the supervisor: {e}"))
+    }
+}
+
+/// Removes a finished session's directory. It goes out of `sessions/` first (a rename, which
+/// its contents cannot refuse), so a tree the session made unremovable is never looked at
+/// again; `trash/` is emptied as far as it can be.
+fn remove_session_dir(runtime_dir: &Path, dir: &Path) {
+    let trash = runtime_dir.join("trash");
+    std::fs::create_dir_all(&trash).ok();
+    let Some(name) = dir.file_name() else { return };
+    let moved = trash.join(name);
+    if std::fs::rename(dir, &moved).is_ok() {
+        std::fs::remove_dir_all(&moved).ok();
+    } else {
+        std::fs::remove_dir_all(dir).ok();
     }
 }
 
@@ -370,43 +390,60 @@ struct Plan {
     session: session::Model,
     /// Statuses to go through, in order; the last may end the session.
     steps: Vec<Step>,
-    lines: Vec<String>,
-    /// Output copied into the log up to this offset, written once committed.
-    ingested: Option<(PathBuf, u64)>,
+    /// The log lines of the steps (written only if the steps are), the session's output
+    /// (written in any case), and the line of its end.
+    step_lines: Vec<String>,
+    output: Vec<String>,
+    end_line: Option<String>,
+    /// Where the copy of the output is, written once committed.
+    copied: Option<(PathBuf, Copied)>,
     /// A terminal session whose directory goes once its output is in the log.
     remove: Option<PathBuf>,
 }
 
-/// New lines of a session's output since the last copy, and where the copy will then be:
-/// complete lines only, unless `all` (the session ended), which takes the last line too.
-/// Reads at most [`INGEST_BYTES`]: the copy is at the end when [`Output::rest`] is false.
+/// How much of a session's output is in its log: bytes of `output.log`, and lines.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Copied {
+    offset: u64,
+    lines: u64,
+}
+
+/// Most lines one tick copies from one session's output.
+const LINES_PER_TICK: usize = 5_000;
+/// Most lines of output a session's log keeps; the rest is read and dropped, with a note.
+const MAX_OUTPUT_LINES: u64 = 100_000;
+
+/// New lines of a session's output since the last copy: complete lines only, unless `all`
+/// (the session ended), which takes the last line too; `rest` when more is left to copy.
 struct Output {
     lines: Vec<String>,
-    copied: Option<(PathBuf, u64)>,
+    copied: Option<(PathBuf, Copied)>,
     rest: bool,
 }
 
 fn new_output(sd: &SessionDir, all: bool) -> Output {
-    let (lines, copied) = read_output(sd, all);
+    let before: Copied = files::read_json(&sd.ingested()).unwrap_or_default();
+    let (lines, copied) = read_output(sd, before, all);
     let len = std::fs::metadata(sd.output()).map_or(0, |m| m.len());
-    let at = copied.as_ref().map(|c| c.1).unwrap_or_else(|| {
-        std::fs::read_to_string(sd.ingested()).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
-    });
-    Output { lines, copied, rest: at < len }
+    let at = copied.map_or(before.offset, |c| c.offset);
+    Output { lines, copied: copied.map(|c| (sd.ingested(), c)), rest: at < len }
 }
 
-fn read_output(sd: &SessionDir, all: bool) -> (Vec<String>, Option<(PathBuf, u64)>) {
+fn read_output(sd: &SessionDir, from: Copied, all: bool) -> (Vec<String>, Option<Copied>) {
     use std::io::{Read, Seek, SeekFrom};
-    let from: u64 = std::fs::read_to_string(sd.ingested()).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     let Ok(mut f) = std::fs::File::open(sd.output()) else { return (Vec::new(), None) };
-    if f.seek(SeekFrom::Start(from)).is_err() {
+    if f.seek(SeekFrom::Start(from.offset)).is_err() {
         return (Vec::new(), None);
     }
     let mut buf = Vec::new();
     if f.take(INGEST_BYTES as u64).read_to_end(&mut buf).is_err() || buf.is_empty() {
         return (Vec::new(), None);
     }
-    let end = if all && buf.len() < INGEST_BYTES {
+    if from.lines >= MAX_OUTPUT_LINES {
+        // The log is full: what comes is read and dropped.
+        return (Vec::new(), Some(Copied { offset: from.offset + buf.len() as u64, lines: from.lines }));
+    }
+    let mut end = if all && buf.len() < INGEST_BYTES {
         buf.len()
     } else {
         match buf.iter().rposition(|b| *b == b'\n') {
@@ -415,27 +452,51 @@ fn read_output(sd: &SessionDir, all: bool) -> (Vec<String>, Option<(PathBuf, u64
             None => return (Vec::new(), None),
         }
     };
-    let lines = String::from_utf8_lossy(&buf[..end])
+    // At most a tick's share of lines, and no more than the log keeps.
+    let budget = usize::try_from(MAX_OUTPUT_LINES - from.lines).unwrap_or(usize::MAX).min(LINES_PER_TICK);
+    if let Some((i, _)) = buf[..end].iter().enumerate().filter(|(_, b)| **b == b'\n').nth(budget.saturating_sub(1))
+        && i + 1 < end
+    {
+        end = i + 1;
+    }
+    let mut lines: Vec<String> = String::from_utf8_lossy(&buf[..end])
         .lines()
-        .map(|l| if l.len() > MAX_LINE { l.chars().take(MAX_LINE).collect() } else { l.to_owned() })
+        .map(|l| {
+            // PostgreSQL's text holds no NUL.
+            let l = l.replace('\0', "\u{FFFD}");
+            if l.len() > MAX_LINE { l.chars().take(MAX_LINE).collect() } else { l }
+        })
         .collect();
-    (lines, Some((sd.ingested(), from + end as u64)))
+    let total = from.lines + lines.len() as u64;
+    if total >= MAX_OUTPUT_LINES {
+        lines.push(format!("[the log keeps {MAX_OUTPUT_LINES} lines of output: the rest is dropped]"));
+    }
+    (lines, Some(Copied { offset: from.offset + end as u64, lines: total }))
+}
+
+impl Plan {
+    /// Status changes with their log lines, nothing copied.
+    fn steps(session: session::Model, steps: Vec<Step>, line: String) -> Self {
+        let end = steps.last().is_some_and(|(to, _, _)| to.is_terminal());
+        let (step_lines, end_line) = if end { (Vec::new(), Some(line)) } else { (vec![line], None) };
+        Self { session, steps, step_lines, output: Vec::new(), end_line, copied: None, remove: None }
+    }
 }
 
 impl LocalRuntime {
     fn plan(&self, s: session::Model, now: DateTime<Utc>, lifetime: Option<i64>) -> Option<Plan> {
         let sd = SessionDir::of(&self.config.dir, s.id);
         let status = SessionStatus::parse(&s.status)?;
+        let started = sd.spec().exists();
         if status == SessionStatus::Terminating {
-            if !sd.spec().exists() {
+            if !started {
                 // Asked to stop before its supervisor started: nothing runs.
-                return Some(Plan {
-                    steps: vec![(SessionStatus::Terminated, s.status_info.clone(), None)],
-                    lines: vec!["session terminated before it started".to_owned()],
-                    session: s,
-                    ingested: None,
-                    remove: None,
-                });
+                let reason = s.status_info.clone();
+                return Some(Plan::steps(
+                    s,
+                    vec![(SessionStatus::Terminated, reason, None)],
+                    "session terminated before it started".to_owned(),
+                ));
             }
             std::fs::write(sd.stop(), b"").ok();
         }
@@ -443,43 +504,44 @@ impl LocalRuntime {
             && let Some(limit) = outlived(&s, now, lifetime)
         {
             std::fs::write(sd.stop(), b"").ok();
-            return Some(Plan {
-                steps: vec![(SessionStatus::Terminating, Some(LIFETIME_EXCEEDED.to_owned()), None)],
-                lines: vec![format!("the session reached its maximum lifetime of {limit} s")],
-                session: s,
-                ingested: None,
-                remove: None,
-            });
+            return Some(Plan::steps(
+                s,
+                vec![(SessionStatus::Terminating, Some(LIFETIME_EXCEEDED.to_owned()), None)],
+                format!("the session reached its maximum lifetime of {limit} s"),
+            ));
         }
-        if status == SessionStatus::Scheduled && !sd.spec().exists() {
+        if status == SessionStatus::Scheduled && !started {
             return match self.start(&s) {
                 Ok(()) => None,
-                Err(why) => Some(Plan {
-                    steps: vec![(
+                Err(why) => Some(Plan::steps(
+                    s,
+                    vec![(
                         SessionStatus::Error,
                         Some(format!("failed to start: {why}")),
                         Some((SessionResult::Failure, None)),
                     )],
-                    lines: vec![format!("error: {why}")],
-                    session: s,
-                    ingested: None,
-                    remove: None,
-                }),
+                    format!("error: {why}"),
+                )),
             };
         }
-        let observed = observe(&sd);
+        let observed = if started {
+            observe(&sd)
+        } else {
+            // Past SCHEDULED, and its directory is gone (the runtime directory was wiped).
+            Observed::Vanished("the session's directory is gone".to_owned())
+        };
         let ended = matches!(observed, Observed::Ended { .. } | Observed::Vanished(_));
-        let Output { lines: output, copied: ingested, rest } = new_output(&sd, ended);
+        let Output { lines: output, copied, rest } = new_output(&sd, ended);
         let agent = &self.config.agent;
         // The log reads in order: the start-up steps, the output, then the end.
-        let mut lines = Vec::new();
+        let mut step_lines = Vec::new();
         let mut steps = Vec::new();
         let mut end_line = None;
         match observed {
             Observed::Nothing => {}
             Observed::At { phase, pulled } => {
                 for to in steps_of(status, status_of(phase), pulled) {
-                    lines.push(step_line(to, agent, &s.image));
+                    step_lines.push(step_line(to, agent, &s.image));
                     steps.push((to, None, None));
                 }
             }
@@ -487,7 +549,7 @@ impl LocalRuntime {
                 let (end, reason, result, code) = ending(&s, &exit);
                 if end != SessionStatus::Error && ran {
                     for to in steps_of(status, SessionStatus::Running, pulled) {
-                        lines.push(step_line(to, agent, &s.image));
+                        step_lines.push(step_line(to, agent, &s.image));
                         steps.push((to, None, None));
                     }
                 }
@@ -505,30 +567,38 @@ impl LocalRuntime {
                 steps.push((SessionStatus::Error, Some(why), Some((SessionResult::Failure, None))));
             }
         }
-        lines.extend(output);
-        lines.extend(end_line);
-        if steps.is_empty() && lines.is_empty() {
+        if steps.is_empty() && output.is_empty() && copied.is_none() {
             return None;
         }
-        Some(Plan { session: s, steps, lines, ingested, remove: None })
+        Some(Plan { session: s, steps, step_lines, output, end_line, copied, remove: None })
     }
 
     /// A directory whose session is no longer live here: stop what may still run, copy the
     /// rest of its output, and remove it once that is in the log.
     fn plan_leftover(&self, s: session::Model) -> Option<Plan> {
         let sd = SessionDir::of(&self.config.dir, s.id);
-        match sd.read_state() {
-            Some(state) if state.exit.is_none() && state.supervisor.alive() => {
-                std::fs::write(sd.stop(), b"").ok();
-                None
-            }
-            _ => {
-                // The directory goes with the last of the output (a long one takes ticks).
-                let out = new_output(&sd, true);
-                let remove = (!out.rest).then_some(sd.root);
-                Some(Plan { session: s, steps: Vec::new(), lines: out.lines, ingested: out.copied, remove })
-            }
+        let state = sd.read_state();
+        let running = match &state {
+            Some(state) => state.exit.is_none() && state.supervisor.alive(),
+            // A supervisor may be starting: it reads `stop` first thing.
+            None => observe(&sd) == Observed::Nothing,
+        };
+        if running {
+            std::fs::write(sd.stop(), b"").ok();
+            return None;
         }
+        // The directory goes with the last of the output (a long one takes ticks).
+        let out = new_output(&sd, true);
+        let remove = (!out.rest).then_some(sd.root);
+        Some(Plan {
+            session: s,
+            steps: Vec::new(),
+            step_lines: Vec::new(),
+            output: out.lines,
+            end_line: None,
+            copied: out.copied,
+            remove,
+        })
     }
 }
 
@@ -650,12 +720,14 @@ impl LocalRuntime {
         let mut pulled = false;
         for p in &plans {
             let id = p.session.id;
-            for line in &p.lines {
-                logs.push(log_row(id, line.clone(), now));
-            }
             if moved.contains(&id) {
-                continue; // changed meanwhile (terminated by its owner): the next tick sees it
+                // Changed meanwhile (terminated by its owner): its output is kept, its steps
+                // are looked at again next tick.
+                logs.extend(p.output.iter().map(|line| log_row(id, line.clone(), now)));
+                continue;
             }
+            let lines = p.step_lines.iter().chain(&p.output).chain(&p.end_line);
+            logs.extend(lines.map(|line| log_row(id, line.clone(), now)));
             if let Some((last, reason, _)) = p.steps.last() {
                 pulled |= p.steps.iter().any(|(s, _, _)| *s == SessionStatus::Pulling);
                 let path: Vec<&str> = p.steps.iter().map(|(s, _, _)| s.as_str()).collect();
@@ -690,11 +762,11 @@ impl LocalRuntime {
         history::record(&txn, entries, now).await?;
         let changed = lifecycle::commit(txn, transitions, bus).await?;
         for p in plans {
-            if let Some((file, offset)) = p.ingested {
-                std::fs::write(file, offset.to_string()).ok();
+            if let Some((file, copied)) = p.copied {
+                files::write_json(&file, &copied).ok();
             }
             if let Some(dir) = p.remove {
-                std::fs::remove_dir_all(dir).ok();
+                remove_session_dir(&self.config.dir, &dir);
             }
         }
         Ok(changed)

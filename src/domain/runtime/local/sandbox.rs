@@ -4,7 +4,8 @@
 //! every capability dropped; the session runs as an unprivileged uid (the server, when it
 //! runs as root, first drops to `nobody` with `setpriv`, so the session is unprivileged on
 //! the host too, not only inside its user namespace); it sees a read-only root (the host's
-//! system directories, or the image's directory), a private `/tmp`, fresh `/proc` and
+//! system directories, or the image's directory), a private `/tmp` (of at most the
+//! session's memory), fresh `/proc` and
 //! `/dev`, and its own work directory as its home: not the server's files, nor another
 //! session's. `--die-with-parent` ties it to its supervisor; `--json-status-fd` reports the
 //! sandbox's init pid, then the command's exit code, which tells a sandbox that failed to
@@ -87,7 +88,10 @@ fn bwrap_args(spec: &Spec, work: &Path, network: bool) -> Vec<String> {
             }
         }
     }
-    a.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(str::to_owned));
+    // `/tmp` holds at most the session's memory (its pages count against it too, in a
+    // cgroup).
+    a.extend(["--proc".into(), "/proc".into(), "--dev".into(), "/dev".into()]);
+    a.extend(["--size".into(), spec.limits.memory.to_string(), "--tmpfs".into(), "/tmp".into()]);
     for d in &spec.devices {
         a.extend(["--dev-bind-try".into(), path(d), path(d)]);
     }

@@ -233,7 +233,8 @@ fn watch(
 /// Copies a session's output to `path`, keeping at most [`OUTPUT_CAP`] bytes; the rest is
 /// read and dropped, so the session never blocks on a full pipe.
 fn copy_capped(mut from: impl Read, path: &Path) {
-    let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) else { return };
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path) else { return };
     let mut written = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut buf = [0u8; 8192];
     let mut noted = false;

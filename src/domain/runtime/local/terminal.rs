@@ -75,9 +75,16 @@ pub async fn open(
     for f in access.enforcement.join_files(id) {
         script.push_str(&format!("echo $$ > {} || exit 125\n", quote(&f.to_string_lossy())));
     }
+    // As root, the shell becomes the session's uid; otherwise it already is (the sandbox
+    // maps the server's uid to it) and nsenter may not change its groups.
+    let credentials = if super::sandbox::is_root() {
+        format!("--setuid {NOBODY} --setgid {NOBODY}")
+    } else {
+        "--preserve-credentials".to_owned()
+    };
     script.push_str(&format!(
-        "exec nsenter --target {pid} --user --mount --pid --net --ipc --uts --root --wd --setuid {NOBODY} \
-         --setgid {NOBODY} -- /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME={HOME} USER=nobody \
+        "exec nsenter --target {pid} --user --mount --pid --net --ipc --uts --root --wd {credentials} \
+         -- /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME={HOME} USER=nobody \
          LANG=C.UTF-8 TERM=xterm-256color /bin/sh -i"
     ));
     spawn(&script, cols, rows).map_err(|e| DomainError::invariant(format!("opening a terminal failed: {e}")))
