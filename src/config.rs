@@ -63,6 +63,23 @@ pub enum TokenCommand {
         #[arg(long)]
         policy: Option<String>,
     },
+    /// List a user's tokens by access key, with policy, state and creation time (secrets
+    /// are never stored, so never shown).
+    List {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Email of the user.
+        #[arg(long)]
+        email: String,
+    },
+    /// Revoke a token by its access key: it authenticates no more.
+    Revoke {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The access key `token create` and `token list` print.
+        #[arg(long)]
+        access_key: String,
+    },
 }
 
 #[derive(Clone, Debug, Args)]

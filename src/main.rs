@@ -72,12 +72,41 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
             match domain::auth::create_token(&conn, &email, policy.as_deref()).await {
-                Ok(token) => {
+                Ok((token, access_key)) => {
                     println!("{token}");
-                    eprintln!("sessiond: token created for {email}; it is shown only this once");
+                    eprintln!(
+                        "sessiond: token created for {email} (access key {access_key}); it is shown only this once"
+                    );
                 }
                 Err(domain::DomainError::NotFound(_)) => return Err(format!("no user with email {email}").into()),
                 Err(err @ domain::DomainError::BadInput(_)) => return Err(err.to_string().into()),
+                Err(err) => return Err(format!("{err}: {err:?}").into()),
+            }
+        }
+        Command::Token { command: TokenCommand::List { db: args, email } } => {
+            let conn = db::connect(&args).await?;
+            db::migrate(&conn).await?;
+            match domain::auth::list_tokens(&conn, &email).await {
+                Ok(tokens) => {
+                    println!("ACCESS KEY\tPOLICY\tSTATE\tCREATED");
+                    for t in tokens {
+                        let state = if t.active { "active" } else { "revoked" };
+                        println!("{}\t{}\t{state}\t{}", t.access_key, t.resource_policy, t.created_at.to_rfc3339());
+                    }
+                }
+                Err(domain::DomainError::NotFound(_)) => return Err(format!("no user with email {email}").into()),
+                Err(err) => return Err(format!("{err}: {err:?}").into()),
+            }
+        }
+        Command::Token { command: TokenCommand::Revoke { db: args, access_key } } => {
+            let conn = db::connect(&args).await?;
+            db::migrate(&conn).await?;
+            match domain::auth::revoke_token(&conn, &access_key).await {
+                Ok(true) => eprintln!("sessiond: token {access_key} revoked"),
+                Ok(false) => eprintln!("sessiond: token {access_key} was already revoked"),
+                Err(domain::DomainError::NotFound(_)) => {
+                    return Err(format!("no token with access key {access_key}").into());
+                }
                 Err(err) => return Err(format!("{err}: {err:?}").into()),
             }
         }

@@ -117,7 +117,61 @@ fn generate_access_key() -> String {
 /// Creates a keypair for the user with `email` and returns its token, which is shown once:
 /// only its hash is kept. `policy` defaults to the policy of the user's newest keypair,
 /// else `default`.
-pub async fn create_token(db: &impl ConnectionTrait, email: &str, policy: Option<&str>) -> DomainResult<String> {
+/// A keypair as an operator sees it: never its secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenInfo {
+    pub access_key: String,
+    pub resource_policy: String,
+    pub active: bool,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The keypairs of the user with `email`, oldest first.
+pub async fn list_tokens(db: &impl ConnectionTrait, email: &str) -> DomainResult<Vec<TokenInfo>> {
+    use sea_orm::QueryOrder;
+    let u = user::Entity::find()
+        .filter(user::Column::Email.eq(email))
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound("user"))?;
+    Ok(keypair::Entity::find()
+        .filter(keypair::Column::UserId.eq(u.id))
+        .order_by_asc(keypair::Column::CreatedAt)
+        .order_by_asc(keypair::Column::AccessKey)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|k| TokenInfo {
+            access_key: k.access_key,
+            resource_policy: k.resource_policy,
+            active: k.is_active,
+            created_at: k.created_at,
+        })
+        .collect())
+}
+
+/// Revokes the token of the keypair with `access_key`: it authenticates no more. Returns
+/// whether it was active until now.
+pub async fn revoke_token(db: &impl ConnectionTrait, access_key: &str) -> DomainResult<bool> {
+    let kp = keypair::Entity::find()
+        .filter(keypair::Column::AccessKey.eq(access_key))
+        .one(db)
+        .await?
+        .ok_or(DomainError::NotFound("token"))?;
+    if !kp.is_active {
+        return Ok(false);
+    }
+    keypair::ActiveModel { id: Set(kp.id), is_active: Set(false), ..Default::default() }.update(db).await?;
+    Ok(true)
+}
+
+/// Creates a keypair for the user with `email`; returns its token (shown once) and its
+/// access key (the public name that lists and revokes it).
+pub async fn create_token(
+    db: &impl ConnectionTrait,
+    email: &str,
+    policy: Option<&str>,
+) -> DomainResult<(String, String)> {
     let u = user::Entity::find()
         .filter(user::Column::Email.eq(email))
         .one(db)
@@ -143,10 +197,11 @@ pub async fn create_token(db: &impl ConnectionTrait, email: &str, policy: Option
         ));
     }
     let token = generate_token();
+    let access_key = generate_access_key();
     keypair::ActiveModel {
         id: Set(Uuid::new_v4()),
         user_id: Set(u.id),
-        access_key: Set(generate_access_key()),
+        access_key: Set(access_key.clone()),
         secret_hash: Set(hash_token(&token)),
         resource_policy: Set(policy),
         is_active: Set(true),
@@ -154,7 +209,7 @@ pub async fn create_token(db: &impl ConnectionTrait, email: &str, policy: Option
     }
     .insert(db)
     .await?;
-    Ok(token)
+    Ok((token, access_key))
 }
 
 #[cfg(test)]

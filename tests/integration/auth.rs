@@ -58,7 +58,7 @@ async fn bad_and_missing_tokens_are_refused(app: TestApp) {
 }
 
 async fn tokens_created_later_work_and_are_stored_hashed(app: TestApp) {
-    let token = sessiond::domain::auth::create_token(&app.db, "bob@example.com", None).await.expect("token");
+    let (token, _) = sessiond::domain::auth::create_token(&app.db, "bob@example.com", None).await.expect("token");
     let resp = app.gql(Some(&token), "{ viewer { user { email } } }", json!({})).await;
     assert_eq!(resp["data"]["viewer"]["user"]["email"], "bob@example.com");
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};

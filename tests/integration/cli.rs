@@ -278,6 +278,34 @@ async fn token_create_prints_a_working_token(app: TestApp) {
         .expect("run sessiond token create");
     assert!(!out.status.success());
     assert!(out.stdout.is_empty(), "no token for an unknown user");
+
+    // Listed by access key, never by secret; revoked, it authenticates no more.
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .args(["--database-url", &app.url])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sessiond")
+    };
+    let out = run(&["token", "list", "--email", "carol@other.example"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed = String::from_utf8(out.stdout).expect("utf8");
+    assert!(!listed.contains(&token) && !listed.contains("sd_"), "no secret is ever shown: {listed}");
+    let rows: Vec<Vec<&str>> = listed.lines().skip(1).map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2, "the demo's keypair and the new one: {listed}");
+    assert!(rows.iter().all(|r| r[1] == "default" && r[2] == "active"), "{listed}");
+    let key = rows[1][0].to_owned();
+    let out = run(&["token", "revoke", "--access-key", &key]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let resp = app.gql(Some(&token), "{ viewer { user { email } } }", json!({})).await;
+    assert_eq!(resp["errors"][0]["extensions"]["code"], "UNAUTHENTICATED", "a revoked token: {resp}");
+    let listed = String::from_utf8(run(&["token", "list", "--email", "carol@other.example"]).stdout).expect("utf8");
+    assert!(listed.lines().any(|l| l.starts_with(&key) && l.contains("\trevoked\t")), "{listed}");
+    let out = run(&["token", "revoke", "--access-key", "AKNOSUCHKEY"]);
+    assert!(!out.status.success(), "an unknown access key is an error");
+    let out = run(&["token", "list", "--email", "nobody@example.com"]);
+    assert!(!out.status.success(), "an unknown user is an error");
 }
 
 /// SIGKILL of the server while a session really runs (`--runtime local`): its supervisor
