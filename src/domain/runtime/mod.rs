@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::{DatabaseConnection, EntityTrait};
-use serde_json::Value;
 use uuid::Uuid;
 
 use entity::{keypair, keypair_resource_policy, session};
@@ -113,13 +112,7 @@ impl RuntimeInfo {
 
 /// The value of a session's environment variable `name`, if it sets it.
 pub(crate) fn env_var(s: &session::Model, name: &str) -> Option<String> {
-    s.environment
-        .as_array()?
-        .iter()
-        .find(|e| e.get("name").and_then(Value::as_str) == Some(name))?
-        .get("value")?
-        .as_str()
-        .map(str::to_owned)
+    env_vars(s).into_iter().find(|(n, _)| n == name).map(|(_, v)| v)
 }
 
 /// A session's environment variables, in order.

@@ -11,47 +11,51 @@
 //!
 //! A session's output is copied into its log (the `session_logs` table) as it comes; the
 //! byte offset copied so far is kept beside the output, written after the commit.
+//!
+//! Here: setting up (probe, registration of this machine, starting a supervisor) and each
+//! look's writing. [`observe`] turns what a supervisor reports into status steps and log
+//! lines, [`output`] copies the output, [`machine`] is this machine's capacity and the
+//! session directories, [`terminal`] the shell inside a running session.
 
 pub mod files;
 pub mod images;
 pub mod limits;
+mod machine;
+mod observe;
+mod output;
 pub mod sandbox;
 pub mod signal;
 pub mod supervisor;
 pub mod terminal;
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use entity::{agent, project, resource_group, resource_group_project, session, session_log};
 
-use super::{LIFETIME_EXCEEDED, Runtime, RuntimeInfo, RuntimeKind, env_vars, lifetimes, outlived};
+use super::{Runtime, RuntimeInfo, RuntimeKind, env_vars, lifetimes};
 use crate::domain::events::EventBus;
 use crate::domain::history::{self, Entry, SchedulingResult};
 use crate::domain::lifecycle::{self, Applied, Change};
 use crate::domain::model::{SchedulerStrategy, SessionType};
-use crate::domain::status::{SessionResult, SessionStatus};
+use crate::domain::status::SessionStatus;
 use crate::domain::{DomainResult, catalog, clock};
-use files::{Exit, Limits, Phase, Prepare, SessionDir, Spec, State};
+use files::{Limits, Prepare, SessionDir, Spec};
 use images::Images;
 use limits::Enforcement;
+pub(crate) use machine::prepare_dirs;
+use machine::{accelerator_devices, capacity, open_to_traverse, remove_session_dir};
+use observe::{Plan, history_phase};
 
 /// Processes and threads one session may have.
 const MAX_PIDS: u64 = 1024;
-/// Most output one tick copies into a session's log (an ended session's end waits for the
-/// rest: at most 8 ticks for the largest output kept).
-const INGEST_BYTES: usize = 1 << 20;
-/// Longest log line kept (longer ones are cut).
-const MAX_LINE: usize = 4096;
-/// A supervisor that has written nothing this long after its spec did not start.
-const START_DEADLINE: Duration = Duration::from_secs(30);
 
 /// How the local runtime is set up.
 #[derive(Clone, Debug)]
@@ -232,399 +236,6 @@ impl LocalRuntime {
     }
 }
 
-/// Removes a finished session's directory. It goes out of `sessions/` first (a rename, which
-/// its contents cannot refuse), so a tree the session made unremovable is never looked at
-/// again; `trash/` is emptied as far as it can be.
-fn remove_session_dir(runtime_dir: &Path, dir: &Path) {
-    let trash = runtime_dir.join("trash");
-    std::fs::create_dir_all(&trash).ok();
-    let Some(name) = dir.file_name() else { return };
-    let moved = trash.join(name);
-    if std::fs::rename(dir, &moved).is_ok() {
-        std::fs::remove_dir_all(&moved).ok();
-    } else {
-        std::fs::remove_dir_all(dir).ok();
-    }
-}
-
-/// Makes a directory traversable by the sessions' unprivileged uid (not listable).
-fn open_to_traverse(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
-}
-
-/// A session directory traversable, its work directory owned by the sessions' uid alone.
-pub(crate) fn prepare_dirs(session_dir: &Path, work: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    open_to_traverse(session_dir)?;
-    std::os::unix::fs::chown(work, Some(sandbox::NOBODY), Some(sandbox::NOBODY))?;
-    std::fs::set_permissions(work, std::fs::Permissions::from_mode(0o700))
-}
-
-/// This machine's capacity: cores, memory, and NVIDIA devices when there are any.
-fn capacity() -> Value {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024;
-    let mut slots = json!({"cpu": cores, "mem": memory});
-    let gpus = accelerator_devices(usize::MAX).iter().filter(|d| is_gpu(d)).count();
-    if gpus > 0 {
-        slots["cuda.device"] = json!(gpus);
-    }
-    slots
-}
-
-fn is_gpu(d: &Path) -> bool {
-    d.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("nvidia"))
-        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-}
-
-/// The first `n` NVIDIA devices and the control devices they need (none on most machines).
-fn accelerator_devices(n: usize) -> Vec<PathBuf> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let mut gpus: Vec<PathBuf> =
-        std::fs::read_dir("/dev").into_iter().flatten().flatten().map(|e| e.path()).filter(|p| is_gpu(p)).collect();
-    gpus.sort();
-    gpus.truncate(n);
-    if gpus.is_empty() {
-        return gpus;
-    }
-    for control in ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] {
-        if Path::new(control).exists() {
-            gpus.push(PathBuf::from(control));
-        }
-    }
-    gpus
-}
-
-/// What a session's supervisor shows.
-#[derive(Debug, PartialEq)]
-enum Observed {
-    /// Nothing yet.
-    Nothing,
-    /// Under way.
-    At { phase: Phase, pulled: bool },
-    /// Over.
-    Ended { exit: Exit, ran: bool, pulled: bool },
-    /// The supervisor is gone without an exit record.
-    Vanished(String),
-}
-
-fn observe(sd: &SessionDir) -> Observed {
-    match sd.read_state() {
-        Some(State { exit: Some(exit), child, pulled, .. }) => Observed::Ended { exit, ran: child.is_some(), pulled },
-        Some(state) if state.supervisor.alive() => Observed::At { phase: state.phase, pulled: state.pulled },
-        Some(_) => Observed::Vanished("the session's supervisor vanished without an exit record".to_owned()),
-        None => {
-            let age = std::fs::metadata(sd.spec()).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
-            match age {
-                Some(age) if age > START_DEADLINE => {
-                    Observed::Vanished("the session's supervisor did not start".to_owned())
-                }
-                _ => Observed::Nothing,
-            }
-        }
-    }
-}
-
-/// The status a phase shows as.
-fn status_of(phase: Phase) -> SessionStatus {
-    match phase {
-        Phase::Preparing => SessionStatus::Preparing,
-        Phase::Pulling => SessionStatus::Pulling,
-        Phase::Prepared => SessionStatus::Prepared,
-        Phase::Creating => SessionStatus::Creating,
-        Phase::Running | Phase::Exited => SessionStatus::Running,
-    }
-}
-
-/// The start-up statuses after `from` up to `to`, in order (PULLING only when it happened).
-fn steps(from: SessionStatus, to: SessionStatus, pulled: bool) -> Vec<SessionStatus> {
-    use SessionStatus::*;
-    let order = [Scheduled, Preparing, Pulling, Prepared, Creating, Running];
-    let (Some(a), Some(b)) = (order.iter().position(|s| *s == from), order.iter().position(|s| *s == to)) else {
-        return Vec::new();
-    };
-    order[a + 1..=b.max(a)].iter().copied().filter(|s| *s != Pulling || pulled || to == Pulling).collect()
-}
-
-/// How a session that ended is recorded: status, reason, result and exit code.
-fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String, SessionResult, Option<i32>) {
-    if let Some(why) = &exit.failed {
-        return (SessionStatus::Error, format!("failed to start: {why}"), SessionResult::Failure, None);
-    }
-    let batch = s.session_type == SessionType::Batch.as_str();
-    let code = exit.code;
-    if exit.timed_out {
-        return (SessionStatus::Terminated, "batch timeout".to_owned(), SessionResult::Failure, code);
-    }
-    if exit.oom_killed {
-        return (SessionStatus::Terminated, "OOM killed".to_owned(), SessionResult::Failure, code);
-    }
-    if exit.stopped {
-        let reason = s.status_info.clone().unwrap_or_else(|| "stopped".to_owned());
-        // A batch job stopped before it finished failed; any other session ended as asked.
-        let result = if batch { SessionResult::Failure } else { SessionResult::Success };
-        return (SessionStatus::Terminated, reason, result, code);
-    }
-    let result = if code == Some(0) { SessionResult::Success } else { SessionResult::Failure };
-    (SessionStatus::Terminated, supervisor::describe_code(code), result, code)
-}
-
-/// A status to enter, with its reason and, when it ends the session, result and exit code.
-type Step = (SessionStatus, Option<String>, Option<(SessionResult, Option<i32>)>);
-
-/// What one tick does to one session.
-struct Plan {
-    session: session::Model,
-    /// Statuses to go through, in order; the last may end the session.
-    steps: Vec<Step>,
-    /// The log lines of the steps (written only if the steps are), the session's output
-    /// (written in any case), and the line of its end.
-    step_lines: Vec<String>,
-    output: Vec<String>,
-    end_line: Option<String>,
-    /// Where the copy of the output is, written once committed.
-    copied: Option<(PathBuf, Copied)>,
-    /// A terminal session whose directory goes once its output is in the log.
-    remove: Option<PathBuf>,
-}
-
-/// How much of a session's output is in its log: bytes of `output.log`, and lines.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
-struct Copied {
-    offset: u64,
-    lines: u64,
-}
-
-/// Most lines one tick copies from one session's output.
-const LINES_PER_TICK: usize = 5_000;
-/// Most lines of output a session's log keeps; the rest is read and dropped, with a note.
-const MAX_OUTPUT_LINES: u64 = 100_000;
-
-/// New lines of a session's output since the last copy: complete lines only, unless `all`
-/// (the session ended), which takes the last line too; `rest` when more is left to copy.
-struct Output {
-    lines: Vec<String>,
-    copied: Option<(PathBuf, Copied)>,
-    rest: bool,
-}
-
-fn new_output(sd: &SessionDir, all: bool) -> Output {
-    let before: Copied = files::read_json(&sd.ingested()).unwrap_or_default();
-    let (lines, copied) = read_output(sd, before, all);
-    let len = std::fs::metadata(sd.output()).map_or(0, |m| m.len());
-    let at = copied.map_or(before.offset, |c| c.offset);
-    Output { lines, copied: copied.map(|c| (sd.ingested(), c)), rest: at < len }
-}
-
-fn read_output(sd: &SessionDir, from: Copied, all: bool) -> (Vec<String>, Option<Copied>) {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(sd.output()) else { return (Vec::new(), None) };
-    if f.seek(SeekFrom::Start(from.offset)).is_err() {
-        return (Vec::new(), None);
-    }
-    let mut buf = Vec::new();
-    if f.take(INGEST_BYTES as u64).read_to_end(&mut buf).is_err() || buf.is_empty() {
-        return (Vec::new(), None);
-    }
-    if from.lines >= MAX_OUTPUT_LINES {
-        // The log is full: what comes is read and dropped.
-        return (Vec::new(), Some(Copied { offset: from.offset + buf.len() as u64, lines: from.lines }));
-    }
-    let mut end = if all && buf.len() < INGEST_BYTES {
-        buf.len()
-    } else {
-        match buf.iter().rposition(|b| *b == b'\n') {
-            Some(i) => i + 1,
-            None if buf.len() >= INGEST_BYTES => buf.len(), // one line longer than a tick's copy
-            None => return (Vec::new(), None),
-        }
-    };
-    // At most a tick's share of lines, and no more than the log keeps.
-    let budget = usize::try_from(MAX_OUTPUT_LINES - from.lines).unwrap_or(usize::MAX).min(LINES_PER_TICK);
-    if let Some((i, _)) = buf[..end].iter().enumerate().filter(|(_, b)| **b == b'\n').nth(budget.saturating_sub(1))
-        && i + 1 < end
-    {
-        end = i + 1;
-    }
-    let mut lines: Vec<String> = String::from_utf8_lossy(&buf[..end])
-        .lines()
-        .map(|l| {
-            // PostgreSQL's text holds no NUL.
-            let l = l.replace('\0', "\u{FFFD}");
-            if l.len() > MAX_LINE { l.chars().take(MAX_LINE).collect() } else { l }
-        })
-        .collect();
-    let total = from.lines + lines.len() as u64;
-    if total >= MAX_OUTPUT_LINES {
-        lines.push(format!("[the log keeps {MAX_OUTPUT_LINES} lines of output: the rest is dropped]"));
-    }
-    (lines, Some(Copied { offset: from.offset + end as u64, lines: total }))
-}
-
-impl Plan {
-    /// Status changes with their log lines, nothing copied.
-    fn steps(session: session::Model, steps: Vec<Step>, line: String) -> Self {
-        let end = steps.last().is_some_and(|(to, _, _)| to.is_terminal());
-        let (step_lines, end_line) = if end { (Vec::new(), Some(line)) } else { (vec![line], None) };
-        Self { session, steps, step_lines, output: Vec::new(), end_line, copied: None, remove: None }
-    }
-}
-
-impl LocalRuntime {
-    fn plan(&self, s: session::Model, now: DateTime<Utc>, lifetime: Option<i64>) -> Option<Plan> {
-        let sd = SessionDir::of(&self.config.dir, s.id);
-        let status = SessionStatus::parse(&s.status)?;
-        let started = sd.spec().exists();
-        if status == SessionStatus::Terminating {
-            if !started {
-                // Asked to stop before its supervisor started: nothing runs.
-                let reason = s.status_info.clone();
-                return Some(Plan::steps(
-                    s,
-                    vec![(SessionStatus::Terminated, reason, None)],
-                    "session terminated before it started".to_owned(),
-                ));
-            }
-            std::fs::write(sd.stop(), b"").ok();
-        }
-        if status == SessionStatus::Running
-            && let Some(limit) = outlived(&s, now, lifetime)
-        {
-            std::fs::write(sd.stop(), b"").ok();
-            return Some(Plan::steps(
-                s,
-                vec![(SessionStatus::Terminating, Some(LIFETIME_EXCEEDED.to_owned()), None)],
-                format!("the session reached its maximum lifetime of {limit} s"),
-            ));
-        }
-        if status == SessionStatus::Scheduled && !started {
-            return match self.start(&s) {
-                Ok(()) => None,
-                Err(why) => Some(Plan::steps(
-                    s,
-                    vec![(
-                        SessionStatus::Error,
-                        Some(format!("failed to start: {why}")),
-                        Some((SessionResult::Failure, None)),
-                    )],
-                    format!("error: {why}"),
-                )),
-            };
-        }
-        let observed = if started {
-            observe(&sd)
-        } else {
-            // Past SCHEDULED, and its directory is gone (the runtime directory was wiped).
-            Observed::Vanished("the session's directory is gone".to_owned())
-        };
-        let ended = matches!(observed, Observed::Ended { .. } | Observed::Vanished(_));
-        let Output { lines: output, copied, rest } = new_output(&sd, ended);
-        let agent = &self.config.agent;
-        // The log reads in order: the start-up steps, the output, then the end.
-        let mut step_lines = Vec::new();
-        let mut steps = Vec::new();
-        let mut end_line = None;
-        match observed {
-            Observed::Nothing => {}
-            Observed::At { phase, pulled } => {
-                for to in steps_of(status, status_of(phase), pulled) {
-                    step_lines.push(step_line(to, agent, &s.image));
-                    steps.push((to, None, None));
-                }
-            }
-            Observed::Ended { exit, ran, pulled } => {
-                let (end, reason, result, code) = ending(&s, &exit);
-                if end != SessionStatus::Error && ran {
-                    for to in steps_of(status, SessionStatus::Running, pulled) {
-                        step_lines.push(step_line(to, agent, &s.image));
-                        steps.push((to, None, None));
-                    }
-                }
-                // The end is recorded with the last of the output.
-                if !rest {
-                    end_line = Some(match end {
-                        SessionStatus::Error => format!("error: {reason}"),
-                        _ => format!("session ended: {reason}"),
-                    });
-                    steps.push((end, Some(reason), Some((result, code))));
-                }
-            }
-            Observed::Vanished(why) => {
-                end_line = Some(format!("error: {why}"));
-                steps.push((SessionStatus::Error, Some(why), Some((SessionResult::Failure, None))));
-            }
-        }
-        if steps.is_empty() && output.is_empty() && copied.is_none() {
-            return None;
-        }
-        Some(Plan { session: s, steps, step_lines, output, end_line, copied, remove: None })
-    }
-
-    /// A directory whose session is no longer live here: stop what may still run, copy the
-    /// rest of its output, and remove it once that is in the log.
-    fn plan_leftover(&self, s: session::Model) -> Option<Plan> {
-        let sd = SessionDir::of(&self.config.dir, s.id);
-        let state = sd.read_state();
-        let running = match &state {
-            Some(state) => state.exit.is_none() && state.supervisor.alive(),
-            // A supervisor may be starting: it reads `stop` first thing.
-            None => observe(&sd) == Observed::Nothing,
-        };
-        if running {
-            std::fs::write(sd.stop(), b"").ok();
-            return None;
-        }
-        // The directory goes with the last of the output (a long one takes ticks).
-        let out = new_output(&sd, true);
-        let remove = (!out.rest).then_some(sd.root);
-        Some(Plan {
-            session: s,
-            steps: Vec::new(),
-            step_lines: Vec::new(),
-            output: out.lines,
-            end_line: None,
-            copied: out.copied,
-            remove,
-        })
-    }
-}
-
-fn steps_of(from: SessionStatus, to: SessionStatus, pulled: bool) -> Vec<SessionStatus> {
-    if from == SessionStatus::Terminating { Vec::new() } else { steps(from, to, pulled) }
-}
-
-fn step_line(to: SessionStatus, agent: &str, image: &str) -> String {
-    match to {
-        SessionStatus::Preparing => format!("preparing the sandbox on agent {agent}"),
-        SessionStatus::Pulling => format!("running the prepare step of image {image} on agent {agent}"),
-        SessionStatus::Prepared => format!("image {image} ready on agent {agent}"),
-        SessionStatus::Creating => "starting the sandbox".to_owned(),
-        _ => "session running".to_owned(),
-    }
-}
-
-fn history_phase(to: SessionStatus) -> &'static str {
-    match to {
-        SessionStatus::Preparing | SessionStatus::Pulling | SessionStatus::Prepared => "prepare",
-        SessionStatus::Creating | SessionStatus::Running => "start",
-        SessionStatus::Error => "error",
-        _ => "terminate",
-    }
-}
-
 fn log_row(session_id: Uuid, line: String, now: DateTime<Utc>) -> session_log::ActiveModel {
     session_log::ActiveModel { id: NotSet, session_id: Set(session_id), line: Set(line), created_at: Set(now) }
 }
@@ -770,65 +381,5 @@ impl LocalRuntime {
             }
         }
         Ok(changed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use SessionStatus::*;
-
-    #[test]
-    fn observed_steps_go_in_order_and_pulling_only_when_it_happened() {
-        assert_eq!(steps(Scheduled, Running, false), [Preparing, Prepared, Creating, Running]);
-        assert_eq!(steps(Scheduled, Running, true), [Preparing, Pulling, Prepared, Creating, Running]);
-        assert_eq!(steps(Preparing, Pulling, false), [Pulling]);
-        assert_eq!(steps(Running, Running, false), []);
-        assert_eq!(steps(Creating, Preparing, false), [], "never backwards");
-        assert_eq!(steps_of(Terminating, Running, false), [], "a stopping session only ends");
-    }
-
-    #[test]
-    fn an_ending_names_its_cause() {
-        let s = |ty: &str| session::Model {
-            id: Uuid::nil(),
-            name: "s".into(),
-            session_type: ty.to_owned(),
-            status: "TERMINATING".into(),
-            status_info: Some("user-requested".to_owned()),
-            result: "UNDEFINED".into(),
-            exit_code: None,
-            owner_id: Uuid::nil(),
-            keypair_id: Uuid::nil(),
-            project_id: Uuid::nil(),
-            domain_id: Uuid::nil(),
-            resource_group: "local".into(),
-            image: "python:3.12".into(),
-            requested_slots: json!({}),
-            occupied_slots: json!({}),
-            cluster_size: 1,
-            environment: json!([]),
-            startup_command: None,
-            batch_timeout_seconds: None,
-            priority: 0,
-            agent_id: None,
-            launch_group_id: None,
-            pending_reasons: json!([]),
-            created_at: Utc::now(),
-            scheduled_at: None,
-            started_at: None,
-            terminated_at: None,
-            status_changed_at: Utc::now(),
-            queue_position: None,
-        };
-        let exit = |e: Exit| ending(&s("BATCH"), &e);
-        assert_eq!(exit(Exit { code: Some(3), ..Exit::default() }).1, "exit 3");
-        assert_eq!(exit(Exit { code: Some(137), ..Exit::default() }).1, "signal 9");
-        assert_eq!(exit(Exit { code: Some(0), ..Exit::default() }).2, SessionResult::Success);
-        assert_eq!(exit(Exit { code: Some(124), timed_out: true, ..Exit::default() }).1, "batch timeout");
-        assert_eq!(exit(Exit { code: Some(137), oom_killed: true, ..Exit::default() }).1, "OOM killed");
-        assert_eq!(exit(Exit { failed: Some("no bwrap".into()), ..Exit::default() }).0, Error);
-        let stopped = ending(&s("INTERACTIVE"), &Exit { code: Some(143), stopped: true, ..Exit::default() });
-        assert_eq!((stopped.1.as_str(), stopped.2), ("user-requested", SessionResult::Success));
     }
 }

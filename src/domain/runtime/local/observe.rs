@@ -1,0 +1,325 @@
+//! What a look at a session finds, and what it then does: the supervisor's report read
+//! ([`observe`]), turned into status steps, log lines and the output to copy ([`Plan`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use entity::session;
+
+use super::files::{Exit, Phase, SessionDir, State};
+use super::output::{Copied, Output, new_output};
+use super::{LocalRuntime, supervisor};
+use crate::domain::model::SessionType;
+use crate::domain::runtime::{LIFETIME_EXCEEDED, outlived};
+use crate::domain::status::{SessionResult, SessionStatus};
+
+/// A supervisor that has written nothing this long after its spec did not start.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What a session's supervisor shows.
+#[derive(Debug, PartialEq)]
+pub(super) enum Observed {
+    /// Nothing yet.
+    Nothing,
+    /// Under way.
+    At { phase: Phase, pulled: bool },
+    /// Over.
+    Ended { exit: Exit, ran: bool, pulled: bool },
+    /// The supervisor is gone without an exit record.
+    Vanished(String),
+}
+
+pub(super) fn observe(sd: &SessionDir) -> Observed {
+    match sd.read_state() {
+        Some(State { exit: Some(exit), child, pulled, .. }) => Observed::Ended { exit, ran: child.is_some(), pulled },
+        Some(state) if state.supervisor.alive() => Observed::At { phase: state.phase, pulled: state.pulled },
+        Some(_) => Observed::Vanished("the session's supervisor vanished without an exit record".to_owned()),
+        None => {
+            let age = std::fs::metadata(sd.spec()).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+            match age {
+                Some(age) if age > START_DEADLINE => {
+                    Observed::Vanished("the session's supervisor did not start".to_owned())
+                }
+                _ => Observed::Nothing,
+            }
+        }
+    }
+}
+
+/// The status a phase shows as.
+fn status_of(phase: Phase) -> SessionStatus {
+    match phase {
+        Phase::Preparing => SessionStatus::Preparing,
+        Phase::Pulling => SessionStatus::Pulling,
+        Phase::Prepared => SessionStatus::Prepared,
+        Phase::Creating => SessionStatus::Creating,
+        Phase::Running | Phase::Exited => SessionStatus::Running,
+    }
+}
+
+/// The start-up statuses after `from` up to `to`, in order (PULLING only when it happened).
+fn steps(from: SessionStatus, to: SessionStatus, pulled: bool) -> Vec<SessionStatus> {
+    use SessionStatus::*;
+    let order = [Scheduled, Preparing, Pulling, Prepared, Creating, Running];
+    let (Some(a), Some(b)) = (order.iter().position(|s| *s == from), order.iter().position(|s| *s == to)) else {
+        return Vec::new();
+    };
+    order[a + 1..=b.max(a)].iter().copied().filter(|s| *s != Pulling || pulled || to == Pulling).collect()
+}
+
+/// How a session that ended is recorded: status, reason, result and exit code.
+fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String, SessionResult, Option<i32>) {
+    if let Some(why) = &exit.failed {
+        return (SessionStatus::Error, format!("failed to start: {why}"), SessionResult::Failure, None);
+    }
+    let batch = s.session_type == SessionType::Batch.as_str();
+    let code = exit.code;
+    if exit.timed_out {
+        return (SessionStatus::Terminated, "batch timeout".to_owned(), SessionResult::Failure, code);
+    }
+    if exit.oom_killed {
+        return (SessionStatus::Terminated, "OOM killed".to_owned(), SessionResult::Failure, code);
+    }
+    if exit.stopped {
+        let reason = s.status_info.clone().unwrap_or_else(|| "stopped".to_owned());
+        // A batch job stopped before it finished failed; any other session ended as asked.
+        let result = if batch { SessionResult::Failure } else { SessionResult::Success };
+        return (SessionStatus::Terminated, reason, result, code);
+    }
+    let result = if code == Some(0) { SessionResult::Success } else { SessionResult::Failure };
+    (SessionStatus::Terminated, supervisor::describe_code(code), result, code)
+}
+
+/// A status to enter, with its reason and, when it ends the session, result and exit code.
+pub(super) type Step = (SessionStatus, Option<String>, Option<(SessionResult, Option<i32>)>);
+
+/// What one tick does to one session.
+pub(super) struct Plan {
+    pub(super) session: session::Model,
+    /// Statuses to go through, in order; the last may end the session.
+    pub(super) steps: Vec<Step>,
+    /// The log lines of the steps (written only if the steps are), the session's output
+    /// (written in any case), and the line of its end.
+    pub(super) step_lines: Vec<String>,
+    pub(super) output: Vec<String>,
+    pub(super) end_line: Option<String>,
+    /// Where the copy of the output is, written once committed.
+    pub(super) copied: Option<(PathBuf, Copied)>,
+    /// A terminal session whose directory goes once its output is in the log.
+    pub(super) remove: Option<PathBuf>,
+}
+
+impl Plan {
+    /// Status changes with their log lines, nothing copied.
+    fn steps(session: session::Model, steps: Vec<Step>, line: String) -> Self {
+        let end = steps.last().is_some_and(|(to, _, _)| to.is_terminal());
+        let (step_lines, end_line) = if end { (Vec::new(), Some(line)) } else { (vec![line], None) };
+        Self { session, steps, step_lines, output: Vec::new(), end_line, copied: None, remove: None }
+    }
+}
+
+impl LocalRuntime {
+    pub(super) fn plan(&self, s: session::Model, now: DateTime<Utc>, lifetime: Option<i64>) -> Option<Plan> {
+        let sd = SessionDir::of(&self.config.dir, s.id);
+        let status = SessionStatus::parse(&s.status)?;
+        let started = sd.spec().exists();
+        if status == SessionStatus::Terminating {
+            if !started {
+                // Asked to stop before its supervisor started: nothing runs.
+                let reason = s.status_info.clone();
+                return Some(Plan::steps(
+                    s,
+                    vec![(SessionStatus::Terminated, reason, None)],
+                    "session terminated before it started".to_owned(),
+                ));
+            }
+            std::fs::write(sd.stop(), b"").ok();
+        }
+        if status == SessionStatus::Running
+            && let Some(limit) = outlived(&s, now, lifetime)
+        {
+            std::fs::write(sd.stop(), b"").ok();
+            return Some(Plan::steps(
+                s,
+                vec![(SessionStatus::Terminating, Some(LIFETIME_EXCEEDED.to_owned()), None)],
+                format!("the session reached its maximum lifetime of {limit} s"),
+            ));
+        }
+        if status == SessionStatus::Scheduled && !started {
+            return match self.start(&s) {
+                Ok(()) => None,
+                Err(why) => Some(Plan::steps(
+                    s,
+                    vec![(
+                        SessionStatus::Error,
+                        Some(format!("failed to start: {why}")),
+                        Some((SessionResult::Failure, None)),
+                    )],
+                    format!("error: {why}"),
+                )),
+            };
+        }
+        let observed = if started {
+            observe(&sd)
+        } else {
+            // Past SCHEDULED, and its directory is gone (the runtime directory was wiped).
+            Observed::Vanished("the session's directory is gone".to_owned())
+        };
+        let ended = matches!(observed, Observed::Ended { .. } | Observed::Vanished(_));
+        let Output { lines: output, copied, rest } = new_output(&sd, ended);
+        let agent = &self.config.agent;
+        // The log reads in order: the start-up steps, the output, then the end.
+        let mut step_lines = Vec::new();
+        let mut steps = Vec::new();
+        let mut end_line = None;
+        match observed {
+            Observed::Nothing => {}
+            Observed::At { phase, pulled } => {
+                for to in steps_of(status, status_of(phase), pulled) {
+                    step_lines.push(step_line(to, agent, &s.image));
+                    steps.push((to, None, None));
+                }
+            }
+            Observed::Ended { exit, ran, pulled } => {
+                let (end, reason, result, code) = ending(&s, &exit);
+                if end != SessionStatus::Error && ran {
+                    for to in steps_of(status, SessionStatus::Running, pulled) {
+                        step_lines.push(step_line(to, agent, &s.image));
+                        steps.push((to, None, None));
+                    }
+                }
+                // The end is recorded with the last of the output.
+                if !rest {
+                    end_line = Some(match end {
+                        SessionStatus::Error => format!("error: {reason}"),
+                        _ => format!("session ended: {reason}"),
+                    });
+                    steps.push((end, Some(reason), Some((result, code))));
+                }
+            }
+            Observed::Vanished(why) => {
+                end_line = Some(format!("error: {why}"));
+                steps.push((SessionStatus::Error, Some(why), Some((SessionResult::Failure, None))));
+            }
+        }
+        if steps.is_empty() && output.is_empty() && copied.is_none() {
+            return None;
+        }
+        Some(Plan { session: s, steps, step_lines, output, end_line, copied, remove: None })
+    }
+
+    /// A directory whose session is no longer live here: stop what may still run, copy the
+    /// rest of its output, and remove it once that is in the log.
+    pub(super) fn plan_leftover(&self, s: session::Model) -> Option<Plan> {
+        let sd = SessionDir::of(&self.config.dir, s.id);
+        let state = sd.read_state();
+        let running = match &state {
+            Some(state) => state.exit.is_none() && state.supervisor.alive(),
+            // A supervisor may be starting: it reads `stop` first thing.
+            None => observe(&sd) == Observed::Nothing,
+        };
+        if running {
+            std::fs::write(sd.stop(), b"").ok();
+            return None;
+        }
+        // The directory goes with the last of the output (a long one takes ticks).
+        let out = new_output(&sd, true);
+        let remove = (!out.rest).then_some(sd.root);
+        Some(Plan {
+            session: s,
+            steps: Vec::new(),
+            step_lines: Vec::new(),
+            output: out.lines,
+            end_line: None,
+            copied: out.copied,
+            remove,
+        })
+    }
+}
+
+fn steps_of(from: SessionStatus, to: SessionStatus, pulled: bool) -> Vec<SessionStatus> {
+    if from == SessionStatus::Terminating { Vec::new() } else { steps(from, to, pulled) }
+}
+
+fn step_line(to: SessionStatus, agent: &str, image: &str) -> String {
+    match to {
+        SessionStatus::Preparing => format!("preparing the sandbox on agent {agent}"),
+        SessionStatus::Pulling => format!("running the prepare step of image {image} on agent {agent}"),
+        SessionStatus::Prepared => format!("image {image} ready on agent {agent}"),
+        SessionStatus::Creating => "starting the sandbox".to_owned(),
+        _ => "session running".to_owned(),
+    }
+}
+
+pub(super) fn history_phase(to: SessionStatus) -> &'static str {
+    match to {
+        SessionStatus::Preparing | SessionStatus::Pulling | SessionStatus::Prepared => "prepare",
+        SessionStatus::Creating | SessionStatus::Running => "start",
+        SessionStatus::Error => "error",
+        _ => "terminate",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use SessionStatus::*;
+    use serde_json::json;
+    use uuid::Uuid;
+
+    #[test]
+    fn observed_steps_go_in_order_and_pulling_only_when_it_happened() {
+        assert_eq!(steps(Scheduled, Running, false), [Preparing, Prepared, Creating, Running]);
+        assert_eq!(steps(Scheduled, Running, true), [Preparing, Pulling, Prepared, Creating, Running]);
+        assert_eq!(steps(Preparing, Pulling, false), [Pulling]);
+        assert_eq!(steps(Running, Running, false), []);
+        assert_eq!(steps(Creating, Preparing, false), [], "never backwards");
+        assert_eq!(steps_of(Terminating, Running, false), [], "a stopping session only ends");
+    }
+
+    #[test]
+    fn an_ending_names_its_cause() {
+        let s = |ty: &str| session::Model {
+            id: Uuid::nil(),
+            name: "s".into(),
+            session_type: ty.to_owned(),
+            status: "TERMINATING".into(),
+            status_info: Some("user-requested".to_owned()),
+            result: "UNDEFINED".into(),
+            exit_code: None,
+            owner_id: Uuid::nil(),
+            keypair_id: Uuid::nil(),
+            project_id: Uuid::nil(),
+            domain_id: Uuid::nil(),
+            resource_group: "local".into(),
+            image: "python:3.12".into(),
+            requested_slots: json!({}),
+            occupied_slots: json!({}),
+            cluster_size: 1,
+            environment: json!([]),
+            startup_command: None,
+            batch_timeout_seconds: None,
+            priority: 0,
+            agent_id: None,
+            launch_group_id: None,
+            pending_reasons: json!([]),
+            created_at: Utc::now(),
+            scheduled_at: None,
+            started_at: None,
+            terminated_at: None,
+            status_changed_at: Utc::now(),
+            queue_position: None,
+        };
+        let exit = |e: Exit| ending(&s("BATCH"), &e);
+        assert_eq!(exit(Exit { code: Some(3), ..Exit::default() }).1, "exit 3");
+        assert_eq!(exit(Exit { code: Some(137), ..Exit::default() }).1, "signal 9");
+        assert_eq!(exit(Exit { code: Some(0), ..Exit::default() }).2, SessionResult::Success);
+        assert_eq!(exit(Exit { code: Some(124), timed_out: true, ..Exit::default() }).1, "batch timeout");
+        assert_eq!(exit(Exit { code: Some(137), oom_killed: true, ..Exit::default() }).1, "OOM killed");
+        assert_eq!(exit(Exit { failed: Some("no bwrap".into()), ..Exit::default() }).0, Error);
+        let stopped = ending(&s("INTERACTIVE"), &Exit { code: Some(143), stopped: true, ..Exit::default() });
+        assert_eq!((stopped.1.as_str(), stopped.2), ("user-requested", SessionResult::Success));
+    }
+}
