@@ -13,8 +13,8 @@
 //! byte offset copied so far is kept beside the output, written after the commit.
 //!
 //! Here: setting up (probe, registration of this machine, starting a supervisor) and each
-//! look's writing. [`observe`] turns what a supervisor reports into status steps and log
-//! lines, [`output`] copies the output, [`machine`] is this machine's capacity and the
+//! look's writing. `observe` turns what a supervisor reports into status steps and log
+//! lines, `output` copies the output, `machine` is this machine's capacity and the
 //! session directories, [`terminal`] the shell inside a running session.
 
 pub mod files;
