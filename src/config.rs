@@ -36,6 +36,22 @@ pub enum Command {
         #[arg(long, env = "SESSIOND_GENERATE_SEED", default_value_t = 1)]
         seed: u64,
     },
+    /// Make the database hold the domains, projects, users, keypair policies, resource
+    /// groups, agents and images a declaration declares (TOML; see `demo.toml`). Prints the
+    /// plan, then applies it in one transaction.
+    Apply {
+        #[command(flatten)]
+        db: DbArgs,
+        /// A declaration file, or a directory whose `*.toml` files are read as one.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// Print the plan and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Delete what is stored but not declared (refused for what live sessions use).
+        #[arg(long)]
+        prune: bool,
+    },
     /// Manage API tokens.
     Token {
         #[command(subcommand)]
@@ -166,8 +182,9 @@ pub struct RuntimeArgs {
     /// What runs sessions on this machine. Every agent other than this machine is simulated.
     #[arg(long = "runtime", env = "SESSIOND_RUNTIME", value_enum, default_value_t = RuntimeChoice::Auto)]
     pub choice: RuntimeChoice,
-    /// Image → local environment (TOML; see `images.toml`). Without it every image runs on
-    /// the host's read-only system directories.
+    /// Image → local environment: the `[images]` section of a declaration file (see
+    /// `demo.toml`). Its entries win over the environments stored with the images by
+    /// `sessiond apply`; an image with neither runs on the host's read-only system directories.
     #[arg(long, env = "SESSIOND_IMAGES_FILE")]
     pub images_file: Option<PathBuf>,
     /// Where the local runtime keeps each session's directory (spec, state, output, work).

@@ -1,4 +1,4 @@
-//! The `sessiond` command line: serve | migrate | schema | generate | token | supervise.
+//! The `sessiond` command line: serve | migrate | schema | generate | apply | token | supervise.
 
 use std::process::ExitCode;
 
@@ -41,6 +41,38 @@ fn main() -> ExitCode {
     }
 }
 
+/// `sessiond apply`: the plan on stdout, one change per line, then what was done.
+async fn apply(
+    conn: &sea_orm::DatabaseConnection,
+    file: &std::path::Path,
+    options: domain::apply::Options,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use domain::apply::{ApplyError, ApplyInputError};
+    let declared = match domain::apply::read(conn, file).await {
+        Ok(d) => d,
+        Err(ApplyInputError::Failed(err)) => return Err(format!("{err}: {err:?}").into()),
+        Err(err) => return Err(format!("nothing applied: {err}").into()),
+    };
+    let plan = match domain::apply::apply(conn, &declared, options).await {
+        Ok(plan) => plan,
+        Err(err @ ApplyError::Refused(_)) => return Err(format!("nothing applied: {err}").into()),
+        Err(ApplyError::Failed(err)) => return Err(format!("nothing applied: {err}: {err:?}").into()),
+    };
+    for change in &plan.changes {
+        println!("{change}");
+    }
+    if !plan.undeclared.is_empty() {
+        eprintln!("sessiond: kept, not declared (--prune deletes them): {}", plan.undeclared.join(", "));
+    }
+    let n = plan.changes.len();
+    match (n, options.dry_run) {
+        (0, _) => eprintln!("sessiond: no changes; the database already holds what {} declares", file.display()),
+        (_, true) => eprintln!("sessiond: {n} change(s) planned; nothing written (--dry-run)"),
+        (_, false) => eprintln!("sessiond: {n} change(s) applied"),
+    }
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Serve(args) => server::serve(*args).await?,
@@ -67,6 +99,11 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 report.transitions,
                 started.elapsed().as_secs_f64()
             );
+        }
+        Command::Apply { db: args, file, dry_run, prune } => {
+            let conn = db::connect(&args).await?;
+            db::migrate(&conn).await?;
+            apply(&conn, &file, domain::apply::Options { prune, dry_run }).await?;
         }
         Command::Token { command: TokenCommand::Create { db: args, email, policy } } => {
             let conn = db::connect(&args).await?;

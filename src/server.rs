@@ -47,7 +47,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(args.bind).await?;
     let addr = listener.local_addr()?;
     tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
-    let (local, runtime_info) = choose_runtime(&args.runtime, args.demo, &conn, std::env::current_exe()?).await?;
+    let (local, runtime_info) = choose_runtime(&args.runtime, &conn, std::env::current_exe()?).await?;
     match &runtime_info.agent {
         Some(agent) => tracing::info!(
             "runtime: local, agent {agent} in resource group {} ({}); limits: {}; every other agent is simulated",
@@ -81,11 +81,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// The runtime of this machine, as `args` choose: the local one when asked for (an error
 /// when it cannot run here) or, with `auto`, when a sandbox starts here; else none (the
 /// simulated runtime drives every agent). `executable` is the `sessiond` binary that runs
-/// the supervisors; the demo's images file serves `demo` when no other is named. The local
-/// runtime's agent is registered.
+/// the supervisors. The local runtime's agent is registered.
 pub async fn choose_runtime(
     args: &RuntimeArgs,
-    demo: bool,
     db: &DatabaseConnection,
     executable: std::path::PathBuf,
 ) -> Result<(Option<LocalRuntime>, RuntimeInfo), Box<dyn std::error::Error>> {
@@ -94,7 +92,6 @@ pub async fn choose_runtime(
     }
     let images = match &args.images_file {
         Some(path) => Images::load(path)?,
-        None if demo => Images::parse(crate::domain::runtime::local::images::DEMO)?,
         None => Images::default(),
     };
     let config = LocalConfig {

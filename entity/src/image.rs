@@ -10,6 +10,8 @@ pub struct Model {
     pub supported_types: Json,
     pub minimum_slots: Json,
     pub apps: Json,
+    /// How the image runs on a machine of the local runtime; null: on the host's directories.
+    pub local_environment: Option<Json>,
     pub created_at: DateTimeUtc,
 }
 

@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261129_000001_init;
 mod m20261129_000002_queue_position;
 mod m20261130_000003_signing_keys;
+mod m20261130_000004_image_environment;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000001_init::Migration),
             Box::new(m20261129_000002_queue_position::Migration),
             Box::new(m20261130_000003_signing_keys::Migration),
+            Box::new(m20261130_000004_image_environment::Migration),
         ]
     }
 }

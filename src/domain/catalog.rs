@@ -15,6 +15,20 @@ pub async fn images(db: &impl ConnectionTrait) -> DomainResult<Vec<image::Model>
     Ok(image::Entity::find().order_by_asc(image::Column::Name).all(db).await?)
 }
 
+/// How each image that declares one runs on a machine of the local runtime.
+pub async fn local_environments(
+    db: &impl ConnectionTrait,
+) -> DomainResult<std::collections::BTreeMap<String, super::runtime::local::images::LocalImage>> {
+    let mut out = std::collections::BTreeMap::new();
+    for i in image::Entity::find().filter(image::Column::LocalEnvironment.is_not_null()).all(db).await? {
+        let Some(stored) = i.local_environment else { continue };
+        let local = serde_json::from_value(stored)
+            .map_err(|e| super::DomainError::invariant(format!("image {}: local environment: {e}", i.name)))?;
+        out.insert(i.name, local);
+    }
+    Ok(out)
+}
+
 /// The resource groups project `project_id` may use, in the project's order: its default
 /// (the first) first. Visibility of the project is the caller's to check.
 pub async fn project_resource_groups(

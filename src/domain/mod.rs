@@ -2,6 +2,7 @@
 //! names, paths, headers or cursors): functions take a database connection or transaction
 //! and return [`DomainError`]s, which each transport maps to its public codes in one place.
 
+pub mod apply;
 pub mod auth;
 pub mod catalog;
 pub mod clock;

@@ -221,7 +221,7 @@ impl TestApp {
             ..sessiond::config::RuntimeArgs::default()
         };
         let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_sessiond"));
-        let (local, info) = match sessiond::server::choose_runtime(&args, false, &self.db, exe).await {
+        let (local, info) = match sessiond::server::choose_runtime(&args, &self.db, exe).await {
             Ok(chosen) => chosen,
             Err(why) if std::env::var("SESSIOND_REQUIRE_SANDBOX").is_ok_and(|v| v == "1") => {
                 panic!("the local runtime is required (SESSIOND_REQUIRE_SANDBOX=1) but cannot run: {why}")
@@ -343,7 +343,7 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         result: Set("UNDEFINED".into()),
         exit_code: Set(None),
         owner_id: Set(sessiond::domain::seed::demo_user_id(email)),
-        keypair_id: Set(stable_id("keypair", email)),
+        keypair_id: Set(sessiond::domain::seed::demo_keypair_id(email)),
         project_id: Set(sessiond::domain::seed::demo_project_id(project)),
         domain_id: Set(stable_id("domain", project.split('/').next().unwrap_or(project))),
         resource_group: Set(if project.starts_with("other/") { "other" } else { "default" }.into()),

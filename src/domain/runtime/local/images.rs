@@ -1,8 +1,11 @@
-//! Images as local environments (`--images-file`, TOML): for each image name, the root its
-//! sessions see, environment variables, the command an interactive session runs, and an
-//! optional one-time prepare step (the session is PULLING while it runs; once it succeeded
-//! on this machine it is not run again). An image without an entry runs on the host's
-//! read-only system directories with nothing prepared.
+//! Images as local environments: for each image name, the root its sessions see,
+//! environment variables, the command an interactive session runs, and an optional
+//! one-time prepare step (the session is PULLING while it runs; once it succeeded on this
+//! machine it is not run again). An image without one runs on the host's read-only system
+//! directories with nothing prepared.
+//!
+//! They are declared with the image (`sessiond apply`, stored with it) or, overriding the
+//! stored ones, in the `[images]` section of a file given with `--images-file`:
 //!
 //! ```toml
 //! [images."python:3.12"]
@@ -15,60 +18,43 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// What an interactive session runs when its image names nothing: it stays up until stopped.
 pub const KEEP_RUNNING: &str = "exec sleep infinity";
 
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Images {
-    #[serde(default)]
     pub images: BTreeMap<String, LocalImage>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LocalImage {
     /// `host` (the default) or a directory.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
 }
 
-/// The images file the demo ships (`images.toml`): used with `--demo` when no
-/// `--images-file` is given.
-pub const DEMO: &str = include_str!("../../../../images.toml");
-
 impl Images {
-    /// Reads an images file; the error names the file and the line.
+    /// Reads the `[images]` section of a declaration file; the error names the file, the
+    /// line and the key of every problem.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        Self::parse(&path.display().to_string(), &text)
     }
 
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let images: Self = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            match line {
-                Some(l) => format!("line {l}: {}", e.message()),
-                None => e.message().to_owned(),
-            }
-        })?;
-        for (name, image) in &images.images {
-            if let Some(root) = image.root.as_deref()
-                && root != "host"
-                && !Path::new(root).is_absolute()
-            {
-                return Err(format!("image {name}: root is `host` or an absolute directory, not {root:?}"));
-            }
-        }
-        Ok(images)
+    pub fn parse(name: &str, text: &str) -> Result<Self, String> {
+        let source = crate::domain::apply::Source { name: name.to_owned(), text: text.to_owned() };
+        crate::domain::apply::file::local_images(&source)
+            .map(|images| Self { images })
+            .map_err(|problems| problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
     }
 
     /// How `image` runs here.
@@ -93,15 +79,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_demo_images_file_is_valid() {
-        let images = Images::parse(DEMO).expect("images.toml");
-        assert_eq!(images.get("python:3.12").prepare.as_deref(), Some("python3 --version"));
-        assert!(images.get("filebrowser:latest").interactive_command().contains("http.server"));
-    }
-
-    #[test]
     fn an_images_file_reads_and_names_its_mistakes() {
         let images = Images::parse(
+            "f.toml",
             "[images.\"python:3.12\"]\nprepare = \"python3 --version\"\nenv = { A = \"1\" }\n[images.\"x\"]\nroot = \"/srv/x\"\n",
         )
         .expect("valid");
@@ -111,9 +91,11 @@ mod tests {
         assert_eq!(images.get("unknown"), LocalImage::default(), "an image without an entry runs on the host");
         assert_eq!(images.get("unknown").interactive_command(), KEEP_RUNNING);
 
-        let e = Images::parse("[images.a]\nroot = \"host\"\nprepared = \"x\"\n").expect_err("unknown key");
-        assert!(e.starts_with("line 3:") && e.contains("prepared"), "{e}");
-        let e = Images::parse("[images.a]\nroot = \"relative\"\n").expect_err("relative root");
+        let e = Images::parse("f.toml", "[images.a]\nroot = \"host\"\nprepared = \"x\"\n").expect_err("unknown key");
+        assert!(e.starts_with("f.toml:3: images.a.prepared: unknown key"), "{e}");
+        let e = Images::parse("f.toml", "[images.a]\nroot = \"relative\"\n").expect_err("relative root");
         assert!(e.contains("absolute"), "{e}");
+        let full = Images::parse("f.toml", "[domains.d]\n[images.a]\ntypes = [\"BATCH\"]\nprepare = \"true\"\n");
+        assert_eq!(full.expect("a declaration file serves").get("a").prepare.as_deref(), Some("true"));
     }
 }

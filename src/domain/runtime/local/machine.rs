@@ -37,7 +37,7 @@ pub(crate) fn prepare_dirs(session_dir: &Path, work: &Path) -> std::io::Result<(
 }
 
 /// This machine's capacity: cores, memory, and NVIDIA devices when there are any.
-pub(super) fn capacity() -> Value {
+pub(crate) fn capacity() -> Value {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let memory = std::fs::read_to_string("/proc/meminfo")
         .ok()

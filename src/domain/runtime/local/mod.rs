@@ -20,7 +20,7 @@
 pub mod files;
 pub mod images;
 pub mod limits;
-mod machine;
+pub(crate) mod machine;
 mod observe;
 mod output;
 pub mod sandbox;
@@ -66,6 +66,7 @@ pub struct LocalConfig {
     pub agent: String,
     /// The resource group it serves (created, open to every project, when it is new).
     pub resource_group: String,
+    /// Local environments from `--images-file`; they win over those stored with the images.
     pub images: Images,
     /// Between SIGTERM and killing what is left of a session.
     pub grace: Duration,
@@ -79,6 +80,9 @@ pub struct LocalRuntime {
     enforcement: Enforcement,
     /// A session is starting or stopping: look again soon, not at the next tick.
     hurry: std::sync::atomic::AtomicBool,
+    /// The local environments stored with the images (`sessiond apply`), read at start and
+    /// again whenever a session is to start.
+    stored: std::sync::Mutex<Images>,
 }
 
 /// How soon the runtime looks again while a session starts or stops.
@@ -105,7 +109,7 @@ impl LocalRuntime {
                 enforcement: enforcement.clone(),
             }),
         };
-        Ok((Self { config, enforcement, hurry: false.into() }, info))
+        Ok((Self { config, enforcement, hurry: false.into(), stored: Default::default() }, info))
     }
 
     /// This machine's agent id.
@@ -116,6 +120,7 @@ impl LocalRuntime {
     /// Registers this machine as the agent (its capacity detected) of its resource group,
     /// creating the group, open to every project, when it does not exist.
     pub async fn register(&self, db: &DatabaseConnection) -> DomainResult<()> {
+        self.read_images(db).await?;
         let now = clock::now();
         let txn = crate::domain::begin_write(db).await?;
         let group = &self.config.resource_group;
@@ -166,15 +171,31 @@ impl LocalRuntime {
         Ok(())
     }
 
+    /// Reads the local environments stored with the images.
+    async fn read_images(&self, db: &DatabaseConnection) -> DomainResult<()> {
+        let stored = catalog::local_environments(db).await?;
+        *self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Images { images: stored };
+        Ok(())
+    }
+
+    /// How `image` runs here: as `--images-file` says, else as stored with the image.
+    fn image(&self, image: &str) -> images::LocalImage {
+        match self.config.images.images.get(image) {
+            Some(local) => local.clone(),
+            None => self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(image),
+        }
+    }
+
     /// Images whose prepare step has run here (all images without one count as pulled).
     fn prepared_images(&self) -> Value {
-        let mut names: Vec<String> = self
-            .config
-            .images
-            .images
-            .iter()
+        let stored = self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner).images.clone();
+        let mut names: Vec<String> = stored
+            .into_iter()
+            .chain(self.config.images.images.clone())
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_iter()
             .filter(|(name, image)| image.prepare.is_none() || files::image_ready(&self.config.dir, name).exists())
-            .map(|(name, _)| name.clone())
+            .map(|(name, _)| name)
             .collect();
         names.sort();
         Value::from(names)
@@ -187,7 +208,7 @@ impl LocalRuntime {
         if sandbox::is_root() {
             prepare_dirs(&sd.root, &sd.work()).map_err(|e| format!("cannot hand the work directory over: {e}"))?;
         }
-        let image = self.config.images.get(&s.image);
+        let image = self.image(&s.image);
         let batch = s.session_type == SessionType::Batch.as_str();
         let mut env: Vec<(String, String)> = image.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         env.extend(env_vars(s));
@@ -256,6 +277,9 @@ impl Runtime for LocalRuntime {
         let live_ids: HashSet<Uuid> = live.iter().map(|s| s.id).collect();
         let moving = live.iter().any(|s| s.status != Running.as_str());
         let lifetimes = if live.is_empty() { Default::default() } else { lifetimes(db).await? };
+        if live.iter().any(|s| s.status == Scheduled.as_str()) {
+            self.read_images(db).await?;
+        }
         let now = clock::now();
         let mut plans: Vec<Plan> = live
             .into_iter()

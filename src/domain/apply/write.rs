@@ -1,0 +1,656 @@
+//! Applying a declaration inside one transaction: each kind compared with what is stored,
+//! created or updated where it differs (each change recorded in the plan), then — with
+//! `prune` — what is not declared deleted, unless live sessions use it. The same code runs
+//! for a dry run, whose transaction is rolled back.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, Set, Unchanged,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use entity::{
+    agent, domain, image, keypair, keypair_resource_policy, project, project_member, resource_group,
+    resource_group_project, session, user,
+};
+
+use super::{Action, ApplyError, Change, Declared, Plan};
+use crate::domain::ids::stable_id;
+use crate::domain::model::SessionType;
+use crate::domain::runtime::local::images::LocalImage;
+use crate::domain::slots::{MEM, ResourceSlots};
+use crate::domain::status::SessionStatus;
+use crate::domain::{catalog, clock};
+
+struct Writer<'t> {
+    txn: &'t DatabaseTransaction,
+    now: DateTime<Utc>,
+    plan: Plan,
+    refused: Vec<String>,
+}
+
+pub(super) async fn write(txn: &DatabaseTransaction, d: &Declared, prune: bool) -> Result<Plan, ApplyError> {
+    let mut w = Writer { txn, now: clock::now(), plan: Plan::default(), refused: Vec::new() };
+    let domain_ids = w.domains(d).await?;
+    w.policies(d).await?;
+    w.groups(d).await?;
+    let project_ids = w.projects(d, &domain_ids).await?;
+    w.users(d, &domain_ids, &project_ids).await?;
+    w.agents(d).await?;
+    w.images(d).await?;
+    w.undeclared(d, prune).await?;
+    if w.refused.is_empty() { Ok(w.plan) } else { Err(ApplyError::Refused(w.refused)) }
+}
+
+impl Writer<'_> {
+    fn change(&mut self, action: Action, kind: &'static str, name: &str, details: Vec<String>) {
+        self.plan.changes.push(Change { action, kind, name: name.to_owned(), details });
+    }
+
+    async fn domains(&mut self, d: &Declared) -> Result<BTreeMap<String, Uuid>, ApplyError> {
+        let stored: BTreeMap<String, domain::Model> =
+            domain::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        let mut ids = BTreeMap::new();
+        for (name, decl) in &d.domains {
+            match stored.get(name) {
+                None => {
+                    let id = stable_id("domain", name);
+                    domain::ActiveModel {
+                        id: Set(id),
+                        name: Set(name.clone()),
+                        total_resource_slots: Set(decl.limits.to_json()),
+                        created_at: Set(self.now),
+                    }
+                    .insert(self.txn)
+                    .await?;
+                    self.change(Action::Create, "domain", name, limits_shown(&decl.limits));
+                    ids.insert(name.clone(), id);
+                }
+                Some(m) => {
+                    let mut details = Vec::new();
+                    slots_diff(&mut details, "limits", &m.total_resource_slots, &decl.limits)?;
+                    if !details.is_empty() {
+                        domain::ActiveModel {
+                            id: Unchanged(m.id),
+                            total_resource_slots: Set(decl.limits.to_json()),
+                            ..Default::default()
+                        }
+                        .update(self.txn)
+                        .await?;
+                        self.change(Action::Update, "domain", name, details);
+                    }
+                    ids.insert(name.clone(), m.id);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    async fn policies(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, keypair_resource_policy::Model> = keypair_resource_policy::Entity::find()
+            .all(self.txn)
+            .await?
+            .into_iter()
+            .map(|m| (m.name.clone(), m))
+            .collect();
+        for (name, p) in &d.policies {
+            let row = keypair_resource_policy::ActiveModel {
+                name: Set(name.clone()),
+                total_resource_slots: Set(p.limits.to_json()),
+                max_concurrent_sessions: Set(p.max_concurrent_sessions),
+                max_pending_sessions: Set(p.max_pending_sessions),
+                max_session_lifetime_seconds: Set(p.max_session_lifetime_seconds),
+                created_at: Set(self.now),
+            };
+            let Some(m) = stored.get(name) else {
+                row.insert(self.txn).await?;
+                self.change(Action::Create, "keypair policy", name, limits_shown(&p.limits));
+                continue;
+            };
+            let mut details = Vec::new();
+            slots_diff(&mut details, "limits", &m.total_resource_slots, &p.limits)?;
+            diff(&mut details, "max_concurrent_sessions", &m.max_concurrent_sessions, &p.max_concurrent_sessions);
+            diff(&mut details, "max_pending_sessions", &m.max_pending_sessions, &p.max_pending_sessions);
+            diff_opt(
+                &mut details,
+                "max_session_lifetime_seconds",
+                &m.max_session_lifetime_seconds,
+                &p.max_session_lifetime_seconds,
+            );
+            if !details.is_empty() {
+                keypair_resource_policy::ActiveModel {
+                    name: Unchanged(name.clone()),
+                    created_at: Unchanged(m.created_at),
+                    ..row
+                }
+                .update(self.txn)
+                .await?;
+                self.change(Action::Update, "keypair policy", name, details);
+            }
+        }
+        Ok(())
+    }
+
+    async fn groups(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, resource_group::Model> =
+            resource_group::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, g) in &d.groups {
+            let types = type_names(&g.session_types);
+            let row = resource_group::ActiveModel {
+                name: Set(name.clone()),
+                description: Set(g.description.clone()),
+                scheduler: Set(g.scheduler.as_str().to_owned()),
+                pending_timeout_seconds: Set(g.pending_timeout_seconds),
+                allowed_session_types: Set(Value::from(types.clone())),
+                created_at: Set(self.now),
+            };
+            let Some(m) = stored.get(name) else {
+                row.insert(self.txn).await?;
+                self.change(Action::Create, "resource group", name, Vec::new());
+                continue;
+            };
+            let mut details = Vec::new();
+            diff(&mut details, "description", &m.description, &g.description);
+            diff(&mut details, "scheduler", &m.scheduler.as_str(), &g.scheduler.as_str());
+            diff_opt(&mut details, "pending_timeout_seconds", &m.pending_timeout_seconds, &g.pending_timeout_seconds);
+            diff_list(&mut details, "session_types", &strings(&m.allowed_session_types), &types);
+            if !details.is_empty() {
+                resource_group::ActiveModel {
+                    name: Unchanged(name.clone()),
+                    created_at: Unchanged(m.created_at),
+                    ..row
+                }
+                .update(self.txn)
+                .await?;
+                self.change(Action::Update, "resource group", name, details);
+            }
+        }
+        Ok(())
+    }
+
+    /// Projects, and the resource groups each may use, in order. Links to groups the files
+    /// do not declare (the local runtime's own group) stay, after the declared ones.
+    async fn projects(
+        &mut self,
+        d: &Declared,
+        domain_ids: &BTreeMap<String, Uuid>,
+    ) -> Result<BTreeMap<String, Uuid>, ApplyError> {
+        let domain_names: BTreeMap<Uuid, String> =
+            domain::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.id, m.name)).collect();
+        let stored: BTreeMap<String, project::Model> = project::Entity::find()
+            .all(self.txn)
+            .await?
+            .into_iter()
+            .filter_map(|m| domain_names.get(&m.domain_id).map(|dn| (format!("{dn}/{}", m.name), m)))
+            .collect();
+        let links = resource_group_project::Entity::find()
+            .order_by_asc(resource_group_project::Column::Position)
+            .order_by_asc(resource_group_project::Column::ResourceGroup)
+            .all(self.txn)
+            .await?;
+        let mut ids = BTreeMap::new();
+        for (key, p) in &d.projects {
+            let Some(&domain_id) = domain_ids.get(&p.domain) else { continue };
+            let (id, mut details, created) = match stored.get(key) {
+                None => {
+                    let id = stable_id("project", key);
+                    project::ActiveModel {
+                        id: Set(id),
+                        domain_id: Set(domain_id),
+                        name: Set(p.name.clone()),
+                        total_resource_slots: Set(p.limits.to_json()),
+                        created_at: Set(self.now),
+                    }
+                    .insert(self.txn)
+                    .await?;
+                    (id, limits_shown(&p.limits), true)
+                }
+                Some(m) => {
+                    let mut details = Vec::new();
+                    slots_diff(&mut details, "limits", &m.total_resource_slots, &p.limits)?;
+                    if !details.is_empty() {
+                        project::ActiveModel {
+                            id: Unchanged(m.id),
+                            total_resource_slots: Set(p.limits.to_json()),
+                            ..Default::default()
+                        }
+                        .update(self.txn)
+                        .await?;
+                    }
+                    (m.id, details, false)
+                }
+            };
+            ids.insert(key.clone(), id);
+            let current: Vec<String> =
+                links.iter().filter(|l| l.project_id == id).map(|l| l.resource_group.clone()).collect();
+            let declared_now: Vec<String> = current.iter().filter(|g| d.groups.contains_key(*g)).cloned().collect();
+            if declared_now != p.resource_groups {
+                let others = current.iter().filter(|g| !d.groups.contains_key(*g));
+                let order: Vec<String> = p.resource_groups.iter().chain(others).cloned().collect();
+                resource_group_project::Entity::delete_many()
+                    .filter(resource_group_project::Column::ProjectId.eq(id))
+                    .exec(self.txn)
+                    .await?;
+                let rows = order.iter().enumerate().map(|(i, g)| resource_group_project::ActiveModel {
+                    resource_group: Set(g.clone()),
+                    project_id: Set(id),
+                    position: Set(i32::try_from(i).unwrap_or(i32::MAX)),
+                });
+                resource_group_project::Entity::insert_many(rows).exec_without_returning(self.txn).await?;
+                if !created {
+                    diff_list(&mut details, "resource_groups", &declared_now, &p.resource_groups);
+                } else if !p.resource_groups.is_empty() {
+                    details.push(format!("resource_groups: {}", p.resource_groups.join(", ")));
+                }
+            }
+            match (created, details.is_empty()) {
+                (true, _) => self.change(Action::Create, "project", key, details),
+                (false, false) => self.change(Action::Update, "project", key, details),
+                (false, true) => {}
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Users, their memberships (of declared projects) and their declared keypairs.
+    async fn users(
+        &mut self,
+        d: &Declared,
+        domain_ids: &BTreeMap<String, Uuid>,
+        project_ids: &BTreeMap<String, Uuid>,
+    ) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, user::Model> =
+            user::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.email.to_lowercase(), m)).collect();
+        let members = project_member::Entity::find().all(self.txn).await?;
+        let declared_projects: BTreeMap<Uuid, &str> = project_ids.iter().map(|(k, id)| (*id, k.as_str())).collect();
+        let keypairs: BTreeMap<String, keypair::Model> =
+            keypair::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.access_key.clone(), m)).collect();
+        for (email, u) in &d.users {
+            let Some(&domain_id) = domain_ids.get(&u.domain) else { continue };
+            let (id, mut details, created) = match stored.get(email) {
+                None => {
+                    let id = stable_id("user", email);
+                    user::ActiveModel {
+                        id: Set(id),
+                        domain_id: Set(domain_id),
+                        email: Set(email.clone()),
+                        full_name: Set(u.full_name.clone()),
+                        role: Set(u.role.as_str().to_owned()),
+                        created_at: Set(self.now),
+                    }
+                    .insert(self.txn)
+                    .await?;
+                    (id, vec![format!("{} in {}", u.role.as_str(), u.domain)], true)
+                }
+                Some(m) => {
+                    let mut details = Vec::new();
+                    let old_domain = domain_ids.iter().find(|(_, id)| **id == m.domain_id).map(|(n, _)| n.as_str());
+                    diff(&mut details, "domain", &old_domain.unwrap_or("(undeclared)"), &u.domain.as_str());
+                    diff(&mut details, "name", &m.full_name, &u.full_name);
+                    diff(&mut details, "role", &m.role.as_str(), &u.role.as_str());
+                    if !details.is_empty() {
+                        user::ActiveModel {
+                            id: Unchanged(m.id),
+                            domain_id: Set(domain_id),
+                            full_name: Set(u.full_name.clone()),
+                            role: Set(u.role.as_str().to_owned()),
+                            ..Default::default()
+                        }
+                        .update(self.txn)
+                        .await?;
+                    }
+                    (m.id, details, false)
+                }
+            };
+            let want: BTreeSet<String> = u.projects.iter().map(|p| format!("{}/{p}", u.domain)).collect();
+            let have: BTreeSet<String> = members
+                .iter()
+                .filter(|m| m.user_id == id)
+                .filter_map(|m| declared_projects.get(&m.project_id).map(|k| (*k).to_owned()))
+                .collect();
+            for key in want.difference(&have) {
+                let Some(&project_id) = project_ids.get(key) else { continue };
+                project_member::ActiveModel {
+                    project_id: Set(project_id),
+                    user_id: Set(id),
+                    created_at: Set(self.now),
+                }
+                .insert(self.txn)
+                .await?;
+            }
+            let gone: Vec<Uuid> = have.difference(&want).filter_map(|k| project_ids.get(k).copied()).collect();
+            if !gone.is_empty() {
+                project_member::Entity::delete_many()
+                    .filter(project_member::Column::UserId.eq(id))
+                    .filter(project_member::Column::ProjectId.is_in(gone))
+                    .exec(self.txn)
+                    .await?;
+            }
+            if want != have {
+                let list = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+                if created {
+                    details.push(format!("projects: {}", list(&want)));
+                } else {
+                    details.push(format!("projects: [{}] → [{}]", list(&have), list(&want)));
+                }
+            }
+            let action = if created { Action::Create } else { Action::Update };
+            if created || !details.is_empty() {
+                self.change(action, "user", email, details);
+            }
+            for k in &u.keypairs {
+                self.keypair(k, id, email, keypairs.get(&k.access_key)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn keypair(
+        &mut self,
+        k: &super::KeypairDecl,
+        user_id: Uuid,
+        email: &str,
+        stored: Option<&keypair::Model>,
+    ) -> Result<(), ApplyError> {
+        let Some(m) = stored else {
+            keypair::ActiveModel {
+                id: Set(stable_id("keypair", &k.access_key)),
+                user_id: Set(user_id),
+                access_key: Set(k.access_key.clone()),
+                secret_hash: Set(k.secret_hash.clone()),
+                resource_policy: Set(k.policy.clone()),
+                is_active: Set(true),
+                created_at: Set(self.now),
+            }
+            .insert(self.txn)
+            .await?;
+            self.change(Action::Create, "keypair", &k.access_key, vec![format!("of {email}, policy {}", k.policy)]);
+            return Ok(());
+        };
+        if m.user_id != user_id {
+            self.refused.push(format!("keypair {}: it belongs to another user, not {email}", k.access_key));
+            return Ok(());
+        }
+        let mut details = Vec::new();
+        diff(&mut details, "policy", &m.resource_policy, &k.policy);
+        if m.secret_hash != k.secret_hash {
+            details.push("secret replaced".to_owned());
+        }
+        if !details.is_empty() {
+            keypair::ActiveModel {
+                id: Unchanged(m.id),
+                resource_policy: Set(k.policy.clone()),
+                secret_hash: Set(k.secret_hash.clone()),
+                ..Default::default()
+            }
+            .update(self.txn)
+            .await?;
+            self.change(Action::Update, "keypair", &k.access_key, details);
+        }
+        Ok(())
+    }
+
+    async fn agents(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, agent::Model> =
+            agent::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.id.clone(), m)).collect();
+        for (id, a) in &d.agents {
+            let slots = match &a.slots {
+                Some(s) => s.clone(),
+                None => ResourceSlots::from_json(&crate::domain::runtime::local::machine::capacity())?,
+            };
+            let Some(m) = stored.get(id) else {
+                agent::ActiveModel {
+                    id: Set(id.clone()),
+                    resource_group: Set(a.resource_group.clone()),
+                    available_slots: Set(slots.to_json()),
+                    status: Set(catalog::ALIVE.to_owned()),
+                    schedulable: Set(a.schedulable),
+                    pulled_images: Set(Value::Array(Vec::new())),
+                    created_at: Set(self.now),
+                    last_heartbeat_at: Set(self.now),
+                }
+                .insert(self.txn)
+                .await?;
+                let mut details = vec![format!("in {}", a.resource_group)];
+                details.extend(slots_shown("slots", &slots));
+                self.change(Action::Create, "agent", id, details);
+                continue;
+            };
+            let mut details = Vec::new();
+            diff(&mut details, "resource_group", &m.resource_group, &a.resource_group);
+            slots_diff(&mut details, "slots", &m.available_slots, &slots)?;
+            diff(&mut details, "schedulable", &m.schedulable, &a.schedulable);
+            if !details.is_empty() {
+                agent::ActiveModel {
+                    id: Unchanged(id.clone()),
+                    resource_group: Set(a.resource_group.clone()),
+                    available_slots: Set(slots.to_json()),
+                    schedulable: Set(a.schedulable),
+                    ..Default::default()
+                }
+                .update(self.txn)
+                .await?;
+                self.change(Action::Update, "agent", id, details);
+            }
+        }
+        Ok(())
+    }
+
+    async fn images(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, image::Model> =
+            image::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, i) in &d.images {
+            let types = type_names(&i.types);
+            let local = i.local.as_ref().map(|l| serde_json::to_value(l).unwrap_or(Value::Null));
+            let row = image::ActiveModel {
+                name: Set(name.clone()),
+                supported_types: Set(Value::from(types.clone())),
+                minimum_slots: Set(i.minimum.to_json()),
+                apps: Set(Value::from(i.apps.clone())),
+                local_environment: Set(local.clone()),
+                created_at: Set(self.now),
+            };
+            let Some(m) = stored.get(name) else {
+                row.insert(self.txn).await?;
+                self.change(Action::Create, "image", name, vec![format!("types: {}", types.join(", "))]);
+                continue;
+            };
+            let mut details = Vec::new();
+            diff_list(&mut details, "types", &strings(&m.supported_types), &types);
+            slots_diff(&mut details, "minimum", &m.minimum_slots, &i.minimum)?;
+            diff_list(&mut details, "apps", &strings(&m.apps), &i.apps);
+            let stored_local: Option<LocalImage> =
+                m.local_environment.as_ref().and_then(|v| serde_json::from_value(v.clone()).ok());
+            if stored_local != i.local {
+                details.push("local environment changed".to_owned());
+            }
+            if !details.is_empty() {
+                image::ActiveModel { name: Unchanged(name.clone()), created_at: Unchanged(m.created_at), ..row }
+                    .update(self.txn)
+                    .await?;
+                self.change(Action::Update, "image", name, details);
+            }
+        }
+        Ok(())
+    }
+
+    /// What is stored but not declared: listed, or with `prune` deleted unless live sessions
+    /// use it. Finished sessions that refer to it go with it, and the plan says how many.
+    async fn undeclared(&mut self, d: &Declared, prune: bool) -> Result<(), ApplyError> {
+        use session::Column as S;
+        let mut doomed: Vec<(&'static str, String, Condition, Deletion)> = Vec::new();
+        for a in agent::Entity::find().all(self.txn).await? {
+            if !d.agents.contains_key(&a.id) {
+                doomed.push(("agent", a.id.clone(), S::AgentId.eq(a.id.clone()).into(), Deletion::Agent(a.id)));
+            }
+        }
+        for i in image::Entity::find().all(self.txn).await? {
+            if !d.images.contains_key(&i.name) {
+                doomed.push(("image", i.name.clone(), S::Image.eq(i.name.clone()).into(), Deletion::Image(i.name)));
+            }
+        }
+        for u in user::Entity::find().all(self.txn).await? {
+            if !d.users.contains_key(&u.email.to_lowercase()) {
+                doomed.push(("user", u.email.clone(), S::OwnerId.eq(u.id).into(), Deletion::User(u.id)));
+            }
+        }
+        let domains: BTreeMap<Uuid, String> =
+            domain::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.id, m.name)).collect();
+        for p in project::Entity::find().all(self.txn).await? {
+            let key = format!("{}/{}", domains.get(&p.domain_id).map_or("?", String::as_str), p.name);
+            if !d.projects.contains_key(&key) {
+                doomed.push(("project", key, S::ProjectId.eq(p.id).into(), Deletion::Project(p.id)));
+            }
+        }
+        for g in resource_group::Entity::find().all(self.txn).await? {
+            if !d.groups.contains_key(&g.name) {
+                let cond = S::ResourceGroup.eq(g.name.clone()).into();
+                doomed.push(("resource group", g.name.clone(), cond, Deletion::Group(g.name)));
+            }
+        }
+        for p in keypair_resource_policy::Entity::find().all(self.txn).await? {
+            if !d.policies.contains_key(&p.name) {
+                let keypairs: Vec<Uuid> = keypair::Entity::find()
+                    .filter(keypair::Column::ResourcePolicy.eq(p.name.clone()))
+                    .all(self.txn)
+                    .await?
+                    .into_iter()
+                    .map(|k| k.id)
+                    .collect();
+                if prune && !keypairs.is_empty() {
+                    self.refused.push(format!(
+                        "keypair policy {}: {} keypair(s) still have it; give them another policy first",
+                        p.name,
+                        keypairs.len()
+                    ));
+                    continue;
+                }
+                let cond = S::KeypairId.is_in(keypairs).into();
+                doomed.push(("keypair policy", p.name.clone(), cond, Deletion::Policy(p.name)));
+            }
+        }
+        for (id, name) in &domains {
+            if !d.domains.contains_key(name) {
+                doomed.push(("domain", name.clone(), S::DomainId.eq(*id).into(), Deletion::Domain(*id)));
+            }
+        }
+        for (kind, name, uses, deletion) in doomed {
+            if !prune {
+                self.plan.undeclared.push(format!("{kind} {name}"));
+                continue;
+            }
+            let live_statuses = SessionStatus::non_terminal().map(|s| s.as_str());
+            let live = session::Entity::find()
+                .filter(uses.clone())
+                .filter(S::Status.is_in(live_statuses))
+                .count(self.txn)
+                .await?;
+            if live > 0 {
+                self.refused.push(format!("{kind} {name}: {live} live session(s) use it"));
+                continue;
+            }
+            let finished = session::Entity::find().filter(uses).count(self.txn).await?;
+            deletion.run(self.txn).await?;
+            let details =
+                if finished > 0 { vec![format!("with the records of {finished} finished session(s)")] } else { vec![] };
+            self.change(Action::Delete, kind, &name, details);
+        }
+        Ok(())
+    }
+}
+
+/// One undeclared object to delete; what refers to it goes with it (the schema cascades).
+enum Deletion {
+    Agent(String),
+    Image(String),
+    User(Uuid),
+    Project(Uuid),
+    Group(String),
+    Policy(String),
+    Domain(Uuid),
+}
+
+impl Deletion {
+    async fn run(self, txn: &DatabaseTransaction) -> Result<(), sea_orm::DbErr> {
+        match self {
+            Self::Agent(id) => agent::Entity::delete_by_id(id).exec(txn).await?,
+            Self::Image(name) => image::Entity::delete_by_id(name).exec(txn).await?,
+            Self::User(id) => user::Entity::delete_by_id(id).exec(txn).await?,
+            Self::Project(id) => project::Entity::delete_by_id(id).exec(txn).await?,
+            Self::Group(name) => resource_group::Entity::delete_by_id(name).exec(txn).await?,
+            Self::Policy(name) => keypair_resource_policy::Entity::delete_by_id(name).exec(txn).await?,
+            Self::Domain(id) => domain::Entity::delete_by_id(id).exec(txn).await?,
+        };
+        Ok(())
+    }
+}
+
+fn type_names(types: &[SessionType]) -> Vec<String> {
+    types.iter().map(|t| t.as_str().to_owned()).collect()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_owned)).collect()
+}
+
+fn diff<T: PartialEq + std::fmt::Display>(details: &mut Vec<String>, label: &str, old: &T, new: &T) {
+    if old != new {
+        details.push(format!("{label}: {old} → {new}"));
+    }
+}
+
+fn diff_opt(details: &mut Vec<String>, label: &str, old: &Option<i64>, new: &Option<i64>) {
+    let show = |v: &Option<i64>| v.map_or_else(|| "none".to_owned(), |n| n.to_string());
+    if old != new {
+        details.push(format!("{label}: {} → {}", show(old), show(new)));
+    }
+}
+
+fn diff_list(details: &mut Vec<String>, label: &str, old: &[String], new: &[String]) {
+    if old != new {
+        details.push(format!("{label}: [{}] → [{}]", old.join(", "), new.join(", ")));
+    }
+}
+
+fn slots_diff(details: &mut Vec<String>, label: &str, stored: &Value, new: &ResourceSlots) -> Result<(), ApplyError> {
+    let old = ResourceSlots::from_json(stored)?;
+    if &old == new {
+        return Ok(());
+    }
+    let names: BTreeSet<&str> = old.slot_names().chain(new.slot_names()).collect();
+    let changed: Vec<String> = names
+        .into_iter()
+        .filter(|s| old.limit(s) != new.limit(s))
+        .map(|s| format!("{s} {} → {}", amount(s, old.limit(s)), amount(s, new.limit(s))))
+        .collect();
+    details.push(format!("{label}: {}", changed.join(", ")));
+    Ok(())
+}
+
+fn limits_shown(limits: &ResourceSlots) -> Vec<String> {
+    slots_shown("limits", limits)
+}
+
+fn slots_shown(label: &str, slots: &ResourceSlots) -> Vec<String> {
+    if slots.iter().next().is_none() {
+        return Vec::new();
+    }
+    let shown: Vec<String> = slots.iter().map(|(s, v)| format!("{s} {}", amount(s, Some(v)))).collect();
+    vec![format!("{label}: {}", shown.join(", "))]
+}
+
+/// An amount as an operator reads it: memory in GiB or MiB when whole, absent as unlimited.
+fn amount(slot: &str, v: Option<f64>) -> String {
+    const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+    const MIB: f64 = 1024.0 * 1024.0;
+    match v {
+        None => "unlimited".to_owned(),
+        Some(b) if slot == MEM && b >= GIB && (b / GIB).fract() == 0.0 => format!("{} GiB", b / GIB),
+        Some(b) if slot == MEM && b >= MIB && (b / MIB).fract() == 0.0 => format!("{} MiB", b / MIB),
+        Some(n) => format!("{n}"),
+    }
+}
