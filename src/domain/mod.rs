@@ -6,6 +6,7 @@ pub mod apply;
 pub mod auth;
 pub mod catalog;
 pub mod clock;
+pub mod configuration;
 pub mod error;
 pub mod events;
 pub mod export;

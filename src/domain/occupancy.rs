@@ -210,6 +210,14 @@ pub async fn occupied_per_agent(
     .await
 }
 
+/// What each agent of every group holds, in one aggregate statement.
+pub async fn occupied_per_agent_everywhere(db: &impl ConnectionTrait) -> DomainResult<HashMap<String, ResourceSlots>> {
+    grouped(db, &["s.agent_id AS agent"], "s.agent_id IS NOT NULL", &["s.agent_id"], Vec::new(), |r| {
+        r.try_get("", "agent")
+    })
+    .await
+}
+
 /// What every key of `column` (`keypair_id`, `project_id`, `domain_id`) holds, in one
 /// aggregate statement.
 pub async fn occupied_by(db: &impl ConnectionTrait, column: UuidColumn) -> DomainResult<HashMap<Uuid, ResourceSlots>> {

@@ -30,7 +30,9 @@ pub struct LayerUsage {
 pub struct SlotUsage {
     pub slot: String,
     pub used: f64,
-    /// `used + remaining`; `None` when every layer is unlimited.
+    /// The binding layer's ceiling on `used`: `used + remaining`, or, over a limit (one
+    /// lowered under running sessions), below `used` by how far it is over. `None` when
+    /// every layer is unlimited.
     pub limit: Option<f64>,
     pub remaining: Option<f64>,
     pub binding_layer: Option<LimitLayer>,
@@ -48,14 +50,16 @@ fn layer(layer: LimitLayer, limit: Option<f64>, used: f64) -> LayerUsage {
     LayerUsage { layer, limit, used, remaining: limit.map(|l| (l - used).max(0.0)) }
 }
 
-/// The strictest-limit rule for one slot.
+/// The strictest-limit rule for one slot. Nothing remains below zero; a layer over its
+/// limit binds by how far it is over, and the ceiling shown is that far below `used`.
 pub fn strictest(slot: &str, used: f64, layers: Vec<LayerUsage>) -> SlotUsage {
-    let binding = layers.iter().filter_map(|l| l.remaining.map(|r| (l.layer, r))).min_by(|a, b| a.1.total_cmp(&b.1));
+    let binding =
+        layers.iter().filter_map(|l| l.limit.map(|limit| (l.layer, limit - l.used))).min_by(|a, b| a.1.total_cmp(&b.1));
     SlotUsage {
         slot: slot.to_owned(),
         used,
         limit: binding.map(|(_, r)| used + r),
-        remaining: binding.map(|(_, r)| r),
+        remaining: binding.map(|(_, r)| r.max(0.0)),
         binding_layer: binding.map(|(l, _)| l),
         layers,
     }
@@ -202,8 +206,15 @@ mod tests {
     }
 
     #[test]
-    fn over_a_limit_nothing_remains() {
+    fn over_a_limit_nothing_remains_and_the_limit_shows_it() {
         let s = strictest("cpu", 20.0, vec![layer(LimitLayer::Keypair, Some(16.0), 20.0)]);
-        assert_eq!((s.remaining, s.limit), (Some(0.0), Some(20.0)));
+        assert_eq!((s.remaining, s.limit), (Some(0.0), Some(16.0)));
+        // Over one layer by 4 and under another by 2: the one over binds.
+        let s = strictest(
+            "cpu",
+            20.0,
+            vec![layer(LimitLayer::Keypair, Some(16.0), 20.0), layer(LimitLayer::Domain, Some(48.0), 46.0)],
+        );
+        assert_eq!((s.remaining, s.limit, s.binding_layer), (Some(0.0), Some(16.0), Some(LimitLayer::Keypair)));
     }
 }

@@ -1,6 +1,6 @@
 //! The real binary on a real socket: `sessiond serve --demo` answers the README's curl
 //! examples run by `sh`, its flags and environment variables are listed and work, and
-//! `sessiond token create` prints a token that works.
+//! `sessiond token create` prints a token that works; the README's "Deploy" works as written.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -518,7 +518,108 @@ async fn sigkill_keeps_what_was_acknowledged_and_no_half_batch(app: TestApp) {
     assert_eq!(resp["data"]["sessions"]["edges"].as_array().map_or(0, Vec::len), 2, "{resp}");
 }
 
+/// The fenced blocks of `lang` in the README's section `title`, verbatim.
+fn readme_blocks(title: &str, lang: &str) -> Vec<&'static str> {
+    let start = README.find(&format!("\n## {title}\n")).expect("the README has the section") + 1;
+    let section = &README[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    section.split(&format!("```{lang}\n")).skip(1).filter_map(|block| block.split("\n```").next()).collect()
+}
+
+/// The README's "Deploy" section, done as written on an empty database: the example file
+/// applied (dry run, apply, apply again), a token made, the server started, and the
+/// declared user's first launch runs on the declared agent. A bad file changes nothing.
+async fn deploy_as_the_readme_says(app: TestApp) {
+    let Some((url, _db_dir)) = fresh_database(app.backend).await else { return };
+    let work = tempfile::tempdir().expect("work directory");
+    let bin_dir = work.path().join("bin");
+    std::fs::create_dir(&bin_dir).expect("bin");
+    std::os::unix::fs::symlink(BIN, bin_dir.join("sessiond")).expect("symlink");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let toml = readme_blocks("Deploy", "toml");
+    assert_eq!(toml.len(), 1, "one example file");
+    std::fs::write(work.path().join("team.toml"), toml[0]).expect("team.toml");
+    let sh = readme_blocks("Deploy", "sh");
+    assert_eq!(sh.len(), 2, "the apply commands, then serve: {sh:?}");
+    let run = |script: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(work.path())
+            .env("PATH", &path)
+            .env("DATABASE_URL", &url)
+            .env("SESSIOND_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sh")
+    };
+    // The example's own database URL stands for the test's.
+    let script: String =
+        sh[0].lines().filter(|l| !l.starts_with("export DATABASE_URL=")).collect::<Vec<_>>().join("\n");
+    let out = run(&script);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{script}\n{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.matches("+ domain lab").count(),
+        2,
+        "the dry run wrote nothing, so the apply plans it again: {stdout}"
+    );
+    assert!(stdout.contains("+ agent local: in cpu; slots: cpu "), "this machine, its capacity detected: {stdout}");
+    assert!(stderr.contains("planned; nothing written (--dry-run)"), "{stderr}");
+    assert!(stderr.contains("no changes"), "the second apply changes nothing: {stderr}");
+    let token = std::fs::read_to_string(work.path().join("tom.token")).expect("tom.token").trim().to_owned();
+    assert!(token.starts_with("sd_"), "{token}");
+
+    // A bad file: every problem with its line, and nothing written.
+    std::fs::write(
+        work.path().join("bad.toml"),
+        "[domains.lab]\nlimits = { cpu = -1 }\n[users.\"x@lab.example\"]\ndomain = \"lab\"\nrole = \"owner\"\n",
+    )
+    .expect("bad.toml");
+    let out = run("sessiond apply -f bad.toml --prune");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("bad.toml:2: domains.lab.limits.cpu: must not be negative"), "{stderr}");
+    assert!(stderr.contains("bad.toml:5: users.\"x@lab.example\".role: unknown role"), "{stderr}");
+    let out = run("sessiond apply -f team.toml");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no changes"), "the bad file wrote nothing");
+
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let serve_args: Vec<&str> = sh[1].split_whitespace().skip(2).collect();
+    assert_eq!(serve_args[..2], ["--bind", "0.0.0.0:8080"], "{serve_args:?}");
+    let mut args = vec!["--bind", addr.as_str(), "--database-url", &url];
+    args.extend(&serve_args[2..]);
+    let _server = serve(&args, &[], &base).await;
+    let client = reqwest::Client::new();
+    let me = post(&client, &base, &token, "{ viewer { projects { id name } } }").await.expect("viewer");
+    let projects = me["data"]["viewer"]["projects"].as_array().expect("projects").clone();
+    assert_eq!(projects.len(), 1, "{me}");
+    let nlp = projects[0]["id"].as_str().expect("id");
+    let launch = format!(
+        r#"mutation {{ launchSession(input: {{projectId: "{nlp}", name: "first", image: "python:3.12", type: BATCH,
+            startupCommand: "echo first", resources: [{{slot: "cpu", amount: 1}}, {{slot: "mem", amount: 536870912}}]}})
+            {{ session {{ id status resourceGroup {{ name }} }} }} }}"#
+    );
+    let launched = post(&client, &base, &token, &launch).await.expect("launch");
+    assert_eq!(launched["data"]["launchSession"]["session"]["resourceGroup"]["name"], "cpu", "{launched}");
+    let id = launched["data"]["launchSession"]["session"]["id"].as_str().expect("id").to_owned();
+    let query = format!(r#"{{ session(id: "{id}") {{ status agent statusInfo }} }}"#);
+    let mut seen = Value::Null;
+    for _ in 0..300 {
+        seen = post(&client, &base, &token, &query).await.expect("session");
+        if matches!(seen["data"]["session"]["status"].as_str(), Some("RUNNING" | "TERMINATED" | "ERROR")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = seen["data"]["session"]["status"].as_str();
+    assert!(matches!(status, Some("RUNNING" | "TERMINATED")), "it runs on the declared machine: {seen}");
+    assert_eq!(seen["data"]["session"]["agent"], "local", "{seen}");
+}
+
 db_tests!(
+    deploy_as_the_readme_says,
     serve_demo_answers_the_readme_example,
     sigterm_leaves_a_complete_database_file,
     sigkill_keeps_what_was_acknowledged_and_no_half_batch,

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod apply;
 mod auth;
 mod cli;
 mod cluster;

@@ -1,0 +1,130 @@
+//! What the platform is configured with, for superadministrators to see: domains with
+//! their projects, keypair policies, resource groups with their agents (capacity, what is
+//! held, health) and images. It is changed only through `sessiond apply`.
+
+use std::collections::HashMap;
+
+use sea_orm::{ConnectionTrait, EntityTrait, QueryOrder};
+use uuid::Uuid;
+
+use entity::{agent, domain, image, keypair_resource_policy, project, project_member, resource_group, user};
+
+use super::auth::Viewer;
+use super::model::Role;
+use super::slots::ResourceSlots;
+use super::{DomainError, DomainResult, catalog, occupancy};
+
+pub struct Configuration {
+    pub domains: Vec<ConfiguredDomain>,
+    pub keypair_policies: Vec<keypair_resource_policy::Model>,
+    pub resource_groups: Vec<ConfiguredGroup>,
+    pub images: Vec<image::Model>,
+}
+
+pub struct ConfiguredDomain {
+    pub name: String,
+    pub limits: ResourceSlots,
+    pub users: u64,
+    pub projects: Vec<ConfiguredProject>,
+}
+
+pub struct ConfiguredProject {
+    pub id: Uuid,
+    pub name: String,
+    pub limits: ResourceSlots,
+    /// Allowed groups in order: the first is the default.
+    pub resource_groups: Vec<String>,
+    pub members: u64,
+}
+
+pub struct ConfiguredGroup {
+    pub group: resource_group::Model,
+    pub agents: Vec<ConfiguredAgent>,
+}
+
+pub struct ConfiguredAgent {
+    pub id: String,
+    pub capacity: ResourceSlots,
+    /// What its sessions hold now.
+    pub occupied: ResourceSlots,
+    pub status: String,
+    /// It answers (its status is alive).
+    pub alive: bool,
+    /// It takes new sessions (not drained).
+    pub schedulable: bool,
+    pub last_heartbeat_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Everything configured, in a fixed number of statements (ten), whatever its size. Only a
+/// superadministrator may see it.
+pub async fn read(db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<Configuration> {
+    if viewer.role != Role::Superadmin {
+        return Err(DomainError::Forbidden("only a superadministrator sees the configuration".to_owned()));
+    }
+    let domains = domain::Entity::find().order_by_asc(domain::Column::Name).all(db).await?;
+    let projects = project::Entity::find().order_by_asc(project::Column::Name).all(db).await?;
+    let links = entity::resource_group_project::Entity::find()
+        .order_by_asc(entity::resource_group_project::Column::Position)
+        .order_by_asc(entity::resource_group_project::Column::ResourceGroup)
+        .all(db)
+        .await?;
+    let mut members: HashMap<Uuid, u64> = HashMap::new();
+    for m in project_member::Entity::find().all(db).await? {
+        *members.entry(m.project_id).or_default() += 1;
+    }
+    let mut users: HashMap<Uuid, u64> = HashMap::new();
+    for u in user::Entity::find().all(db).await? {
+        *users.entry(u.domain_id).or_default() += 1;
+    }
+    let mut out_domains = Vec::new();
+    for d in domains {
+        let mut ps = Vec::new();
+        for p in projects.iter().filter(|p| p.domain_id == d.id) {
+            ps.push(ConfiguredProject {
+                id: p.id,
+                name: p.name.clone(),
+                limits: ResourceSlots::from_json(&p.total_resource_slots)?,
+                resource_groups: links
+                    .iter()
+                    .filter(|l| l.project_id == p.id)
+                    .map(|l| l.resource_group.clone())
+                    .collect(),
+                members: members.get(&p.id).copied().unwrap_or(0),
+            });
+        }
+        out_domains.push(ConfiguredDomain {
+            limits: ResourceSlots::from_json(&d.total_resource_slots)?,
+            users: users.get(&d.id).copied().unwrap_or(0),
+            name: d.name,
+            projects: ps,
+        });
+    }
+    let occupied = occupancy::occupied_per_agent_everywhere(db).await?;
+    let agents = agent::Entity::find().order_by_asc(agent::Column::Id).all(db).await?;
+    let groups = resource_group::Entity::find().order_by_asc(resource_group::Column::Name).all(db).await?;
+    let mut resource_groups = Vec::new();
+    for g in groups {
+        let mut list = Vec::new();
+        for a in agents.iter().filter(|a| a.resource_group == g.name) {
+            list.push(ConfiguredAgent {
+                id: a.id.clone(),
+                capacity: ResourceSlots::from_json(&a.available_slots)?,
+                occupied: occupied.get(&a.id).cloned().unwrap_or_default(),
+                status: a.status.clone(),
+                alive: a.status == catalog::ALIVE,
+                schedulable: a.schedulable,
+                last_heartbeat_at: a.last_heartbeat_at,
+            });
+        }
+        resource_groups.push(ConfiguredGroup { group: g, agents: list });
+    }
+    Ok(Configuration {
+        domains: out_domains,
+        keypair_policies: keypair_resource_policy::Entity::find()
+            .order_by_asc(keypair_resource_policy::Column::Name)
+            .all(db)
+            .await?,
+        resource_groups,
+        images: catalog::images(db).await?,
+    })
+}

@@ -1,0 +1,233 @@
+//! `sessiond apply` through the domain, on both databases: the demo is `demo.toml` applied;
+//! a changed limit is what the panel and the scheduler use next; pruning refuses what live
+//! sessions use and writes nothing then; a bad declaration reports every problem with its
+//! line and writes nothing; `Query.configuration` shows it all to a superadministrator only.
+//! (An empty database applied to, then launched in, is `cli::deploy_as_the_readme_says`.)
+
+use sea_orm::{ActiveModelTrait, EntityTrait, PaginatorTrait};
+use serde_json::{Value, json};
+
+use sessiond::domain::apply::{self, Action, ApplyError, ApplyInputError, Declared, Options, Source};
+use sessiond::domain::status::SessionStatus;
+
+use crate::db_tests;
+use crate::support::{TestApp, error_codes, launch_input, project, session_row};
+
+/// `demo.toml` with each `(from, to)` replaced once (each must be there).
+fn demo_with(edits: &[(&str, &str)]) -> String {
+    let mut text = apply::DEMO.to_owned();
+    for (from, to) in edits {
+        assert!(text.contains(from), "demo.toml has {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    text
+}
+
+async fn declared(app: &TestApp, text: &str) -> Declared {
+    let slots = apply::known_slots(&app.db).await.expect("slots");
+    apply::file::parse(&[Source { name: "test.toml".to_owned(), text: text.to_owned() }], &slots)
+        .unwrap_or_else(|p| panic!("{p:#?}"))
+}
+
+async fn apply_text(app: &TestApp, text: &str, options: Options) -> Result<apply::Plan, ApplyError> {
+    apply::apply(&app.db, &declared(app, text).await, options).await
+}
+
+async fn the_demo_is_demo_toml_applied(app: TestApp) {
+    assert!(app.seeded);
+    let plan = apply_text(&app, apply::DEMO, Options { prune: true, dry_run: false }).await.expect("apply");
+    assert_eq!(plan, apply::Plan::default(), "`--demo` left exactly what demo.toml declares, nothing else");
+
+    // The images' local environments are stored with them.
+    let local = sessiond::domain::catalog::local_environments(&app.db).await.expect("environments");
+    assert_eq!(local["python:3.12"].prepare.as_deref(), Some("python3 --version"));
+    assert!(local["filebrowser:latest"].interactive_command().contains("http.server"));
+
+    // What DESIGN lists as the demo's tokens authenticate as its users.
+    for u in sessiond::domain::seed::DEMO_USERS {
+        let resp = app.gql(Some(u.token), "{ viewer { user { email role } } }", json!({})).await;
+        assert_eq!(resp["data"]["viewer"]["user"]["email"], u.email, "{resp}");
+        assert_eq!(resp["data"]["viewer"]["user"]["role"], u.role.as_str(), "{resp}");
+    }
+}
+
+const SESSION: &str = "query($id: ID!) { session(id: $id) { status pendingReasons { code layer slot } } }";
+const PANEL: &str = "query($p: ID!) { resourcePanel(projectId: $p, view: MY_TOTAL) {
+  slots { slot used limit remaining bindingLayer } } }";
+
+fn cpu_of(panel: &Value) -> Value {
+    panel["data"]["resourcePanel"]["slots"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["slot"] == "cpu"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no cpu in {panel}"))
+}
+
+async fn launch(app: &TestApp, name: &str, cpu: f64) -> String {
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }",
+            json!({"i": launch_input(name, cpu)}),
+        )
+        .await;
+    resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned()
+}
+
+async fn a_changed_limit_is_what_the_panel_and_the_scheduler_use_next(mut app: TestApp) {
+    app.start_workers();
+    let running = launch(&app, "big-one", 4.0).await;
+    let is = |status: &'static str| move |r: &Value| r["data"]["session"]["status"] == status;
+    app.wait_for("demo-alice", SESSION, json!({"id": running}), is("RUNNING")).await;
+
+    // The keypair policy's cpu drops below what alice uses: nothing running stops.
+    let lowered = demo_with(&[("limits = { cpu = 16, mem", "limits = { cpu = 2, mem")]);
+    let plan = apply_text(&app, &lowered, Options::default()).await.expect("apply");
+    let shown: Vec<String> = plan.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["~ keypair policy default: limits: cpu 16 → 2"]);
+    let cpu = cpu_of(&app.gql(Some("demo-alice"), PANEL, json!({"p": project("default/default")})).await);
+    assert_eq!((cpu["used"].as_f64(), cpu["limit"].as_f64()), (Some(4.0), Some(2.0)), "{cpu}");
+    assert_eq!((cpu["bindingLayer"].as_str(), cpu["remaining"].as_f64()), (Some("KEYPAIR"), Some(0.0)), "{cpu}");
+
+    // A new session waits on the keypair's quota; the first still runs.
+    let waiting = launch(&app, "small-one", 1.0).await;
+    let quota = |r: &Value| {
+        r["data"]["session"]["pendingReasons"]
+            .as_array()
+            .is_some_and(|rs| rs.iter().any(|p| p["code"] == "QUOTA_EXCEEDED" && p["layer"] == "KEYPAIR"))
+    };
+    app.wait_for("demo-alice", SESSION, json!({"id": waiting}), quota).await;
+    let first = app.gql(Some("demo-alice"), SESSION, json!({"id": running})).await;
+    assert_eq!(first["data"]["session"]["status"], "RUNNING", "lowering a limit kills nothing: {first}");
+
+    // Raised again, the scheduler places the waiting one at its next pass.
+    let plan = apply_text(&app, apply::DEMO, Options::default()).await.expect("apply");
+    assert_eq!(plan.changes.len(), 1);
+    app.wait_for("demo-alice", SESSION, json!({"id": waiting}), is("RUNNING")).await;
+}
+
+async fn prune_refuses_what_live_sessions_use_and_then_writes_nothing(app: TestApp) {
+    let live = session_row("alice@example.com", "default/research", "live", "RUNNING", json!({"cpu": 1}))
+        .insert(&app.db)
+        .await
+        .expect("insert");
+    // research gone (and from its members' lists), plus a change that must not land alone.
+    let without_research = demo_with(&[
+        ("[projects.\"default/research\"]\nlimits = { \"cuda.device\" = 2 }\nresource_groups = [\"default\"]\n", ""),
+        ("projects = [\"default\", \"research\"]", "projects = [\"default\"]"),
+        ("projects = [\"default\", \"research\"]", "projects = [\"default\"]"),
+        ("projects = [\"default\", \"research\"]", "projects = [\"default\"]"),
+        ("limits = { cpu = 48 }", "limits = { cpu = 50 }"),
+    ]);
+    let plan =
+        apply_text(&app, &without_research, Options { prune: false, dry_run: true }).await.expect("without prune");
+    assert_eq!(plan.undeclared, ["project default/research"], "kept without --prune, and said so");
+
+    let refused = apply_text(&app, &without_research, Options { prune: true, dry_run: false }).await;
+    match refused {
+        Err(ApplyError::Refused(why)) => {
+            assert_eq!(why, ["project default/research: 1 live session(s) use it"]);
+        }
+        other => panic!("expected a refusal: {other:?}"),
+    }
+    let d = entity::domain::Entity::find_by_id(sessiond::domain::ids::stable_id("domain", "default"))
+        .one(&app.db)
+        .await
+        .expect("domain")
+        .expect("default");
+    assert_eq!(d.total_resource_slots["cpu"], 48, "a refused apply writes nothing, not even the rest");
+
+    // Once it has ended, the project goes, and its finished session with it, as planned.
+    let mut ended: entity::session::ActiveModel = live.into();
+    ended.status = sea_orm::Set(SessionStatus::Terminated.as_str().to_owned());
+    ended.update(&app.db).await.expect("end it");
+    let dry = apply_text(&app, &without_research, Options { prune: true, dry_run: true }).await.expect("dry");
+    let plan = apply_text(&app, &without_research, Options { prune: true, dry_run: false }).await.expect("prune");
+    assert_eq!(dry, plan, "a dry run plans exactly what the apply does");
+    let deleted: Vec<String> =
+        plan.changes.iter().filter(|c| c.action == Action::Delete).map(ToString::to_string).collect();
+    assert_eq!(deleted, ["- project default/research: with the records of 1 finished session(s)"]);
+    assert_eq!(entity::session::Entity::find().count(&app.db).await.expect("count"), 0);
+    let resp = app.gql(Some("demo-alice"), "{ viewer { projects { name } } }", json!({})).await;
+    assert_eq!(resp["data"]["viewer"]["projects"], json!([{"name": "default"}]), "{resp}");
+    let again = apply_text(&app, &without_research, Options { prune: true, dry_run: false }).await.expect("again");
+    assert!(again.changes.is_empty(), "{again:?}");
+}
+
+async fn a_bad_declaration_reports_every_problem_and_writes_nothing(app: TestApp) {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("a.toml"), "[domains.acme]\nlimits = { cpu = -2 }\n").expect("write");
+    std::fs::write(
+        dir.path().join("b.toml"),
+        "[projects.\"nowhere/ml\"]\n\n[users.\"ann@acme.io\"]\ndomain = \"acme\"\nteam = \"ml\"\n\n\
+         [users.\"Ann@ACME.io\"]\ndomain = \"acme\"\n",
+    )
+    .expect("write");
+    let problems = match apply::read(&app.db, dir.path()).await {
+        Err(ApplyInputError::Invalid(problems)) => problems,
+        other => panic!("expected problems: {other:?}"),
+    };
+    let a = dir.path().join("a.toml").display().to_string();
+    let b = dir.path().join("b.toml").display().to_string();
+    let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            format!("{a}:2: domains.acme.limits.cpu: must not be negative, not -2"),
+            format!("{b}:1: projects.\"nowhere/ml\": domain nowhere is not declared (in [domains])"),
+            format!(
+                "{b}:5: users.\"ann@acme.io\".team: unknown key; the keys here are domain, role, name, projects, keypairs"
+            ),
+            format!("{b}:7: users.\"Ann@ACME.io\": declared again (first at {b}:3)"),
+        ]
+    );
+    assert_eq!(entity::domain::Entity::find().count(&app.db).await.expect("count"), 2, "only the demo's");
+}
+
+async fn the_configuration_is_for_superadministrators(app: TestApp) {
+    session_row("alice@example.com", "default/default", "held", "RUNNING", json!({"cpu": 3}))
+        .insert(&app.db)
+        .await
+        .map(|_| ())
+        .expect("insert");
+    let mut row = session_row("bob@example.com", "default/default", "placed", "RUNNING", json!({"cpu": 2}));
+    row.agent_id = sea_orm::Set(Some("a2".to_owned()));
+    row.insert(&app.db).await.expect("insert");
+    let query = "{ configuration {
+      domains { name limits { slot amount } userCount projects { name limits { slot amount } resourceGroups memberCount } }
+      keypairPolicies { name limits { slot amount } maxConcurrentSessions maxPendingSessions maxSessionLifetimeSeconds }
+      resourceGroups { group { name strategy } agents { id capacity { slot amount } occupied { slot amount } alive schedulable } }
+      images { name supportedTypes }
+    } }";
+    let (n, resp) = app.count_statements(app.gql(Some("demo-root"), query, json!({}))).await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+    let c = &resp["data"]["configuration"];
+    assert_eq!(c["domains"][0]["name"], "default");
+    assert_eq!(c["domains"][0]["limits"], json!([{"slot": "cpu", "amount": 48.0}]));
+    assert_eq!(c["domains"][0]["userCount"], 4);
+    assert_eq!(
+        c["domains"][0]["projects"][1],
+        json!({"name": "research", "limits": [{"slot": "cuda.device", "amount": 2.0}], "resourceGroups": ["default"], "memberCount": 3})
+    );
+    assert_eq!(c["keypairPolicies"][0]["maxConcurrentSessions"], 10);
+    let a2 = &c["resourceGroups"][0]["agents"][1];
+    assert_eq!(a2["id"], "a2");
+    assert_eq!(a2["occupied"], json!([{"slot": "cpu", "amount": 2.0}]), "what its sessions hold: {a2}");
+    assert_eq!((a2["alive"].as_bool(), a2["schedulable"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(c["images"].as_array().map(Vec::len), Some(3));
+    // Authentication, then ten statements whatever the configuration's size.
+    assert_eq!(n, 11, "statements");
+
+    for token in ["demo-admin", "demo-alice"] {
+        let resp = app.gql(Some(token), "{ configuration { images { name } } }", json!({})).await;
+        assert_eq!(error_codes(&resp), ["FORBIDDEN"], "{resp}");
+    }
+}
+
+db_tests!(
+    the_demo_is_demo_toml_applied,
+    a_changed_limit_is_what_the_panel_and_the_scheduler_use_next,
+    prune_refuses_what_live_sessions_use_and_then_writes_nothing,
+    a_bad_declaration_reports_every_problem_and_writes_nothing,
+    the_configuration_is_for_superadministrators
+);
