@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use sea_orm::{ConnectionTrait, EntityTrait, QueryOrder};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryOrder, QuerySelect, Select};
 use uuid::Uuid;
 
 use entity::{agent, domain, image, keypair_resource_policy, project, project_member, resource_group, user};
@@ -68,14 +68,8 @@ pub async fn read(db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<Co
         .order_by_asc(entity::resource_group_project::Column::ResourceGroup)
         .all(db)
         .await?;
-    let mut members: HashMap<Uuid, u64> = HashMap::new();
-    for m in project_member::Entity::find().all(db).await? {
-        *members.entry(m.project_id).or_default() += 1;
-    }
-    let mut users: HashMap<Uuid, u64> = HashMap::new();
-    for u in user::Entity::find().all(db).await? {
-        *users.entry(u.domain_id).or_default() += 1;
-    }
+    let members = counted(db, project_member::Entity::find(), project_member::Column::ProjectId).await?;
+    let users = counted(db, user::Entity::find(), user::Column::DomainId).await?;
     let mut out_domains = Vec::new();
     for d in domains {
         let mut ps = Vec::new();
@@ -127,4 +121,15 @@ pub async fn read(db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<Co
         resource_groups,
         images: catalog::images(db).await?,
     })
+}
+
+/// Rows of `query` counted by `key`, in one grouped statement.
+async fn counted<E: EntityTrait>(
+    db: &impl ConnectionTrait,
+    query: Select<E>,
+    key: impl ColumnTrait,
+) -> DomainResult<HashMap<Uuid, u64>> {
+    let rows: Vec<(Uuid, i64)> =
+        query.select_only().column(key).column_as(key.count(), "n").group_by(key).into_tuple().all(db).await?;
+    Ok(rows.into_iter().map(|(k, n)| (k, u64::try_from(n).unwrap_or(0))).collect())
 }
