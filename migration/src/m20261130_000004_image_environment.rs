@@ -16,7 +16,7 @@ impl MigrationName for Migration {
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         m.alter_table(
-            Table::alter().table("images").add_column(ColumnDef::new("local_environment").json().null()).take(),
+            Table::alter().table("images").add_column(ColumnDef::new("local_environment").json_binary().null()).take(),
         )
         .await
     }

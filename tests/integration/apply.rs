@@ -224,7 +224,86 @@ async fn the_configuration_is_for_superadministrators(app: TestApp) {
     }
 }
 
+/// Users changed every way a file changes them apply once: the second apply is a no-op.
+async fn changes_apply_once_and_prune_takes_a_user_with_its_policy(app: TestApp) {
+    let sha = sessiond::domain::auth::hash_token("svc-secret");
+    let extra = format!(
+        "\n[keypair_policies.legacy]\nlimits = {{ cpu = 1 }}\n\
+         [users.\"Svc@Example.com\"]\ndomain = \"default\"\nprojects = [\"research\"]\n\
+         keypairs = [{{ access_key = \"AKSVC\", policy = \"legacy\", secret_sha256 = \"{}\" }}]\n",
+        sha.to_uppercase()
+    );
+    let changed = demo_with(&[
+        ("[users.\"carol@other.example\"]", "[users.\"Carol@Other.Example\"]"),
+        (
+            "projects = [\"default\", \"research\"]\nkeypairs = [{ access_key = \"AKDEMOBOB\"",
+            "projects = [\"default\"]\nkeypairs = [{ access_key = \"AKDEMOBOB\"",
+        ),
+        ("resource_groups = [\"other\"]", "resource_groups = [\"other\", \"default\"]"),
+    ]) + &extra;
+    let plan = apply_text(&app, &changed, Options::default()).await.expect("apply");
+    let shown: Vec<String> = plan.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "+ keypair policy legacy: limits: cpu 1",
+            "~ project other/other: resource_groups: [other] → [other, default]",
+            "~ user bob@example.com: projects: [default/default, default/research] → [default/default]",
+            "+ user svc@example.com: USER in default; projects: default/research",
+            "+ keypair AKSVC: of svc@example.com, policy legacy",
+        ],
+        "carol's email in another case is carol"
+    );
+    let again = apply_text(&app, &changed, Options::default()).await.expect("again");
+    assert_eq!(again, apply::Plan::default());
+    let bob = app.gql(Some("demo-bob"), "{ viewer { projects { name } } }", json!({})).await;
+    assert_eq!(bob["data"]["viewer"]["projects"], json!([{"name": "default"}]), "{bob}");
+    let svc = app.gql(Some("svc-secret"), "{ viewer { user { email } } }", json!({})).await;
+    assert_eq!(svc["data"]["viewer"]["user"]["email"], "svc@example.com", "{svc}");
+
+    // The user and its keypair's policy both undeclared: pruned together, the user first.
+    let plan = apply_text(&app, apply::DEMO, Options { prune: true, dry_run: false }).await.expect("prune");
+    let deleted: Vec<String> =
+        plan.changes.iter().filter(|c| c.action == Action::Delete).map(ToString::to_string).collect();
+    assert_eq!(deleted, ["- user svc@example.com", "- keypair policy legacy"]);
+
+    // Another keypair's secret is refused by name, and nothing is written.
+    let twin = demo_with(&[("secret = \"demo-bob\"", "secret = \"demo-alice\"")]);
+    let problems = apply::file::parse(
+        &[Source { name: "twin.toml".to_owned(), text: twin }],
+        &apply::known_slots(&app.db).await.expect("slots"),
+    )
+    .expect_err("two keypairs, one secret");
+    assert!(problems[0].message.contains("has the secret of keypair"), "{problems:?}");
+    // A keypair the files do not declare (made by `token create`) keeps its secret to itself.
+    entity::keypair::ActiveModel {
+        id: sea_orm::Set(uuid::Uuid::new_v4()),
+        user_id: sea_orm::Set(sessiond::domain::seed::demo_user_id("alice@example.com")),
+        access_key: sea_orm::Set("AKEXTRA".to_owned()),
+        secret_hash: sea_orm::Set(sessiond::domain::auth::hash_token("extra-secret")),
+        resource_policy: sea_orm::Set("default".to_owned()),
+        is_active: sea_orm::Set(true),
+        created_at: sea_orm::Set(chrono::Utc::now()),
+    }
+    .insert(&app.db)
+    .await
+    .expect("insert");
+    let stolen = demo_with(&[("secret = \"demo-bob\"", "secret = \"extra-secret\"")]);
+    match apply_text(&app, &stolen, Options::default()).await {
+        Err(ApplyError::Refused(why)) => {
+            assert_eq!(
+                why,
+                ["keypair AKDEMOBOB: its secret is the secret of keypair AKEXTRA already; every keypair needs its own"]
+            );
+        }
+        other => panic!("expected a refusal: {other:?}"),
+    }
+    let bob = app.gql(Some("demo-bob"), "{ viewer { user { email } } }", json!({})).await;
+    assert_eq!(bob["data"]["viewer"]["user"]["email"], "bob@example.com", "nothing written: {bob}");
+}
+
 db_tests!(
+    changes_apply_once_and_prune_takes_a_user_with_its_policy,
     the_demo_is_demo_toml_applied,
     a_changed_limit_is_what_the_panel_and_the_scheduler_use_next,
     prune_refuses_what_live_sessions_use_and_then_writes_nothing,

@@ -586,11 +586,11 @@ async fn deploy_as_the_readme_says(app: TestApp) {
 
     let addr = format!("127.0.0.1:{}", free_port());
     let base = format!("http://{addr}");
-    let serve_args: Vec<&str> = sh[1].split_whitespace().skip(2).collect();
-    assert_eq!(serve_args[..2], ["--bind", "0.0.0.0:8080"], "{serve_args:?}");
-    let mut args = vec!["--bind", addr.as_str(), "--database-url", &url];
-    args.extend(&serve_args[2..]);
-    let _server = serve(&args, &[], &base).await;
+    assert_eq!(sh[1].trim(), "sessiond serve --bind 0.0.0.0:8080");
+    let _server = serve(&["--bind", &addr, "--database-url", &url], &[], &base).await;
+    // The server registered this machine as the declared agent: applying again changes nothing.
+    let out = run("sessiond apply -f team.toml");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no changes"), "{}", String::from_utf8_lossy(&out.stdout));
     let client = reqwest::Client::new();
     let me = post(&client, &base, &token, "{ viewer { projects { id name } } }").await.expect("viewer");
     let projects = me["data"]["viewer"]["projects"].as_array().expect("projects").clone();

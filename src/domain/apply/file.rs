@@ -104,6 +104,14 @@ pub fn parse(sources: &[Source], known_slots: &BTreeSet<String>) -> Result<Decla
                 let path = format!("{section}.{}", quoted(&name_text));
                 let identity = if section == "users" { name_text.to_lowercase() } else { name_text.clone() };
                 let line = r.line(name.span().start);
+                if name_text.trim().is_empty() || name_text.chars().any(char::is_control) {
+                    r.problem_at(line, &path, "a name has at least one character and no control characters".to_owned());
+                    continue;
+                }
+                if section == "domains" && name_text.contains('/') {
+                    r.problem_at(line, &path, "a domain's name has no `/` (projects are named DOMAIN/NAME)".to_owned());
+                    continue;
+                }
                 if let Some((file, first)) = seen.get(&(section, identity.clone())) {
                     r.problem_at(line, &path, format!("declared again (first at {file}:{first})"));
                     continue;
@@ -163,9 +171,18 @@ fn check_references(declared: &Declared, refs: Vec<Ref>, problems: &mut Vec<Prob
             });
         }
     }
+    let mut secrets: BTreeMap<&str, &str> = BTreeMap::new();
     let mut access_keys: BTreeMap<&str, &str> = BTreeMap::new();
     for (email, user) in &declared.users {
         for k in &user.keypairs {
+            if let Some(other) = secrets.insert(&k.secret_hash, &k.access_key) {
+                problems.push(Problem {
+                    file: user.file.clone(),
+                    line: user.line,
+                    key: format!("users.{}.keypairs", quoted(email)),
+                    message: format!("keypair {} has the secret of keypair {other}; each needs its own", k.access_key),
+                });
+            }
             if let Some(other) = access_keys.insert(&k.access_key, email) {
                 problems.push(Problem {
                     file: user.file.clone(),
@@ -261,6 +278,10 @@ impl<'v, 't> Entry<'_, '_, 'v, 't> {
     fn string(&mut self, key: &str) -> Option<String> {
         let v = self.value(key)?;
         match v.get_ref() {
+            DeValue::String(s) if s.contains('\0') => {
+                self.bad(key, v.span(), "has a NUL character".to_owned());
+                None
+            }
             DeValue::String(s) => Some(s.as_ref().to_owned()),
             other => {
                 self.bad(key, v.span(), format!("expected a string, found {}", other.type_str()));
@@ -287,17 +308,17 @@ impl<'v, 't> Entry<'_, '_, 'v, 't> {
         }
     }
 
-    /// An integer of at least `min`.
-    fn integer(&mut self, key: &str, min: i64) -> Option<i64> {
+    /// An integer of at least `min` and at most `max`.
+    fn integer(&mut self, key: &str, min: i64, max: i64) -> Option<i64> {
         let v = self.value(key)?;
         let n = match v.get_ref() {
-            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok(),
+            DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix()).ok(),
             _ => None,
         };
         match n {
-            Some(n) if n >= min => Some(n),
+            Some(n) if n >= i128::from(min) && n <= i128::from(max) => i64::try_from(n).ok(),
             Some(n) => {
-                self.bad(key, v.span(), format!("must be at least {min}, not {n}"));
+                self.bad(key, v.span(), format!("must be between {min} and {max}, not {n}"));
                 None
             }
             None => {
@@ -334,6 +355,7 @@ impl<'v, 't> Entry<'_, '_, 'v, 't> {
         let mut types = Vec::new();
         for (name, span) in names {
             match SessionType::parse(&name.to_uppercase()) {
+                Some(t) if types.contains(&t) => self.bad(key, span, format!("{name:?} is listed twice")),
                 Some(t) => types.push(t),
                 None => self.bad(key, span, format!("unknown session type {name:?}; the types are {}", type_names())),
             }
@@ -359,7 +381,8 @@ impl<'v, 't> Entry<'_, '_, 'v, 't> {
             let path = format!("{key}.{}", quoted(slot));
             if !self.r.known_slots.contains(slot) {
                 let known: Vec<&str> = self.r.known_slots.iter().map(String::as_str).collect();
-                self.bad(&path, amount.span(), format!("unknown slot; the slots are {}", known.join(", ")));
+                let hint = if amount.get_ref().is_table() { " (quote a dotted name: \"cuda.device\" = 1)" } else { "" };
+                self.bad(&path, amount.span(), format!("unknown slot{hint}; the slots are {}", known.join(", ")));
                 continue;
             }
             let parsed = match amount.get_ref() {
@@ -420,7 +443,7 @@ fn bytes(text: &str) -> Option<f64> {
         "tb" => 1e12,
         _ => return None,
     };
-    Some((number * factor).round())
+    Some((number * factor).round()).filter(|b| b.is_finite())
 }
 
 fn read_domain(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
@@ -521,19 +544,28 @@ fn read_keypairs(e: &mut Entry<'_, '_, '_, '_>, refs: &mut Vec<Ref>) -> Vec<Keyp
         let mut k = Entry { r: &mut *e.r, path, fields, line };
         k.only(&["access_key", "policy", "secret", "secret_sha256"]);
         let access_key = k.required_string("access_key");
-        let policy = k.string("policy").unwrap_or_else(|| "default".to_owned());
-        let span = if k.value("policy").is_some() { k.span_of("policy") } else { item.span() };
-        k.reference(refs, "policy", span, "keypair_policies", policy.clone(), "keypair policy");
-        let hash = match (k.string("secret"), k.string("secret_sha256")) {
-            (Some(secret), None) if !secret.is_empty() => Some(crate::domain::auth::hash_token(&secret)),
-            (None, Some(hash)) if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+        let policy = match k.value("policy") {
+            None => Some("default".to_owned()),
+            Some(_) => k.string("policy"),
+        };
+        if let Some(policy) = &policy {
+            let span = if k.value("policy").is_some() { k.span_of("policy") } else { item.span() };
+            k.reference(refs, "policy", span, "keypair_policies", policy.clone(), "keypair policy");
+        }
+        let secret = k.value("secret").map(|_| k.string("secret"));
+        let sha = k.value("secret_sha256").map(|_| k.string("secret_sha256"));
+        let hash = match (secret, sha) {
+            (Some(Some(secret)), None) if !secret.is_empty() => Some(crate::domain::auth::hash_token(&secret)),
+            (None, Some(Some(hash))) if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
                 Some(hash.to_ascii_lowercase())
             }
-            (None, Some(_)) => {
+            (None, Some(Some(_))) => {
                 let span = k.span_of("secret_sha256");
                 k.bad("secret_sha256", span, "expected 64 hexadecimal digits".to_owned());
                 None
             }
+            // Not a string: said already.
+            (Some(None), None) | (None, Some(None)) => None,
             _ => {
                 let (line, path) = (k.line, k.path.clone());
                 k.r.problem_at(line, &path, "needs exactly one of secret, secret_sha256 (not empty)".to_owned());
@@ -547,7 +579,7 @@ fn read_keypairs(e: &mut Entry<'_, '_, '_, '_>, refs: &mut Vec<Ref>) -> Vec<Keyp
             k.bad("access_key", span, "is letters and digits only".to_owned());
             continue;
         }
-        if let (Some(access_key), Some(secret_hash)) = (access_key, hash) {
+        if let (Some(access_key), Some(secret_hash), Some(policy)) = (access_key, hash, policy) {
             out.push(KeypairDecl { access_key, policy, secret_hash });
         }
     }
@@ -564,9 +596,10 @@ pub fn default_name(email: &str) -> String {
 fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
     e.only(&["limits", "max_concurrent_sessions", "max_pending_sessions", "max_session_lifetime_seconds"]);
     let limits = e.slots("limits");
-    let concurrent = e.integer("max_concurrent_sessions", 0).unwrap_or(super::DEFAULT_CONCURRENT);
-    let pending = e.integer("max_pending_sessions", 0).unwrap_or(super::DEFAULT_PENDING);
-    let lifetime = e.integer("max_session_lifetime_seconds", 1);
+    let most = i64::from(i32::MAX);
+    let concurrent = e.integer("max_concurrent_sessions", 0, most).unwrap_or(super::DEFAULT_CONCURRENT);
+    let pending = e.integer("max_pending_sessions", 0, most).unwrap_or(super::DEFAULT_PENDING);
+    let lifetime = e.integer("max_session_lifetime_seconds", 1, i64::MAX);
     let clamp = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
     declared.policies.insert(
         name.to_owned(),
@@ -590,7 +623,7 @@ fn read_group(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared
             SchedulerStrategy::Fifo
         }),
     };
-    let pending_timeout_seconds = e.integer("pending_timeout_seconds", 1);
+    let pending_timeout_seconds = e.integer("pending_timeout_seconds", 1, i64::MAX);
     let session_types = e.session_types("session_types").unwrap_or_else(|| SessionType::ALL.to_vec());
     declared
         .groups
@@ -609,6 +642,11 @@ fn read_agent(e: &mut Entry<'_, '_, '_, '_>, id: &str, declared: &mut Declared, 
         }
         (false, false) => e.missing("slots"),
         _ => {}
+    }
+    if this_machine && let Some((other, _)) = declared.agents.iter().find(|(_, a)| a.slots.is_none()) {
+        let message = format!("one agent at most is this machine, and {other} is");
+        let span = e.span_of("this_machine");
+        e.bad("this_machine", span, message);
     }
     let Some(group) = e.required_string("resource_group") else { return };
     let span = e.span_of("resource_group");
@@ -780,6 +818,33 @@ mod tests {
             d.images["python:3.12"].local.as_ref().and_then(|l| l.prepare.as_deref()),
             Some("python3 --version")
         );
+    }
+
+    #[test]
+    fn odd_values_are_problems_not_panics_or_nulls() {
+        let huge = format!("1{} TiB", "0".repeat(400));
+        let text = format!(
+            "[domains.\"a/b\"]\n[domains.\"\"]\n[domains.ok]\nlimits = {{ mem = \"{huge}\", cuda.device = 1 }}\n\
+             [keypair_policies.p]\nmax_concurrent_sessions = 3000000000\n\
+             [resource_groups.g]\nsession_types = [\"batch\", \"BATCH\"]\ndescription = \"a\\u0000b\"\n\
+             [agents.m1]\nresource_group = \"g\"\nthis_machine = true\n\
+             [agents.m2]\nresource_group = \"g\"\nthis_machine = true\n"
+        );
+        let shown: Vec<String> = read(&text).expect_err("invalid").iter().map(ToString::to_string).collect();
+        let expect = [
+            "team.toml:1: domains.\"a/b\": a domain's name has no `/`",
+            "team.toml:2: domains.\"\": a name has at least one character",
+            "team.toml:4: domains.ok.limits.mem: expected a number of bytes",
+            "team.toml:4: domains.ok.limits.cuda: unknown slot (quote a dotted name",
+            "team.toml:6: keypair_policies.p.max_concurrent_sessions: must be between 0 and 2147483647",
+            "team.toml:8: resource_groups.g.session_types: \"BATCH\" is listed twice",
+            "team.toml:9: resource_groups.g.description: has a NUL character",
+            "team.toml:15: agents.m2.this_machine: one agent at most is this machine, and m1 is",
+        ];
+        for e in expect {
+            assert!(shown.iter().any(|s| s.starts_with(e)), "{e:?} not in {shown:#?}");
+        }
+        assert_eq!(shown.len(), expect.len(), "{shown:#?}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, Set, Unchanged,
+    QueryOrder, QuerySelect, Set, Unchanged,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -267,6 +267,8 @@ impl Writer<'_> {
             user::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.email.to_lowercase(), m)).collect();
         let members = project_member::Entity::find().all(self.txn).await?;
         let declared_projects: BTreeMap<Uuid, &str> = project_ids.iter().map(|(k, id)| (*id, k.as_str())).collect();
+        let project_domains: BTreeMap<Uuid, Uuid> =
+            project::Entity::find().all(self.txn).await?.into_iter().map(|p| (p.id, p.domain_id)).collect();
         let keypairs: BTreeMap<String, keypair::Model> =
             keypair::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.access_key.clone(), m)).collect();
         for (email, u) in &d.users {
@@ -312,6 +314,22 @@ impl Writer<'_> {
                 .filter(|m| m.user_id == id)
                 .filter_map(|m| declared_projects.get(&m.project_id).map(|k| (*k).to_owned()))
                 .collect();
+            // A user belongs to projects of its own domain only: memberships of another
+            // domain's projects that the files do not declare (after a move) go too.
+            let elsewhere: Vec<Uuid> = members
+                .iter()
+                .filter(|m| m.user_id == id && !declared_projects.contains_key(&m.project_id))
+                .filter(|m| project_domains.get(&m.project_id).is_some_and(|d| *d != domain_id))
+                .map(|m| m.project_id)
+                .collect();
+            if !elsewhere.is_empty() {
+                project_member::Entity::delete_many()
+                    .filter(project_member::Column::UserId.eq(id))
+                    .filter(project_member::Column::ProjectId.is_in(elsewhere.clone()))
+                    .exec(self.txn)
+                    .await?;
+                details.push(format!("left {} project(s) of another domain", elsewhere.len()));
+            }
             for key in want.difference(&have) {
                 let Some(&project_id) = project_ids.get(key) else { continue };
                 project_member::ActiveModel {
@@ -356,6 +374,18 @@ impl Writer<'_> {
         email: &str,
         stored: Option<&keypair::Model>,
     ) -> Result<(), ApplyError> {
+        let taken = keypair::Entity::find()
+            .filter(keypair::Column::SecretHash.eq(k.secret_hash.clone()))
+            .filter(keypair::Column::AccessKey.ne(k.access_key.clone()))
+            .one(self.txn)
+            .await?;
+        if let Some(other) = taken {
+            self.refused.push(format!(
+                "keypair {}: its secret is the secret of keypair {} already; every keypair needs its own",
+                k.access_key, other.access_key
+            ));
+            return Ok(());
+        }
         let Some(m) = stored else {
             keypair::ActiveModel {
                 id: Set(stable_id("keypair", &k.access_key)),
@@ -400,6 +430,7 @@ impl Writer<'_> {
         for (id, a) in &d.agents {
             let slots = match &a.slots {
                 Some(s) => s.clone(),
+                None if stored.contains_key(id) => ResourceSlots::new(),
                 None => ResourceSlots::from_json(&crate::domain::runtime::local::machine::capacity())?,
             };
             let Some(m) = stored.get(id) else {
@@ -420,6 +451,8 @@ impl Writer<'_> {
                 self.change(Action::Create, "agent", id, details);
                 continue;
             };
+            // This machine's capacity is the server's to keep: it detects it at each start.
+            let slots = if a.slots.is_some() { slots } else { ResourceSlots::from_json(&m.available_slots)? };
             let mut details = Vec::new();
             diff(&mut details, "resource_group", &m.resource_group, &a.resource_group);
             slots_diff(&mut details, "slots", &m.available_slots, &slots)?;
@@ -514,22 +547,9 @@ impl Writer<'_> {
         }
         for p in keypair_resource_policy::Entity::find().all(self.txn).await? {
             if !d.policies.contains_key(&p.name) {
-                let keypairs: Vec<Uuid> = keypair::Entity::find()
-                    .filter(keypair::Column::ResourcePolicy.eq(p.name.clone()))
-                    .all(self.txn)
-                    .await?
-                    .into_iter()
-                    .map(|k| k.id)
-                    .collect();
-                if prune && !keypairs.is_empty() {
-                    self.refused.push(format!(
-                        "keypair policy {}: {} keypair(s) still have it; give them another policy first",
-                        p.name,
-                        keypairs.len()
-                    ));
-                    continue;
-                }
-                let cond = S::KeypairId.is_in(keypairs).into();
+                // No session refers to a policy: its keypairs are counted when it is deleted,
+                // after the users deleted before it took theirs with them.
+                let cond = S::Id.is_null().into();
                 doomed.push(("keypair policy", p.name.clone(), cond, Deletion::Policy(p.name)));
             }
         }
@@ -542,6 +562,21 @@ impl Writer<'_> {
             if !prune {
                 self.plan.undeclared.push(format!("{kind} {name}"));
                 continue;
+            }
+            // Locked first: on PostgreSQL a launch or a placement that would refer to it now
+            // waits for this transaction (and then fails), so what is counted stays true.
+            deletion.lock(self.txn).await?;
+            if let Deletion::Policy(policy) = &deletion {
+                let keypairs = keypair::Entity::find()
+                    .filter(keypair::Column::ResourcePolicy.eq(policy.clone()))
+                    .count(self.txn)
+                    .await?;
+                if keypairs > 0 {
+                    self.refused.push(format!(
+                        "keypair policy {name}: {keypairs} keypair(s) still have it; give them another policy first"
+                    ));
+                    continue;
+                }
             }
             let live_statuses = SessionStatus::non_terminal().map(|s| s.as_str());
             let live = session::Entity::find()
@@ -575,6 +610,23 @@ enum Deletion {
 }
 
 impl Deletion {
+    /// Locks its row (`FOR UPDATE`; SQLite's write transaction holds the whole database).
+    async fn lock(&self, txn: &DatabaseTransaction) -> Result<(), sea_orm::DbErr> {
+        match self {
+            Self::Agent(id) => agent::Entity::find_by_id(id.clone()).lock_exclusive().one(txn).await.map(drop),
+            Self::Image(name) => image::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop),
+            Self::User(id) => user::Entity::find_by_id(*id).lock_exclusive().one(txn).await.map(drop),
+            Self::Project(id) => project::Entity::find_by_id(*id).lock_exclusive().one(txn).await.map(drop),
+            Self::Group(name) => {
+                resource_group::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop)
+            }
+            Self::Policy(name) => {
+                keypair_resource_policy::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop)
+            }
+            Self::Domain(id) => domain::Entity::find_by_id(*id).lock_exclusive().one(txn).await.map(drop),
+        }
+    }
+
     async fn run(self, txn: &DatabaseTransaction) -> Result<(), sea_orm::DbErr> {
         match self {
             Self::Agent(id) => agent::Entity::delete_by_id(id).exec(txn).await?,

@@ -34,7 +34,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, Unchanged,
+};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -117,12 +119,36 @@ impl LocalRuntime {
         &self.config.agent
     }
 
-    /// Registers this machine as the agent (its capacity detected) of its resource group,
-    /// creating the group, open to every project, when it does not exist.
+    /// Registers this machine as its agent: capacity detected, alive, its prepared images.
+    /// An agent already stored (declared with `sessiond apply`, or registered before) keeps
+    /// its resource group and whether it is schedulable (drained); a new one joins the
+    /// configured group, which is created, open to every project, when it does not exist.
     pub async fn register(&self, db: &DatabaseConnection) -> DomainResult<()> {
         self.read_images(db).await?;
         let now = clock::now();
         let txn = crate::domain::begin_write(db).await?;
+        if let Some(stored) = agent::Entity::find_by_id(self.config.agent.clone()).one(&txn).await? {
+            if stored.resource_group != self.config.resource_group {
+                tracing::info!(
+                    "agent {} stays in resource group {} (where it is stored), not {}",
+                    stored.id,
+                    stored.resource_group,
+                    self.config.resource_group
+                );
+            }
+            agent::ActiveModel {
+                id: Unchanged(stored.id),
+                available_slots: Set(capacity()),
+                status: Set(catalog::ALIVE.to_owned()),
+                pulled_images: Set(self.prepared_images()),
+                last_heartbeat_at: Set(now),
+                ..Default::default()
+            }
+            .update(&txn)
+            .await?;
+            txn.commit().await?;
+            return Ok(());
+        }
         let group = &self.config.resource_group;
         if resource_group::Entity::find_by_id(group.clone()).one(&txn).await?.is_none() {
             resource_group::ActiveModel {
@@ -152,7 +178,7 @@ impl LocalRuntime {
                 resource_group_project::Entity::insert_many(rows).exec_without_returning(&txn).await?;
             }
         }
-        let row = agent::ActiveModel {
+        agent::Entity::insert(agent::ActiveModel {
             id: Set(self.config.agent.clone()),
             resource_group: Set(group.clone()),
             available_slots: Set(capacity()),
@@ -161,12 +187,9 @@ impl LocalRuntime {
             pulled_images: Set(self.prepared_images()),
             created_at: Set(now),
             last_heartbeat_at: Set(now),
-        };
-        if agent::Entity::find_by_id(self.config.agent.clone()).one(&txn).await?.is_some() {
-            agent::Entity::update(agent::ActiveModel { created_at: NotSet, ..row }).exec(&txn).await?;
-        } else {
-            agent::Entity::insert(row).exec_without_returning(&txn).await?;
-        }
+        })
+        .exec_without_returning(&txn)
+        .await?;
         txn.commit().await?;
         Ok(())
     }
