@@ -83,5 +83,24 @@ pub async fn schedulable_agents(
         .collect()
 }
 
+/// Every agent of `group` with its capacity, drained or not answering included: what the
+/// group could ever hold, for telling a request that waits from one that never fits.
+pub async fn every_agent(db: &impl ConnectionTrait, group: &str) -> DomainResult<Vec<SchedulableAgent>> {
+    agent::Entity::find()
+        .filter(agent::Column::ResourceGroup.eq(group.to_owned()))
+        .order_by_asc(agent::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|a| {
+            Ok(SchedulableAgent {
+                capacity: ResourceSlots::from_json(&a.available_slots)?,
+                id: a.id,
+                resource_group: a.resource_group,
+            })
+        })
+        .collect()
+}
+
 /// The stored status of an agent that answers.
 pub const ALIVE: &str = "ALIVE";

@@ -169,7 +169,11 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                     Some(_) => Vec::new(),
                     None => vec![PendingReason {
                         code: "NO_CAPACITY",
-                        message: format!("no agent of resource group `{group_name}` has room for this request now"),
+                        message: if state.groups[g].agents.is_empty() {
+                            format!("no agent of resource group `{group_name}` takes sessions now (drained or not answering)")
+                        } else {
+                            format!("no agent of resource group `{group_name}` has room for this request now")
+                        },
                         layer: Some(LimitLayer::ResourceGroup),
                         slot: None,
                         requested: None,

@@ -302,7 +302,63 @@ async fn changes_apply_once_and_prune_takes_a_user_with_its_policy(app: TestApp)
     assert_eq!(bob["data"]["viewer"]["user"]["email"], "bob@example.com", "nothing written: {bob}");
 }
 
+/// Every agent of a group drained through `apply`: a launch waits with the reason instead of
+/// being refused, and runs once the agents are back; what no agent could ever hold is still
+/// refused.
+async fn a_drained_group_queues_launches_until_its_agents_return(mut app: TestApp) {
+    app.start_workers();
+    let drained = demo_with(&[
+        (
+            "slots = { cpu = 8, mem = \"32 GiB\", \"cuda.device\" = 2 }\n",
+            "slots = { cpu = 8, mem = \"32 GiB\", \"cuda.device\" = 2 }\nschedulable = false\n",
+        ),
+        (
+            "slots = { cpu = 8, mem = \"32 GiB\", \"cuda.device\" = 2 }\n\n[agents.a3]",
+            "slots = { cpu = 8, mem = \"32 GiB\", \"cuda.device\" = 2 }\nschedulable = false\n\n[agents.a3]",
+        ),
+        ("slots = { cpu = 16, mem = \"64 GiB\" }\n", "slots = { cpu = 16, mem = \"64 GiB\" }\nschedulable = false\n"),
+    ]);
+    let plan = apply_text(&app, &drained, Options::default()).await.expect("drain");
+    let shown: Vec<String> = plan.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "~ agent a1: schedulable: true → false",
+            "~ agent a2: schedulable: true → false",
+            "~ agent a3: schedulable: true → false"
+        ]
+    );
+    let waiting = launch(&app, "patient", 1.0).await;
+    let reason = |r: &Value| {
+        r["data"]["session"]["pendingReasons"]
+            .as_array()
+            .is_some_and(|rs| rs.iter().any(|p| p["code"] == "NO_CAPACITY"))
+    };
+    let seen = app.wait_for("demo-alice", SESSION, json!({"id": waiting}), reason).await;
+    assert_eq!(seen["data"]["session"]["status"], "PENDING", "{seen}");
+    let message = app
+        .gql(
+            Some("demo-alice"),
+            "query($id: ID!) { session(id: $id) { pendingReasons { message } } }",
+            json!({"id": waiting}),
+        )
+        .await;
+    assert!(message.to_string().contains("takes sessions now (drained or not answering)"), "{message}");
+    let huge = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }",
+            json!({"i": launch_input("huge-one", 17.0)}),
+        )
+        .await;
+    assert_eq!(error_codes(&huge), ["NEVER_FITS"], "more than any agent, drained or not, could hold: {huge}");
+
+    apply_text(&app, apply::DEMO, Options::default()).await.expect("undrain");
+    app.wait_for("demo-alice", SESSION, json!({"id": waiting}), |r| r["data"]["session"]["status"] == "RUNNING").await;
+}
+
 db_tests!(
+    a_drained_group_queues_launches_until_its_agents_return,
     changes_apply_once_and_prune_takes_a_user_with_its_policy,
     the_demo_is_demo_toml_applied,
     a_changed_limit_is_what_the_panel_and_the_scheduler_use_next,

@@ -293,14 +293,16 @@ fn check_idempotency_key(req: &LaunchRequest) -> Problems {
 
 /// A request no agent of the group could ever hold never starts: `NEVER_FITS`. Clusters
 /// are single-node (the scheduler places every container on one agent), so the whole
-/// session must fit one agent's capacity.
+/// session must fit one agent's capacity. `agents` are every agent of the group, drained
+/// and not answering ones included: a request that fits one of them waits (`NO_CAPACITY`)
+/// until it takes sessions again.
 pub fn never_fits(request: &ResourceRequest, agents: &[SchedulableAgent], group: &str) -> Option<DomainError> {
     let total = request.total();
     if agents.iter().any(|a| total.fits_in(&a.capacity, false)) {
         return None;
     }
     if agents.is_empty() {
-        return Some(DomainError::NeverFits(format!("resource group `{group}` has no schedulable agent")));
+        return Some(DomainError::NeverFits(format!("resource group `{group}` has no agent")));
     }
     let containers = request.cluster_size;
     let shown = |slot: &str| {
@@ -362,7 +364,7 @@ pub async fn validate(
         return Err(DomainError::invariant("validation passed without image or group"));
     };
     let request = ResourceRequest::new(per_container, u32::try_from(req.cluster_size).unwrap_or(1));
-    let agents = catalog::schedulable_agents(db, Some(std::slice::from_ref(&resource_group.name))).await?;
+    let agents = catalog::every_agent(db, &resource_group.name).await?;
     if let Some(refusal) = never_fits(&request, &agents, &resource_group.name) {
         return Err(refusal);
     }
