@@ -121,7 +121,7 @@ pub async fn history(
         .map(|r| SchedulingHistoryEdge { cursor: cursor::encode(&r.id), node: SchedulingHistoryEntry(r) })
         .collect();
     Ok(SchedulingHistoryConnection {
-        page_info: PageInfo::of(&found.page, &edges, |e| &e.cursor),
+        page_info: PageInfo::of(&found.page, &edges, |e| e.cursor.clone()),
         edges,
         total_count: i64::try_from(found.total).unwrap_or(i64::MAX),
     })

@@ -400,10 +400,19 @@ impl LaunchGroup {
 }
 
 #[derive(SimpleObject)]
-#[graphql(serial)]
+#[graphql(serial, complex)]
 pub struct SessionEdge {
-    pub cursor: String,
     pub node: Session,
+    #[graphql(skip)]
+    pub position: SessionPosition,
+}
+
+#[ComplexObject]
+impl SessionEdge {
+    /// Where the page after (or before) this session starts. Made only when asked for.
+    async fn cursor(&self) -> String {
+        cursor::encode(&self.position)
+    }
 }
 
 /// A page of sessions. `totalCount` costs a statement only when asked for.
@@ -457,10 +466,11 @@ pub async fn session_connection(
         .map(|row| {
             let relations = related.of(&row.session);
             let node = Session(Arc::new(row.session), relations);
-            SessionEdge { cursor: cursor::encode(&row.position), node }
+            SessionEdge { node, position: row.position }
         })
         .collect();
-    Ok(SessionConnection { page_info: PageInfo::of(&page, &edges, |e| &e.cursor), edges, set: Arc::new(set) })
+    let page_info = PageInfo::of(&page, &edges, |e| cursor::encode(&e.position));
+    Ok(SessionConnection { page_info, edges, set: Arc::new(set) })
 }
 
 #[derive(SimpleObject)]

@@ -96,12 +96,12 @@ pub struct PageInfo {
 
 impl PageInfo {
     /// The page info of a domain page whose rows became `edges`, each with its cursor.
-    pub fn of<T, E>(page: &Page<T>, edges: &[E], cursor: impl Fn(&E) -> &String) -> Self {
+    pub fn of<T, E>(page: &Page<T>, edges: &[E], cursor: impl Fn(&E) -> String) -> Self {
         PageInfo {
             has_next_page: page.has_next_page,
             has_previous_page: page.has_previous_page,
-            start_cursor: edges.first().map(|e| cursor(e).clone()),
-            end_cursor: edges.last().map(|e| cursor(e).clone()),
+            start_cursor: edges.first().map(&cursor),
+            end_cursor: edges.last().map(&cursor),
         }
     }
 }

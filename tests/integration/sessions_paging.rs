@@ -326,7 +326,52 @@ async fn elapsed_orders_live_and_finished_sessions_together(app: TestApp) {
     }
 }
 
+/// A page reads its rows by column position: each session and its owner come out exactly
+/// as stored, every column told apart (ids of the same type included), in every order.
+async fn a_page_reads_every_column_as_stored(app: TestApp) {
+    use sessiond::domain::paging::PageRequest;
+    use sessiond::domain::sessions::{SessionOrder, SessionOrderField, project_sessions};
+    let mut row = session_row("bob@example.com", "default/default", "every-column", "RUNNING", json!({"cpu": 2}));
+    row.status_info = Set(Some("info".into()));
+    row.exit_code = Set(Some(7));
+    row.agent_id = Set(Some("a2".into()));
+    row.environment = Set(json!([{"name": "A", "value": "1"}]));
+    row.startup_command = Set(Some("echo".into()));
+    row.batch_timeout_seconds = Set(Some(60));
+    row.priority = Set(3);
+    row.cluster_size = Set(2);
+    row.queue_position = Set(Some(4));
+    row.pending_reasons = Set(json!([{"code": "NO_CAPACITY"}]));
+    row.scheduled_at = Set(Some(Utc::now()));
+    row.started_at = Set(Some(Utc::now()));
+    row.insert(&app.db).await.expect("insert");
+    let viewer = sessiond::domain::auth::authenticate(&app.db, "demo-admin").await.expect("admin");
+    let set = project_sessions(
+        &app.db,
+        &viewer,
+        demo_project_id("default/default"),
+        sessiond::domain::visibility::SessionScope::Project,
+        &Default::default(),
+    )
+    .await
+    .expect("set");
+    for field in [SessionOrderField::CreatedAt, SessionOrderField::Name, SessionOrderField::Elapsed] {
+        let orders = [SessionOrder { field, descending: false }];
+        let request = PageRequest::new(Some(50), None, None, None).expect("request");
+        let page = set.page(&app.db, &orders, &request, Utc::now()).await.expect("page");
+        assert!(!page.rows.is_empty());
+        for r in &page.rows {
+            let stored = session::Entity::find_by_id(r.session.id).one(&app.db).await.expect("find").expect("row");
+            assert_eq!(r.session, stored, "{field:?}");
+            let owner =
+                entity::user::Entity::find_by_id(stored.owner_id).one(&app.db).await.expect("find").expect("owner");
+            assert_eq!(r.owner, owner);
+        }
+    }
+}
+
 db_tests!(
+    a_page_reads_every_column_as_stored,
     every_order_pages_completely_both_ways,
     every_filter_matches_and_counts_agree,
     elapsed_orders_live_and_finished_sessions_together,

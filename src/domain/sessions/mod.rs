@@ -51,6 +51,66 @@ pub struct PageRow {
 /// A page of sessions.
 pub type SessionPage = Page<PageRow>;
 
+/// A session's columns from `row`, from column `at` on, in the entity's column order (the
+/// order `Entity::find()` selects them in). Read by position: a page has 29 columns in each
+/// of its rows, and reading each by name hashes the name.
+fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, sea_orm::DbErr> {
+    let mut i = at;
+    let mut next = || {
+        i += 1;
+        i - 1
+    };
+    // Fields are evaluated in the order written: the entity's.
+    Ok(session::Model {
+        id: row.try_get_by_index(next())?,
+        name: row.try_get_by_index(next())?,
+        session_type: row.try_get_by_index(next())?,
+        status: row.try_get_by_index(next())?,
+        status_info: row.try_get_by_index(next())?,
+        result: row.try_get_by_index(next())?,
+        exit_code: row.try_get_by_index(next())?,
+        owner_id: row.try_get_by_index(next())?,
+        keypair_id: row.try_get_by_index(next())?,
+        project_id: row.try_get_by_index(next())?,
+        domain_id: row.try_get_by_index(next())?,
+        resource_group: row.try_get_by_index(next())?,
+        image: row.try_get_by_index(next())?,
+        requested_slots: row.try_get_by_index(next())?,
+        occupied_slots: row.try_get_by_index(next())?,
+        cluster_size: row.try_get_by_index(next())?,
+        environment: row.try_get_by_index(next())?,
+        startup_command: row.try_get_by_index(next())?,
+        batch_timeout_seconds: row.try_get_by_index(next())?,
+        priority: row.try_get_by_index(next())?,
+        agent_id: row.try_get_by_index(next())?,
+        launch_group_id: row.try_get_by_index(next())?,
+        pending_reasons: row.try_get_by_index(next())?,
+        created_at: row.try_get_by_index(next())?,
+        scheduled_at: row.try_get_by_index(next())?,
+        started_at: row.try_get_by_index(next())?,
+        terminated_at: row.try_get_by_index(next())?,
+        status_changed_at: row.try_get_by_index(next())?,
+        queue_position: row.try_get_by_index(next())?,
+    })
+}
+
+/// A user's columns from `row`, from column `at` on, in the entity's order.
+fn user_at(row: &sea_orm::QueryResult, at: usize) -> Result<user::Model, sea_orm::DbErr> {
+    let mut i = at;
+    let mut next = || {
+        i += 1;
+        i - 1
+    };
+    Ok(user::Model {
+        id: row.try_get_by_index(next())?,
+        domain_id: row.try_get_by_index(next())?,
+        email: row.try_get_by_index(next())?,
+        full_name: row.try_get_by_index(next())?,
+        role: row.try_get_by_index(next())?,
+        created_at: row.try_get_by_index(next())?,
+    })
+}
+
 /// How the owner's columns are named in a page's rows.
 const OWNER_PREFIX: &str = "owner__";
 
@@ -168,10 +228,11 @@ impl SessionSet {
         let walk = self.walk(db.get_database_backend(), orders, request, now, Reading::RowsWithOwners)?;
         let rows = db.query_all_raw(walk.statement.clone()).await?;
         let mut walked = Vec::with_capacity(rows.len());
+        let owner_at = session::Column::iter().count();
         for row in rows {
             walked.push(PageRow {
-                session: session::Model::from_query_result(&row, "")?,
-                owner: user::Model::from_query_result(&row, OWNER_PREFIX)?,
+                session: session_at(&row, 0)?,
+                owner: user_at(&row, owner_at)?,
                 position: walk.position(&row)?,
             });
         }
@@ -229,6 +290,14 @@ impl SessionSet {
 
         let exprs: Vec<Expr> = keys.iter().map(|k| sort_expr(k.field, backend, now)).collect();
         let mut query = session::Entity::find().filter(self.condition.clone());
+        // Rows are read by position: every session column in the entity's order (or the id
+        // and `columns`), the owner's, then the sort keys.
+        let first_key = match reading {
+            Reading::RowsWithOwners => session::Column::iter().count() + user::Column::iter().count(),
+            Reading::Columns(columns) => {
+                1 + columns.iter().filter(|c| c.as_str() != session::Column::Id.as_str()).count()
+            }
+        };
         match reading {
             Reading::RowsWithOwners => {
                 let owner = session::Entity::belongs_to(user::Entity)
@@ -263,6 +332,6 @@ impl SessionSet {
         let id_desc = keys.first().is_some_and(|k| k.descending);
         query = query.order_by(session::Column::Id, if id_desc != backward { Order::Desc } else { Order::Asc });
         query = query.limit(request.fetch_limit());
-        Ok(Walk { statement: query.build(backend), keys, signature, now })
+        Ok(Walk { statement: query.build(backend), keys, signature, now, first_key })
     }
 }

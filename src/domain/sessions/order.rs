@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{Condition, DbBackend, IdenStatic, Value};
+use sea_orm::{Condition, DbBackend, Value};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -41,6 +41,8 @@ pub(super) struct Walk {
     pub(super) keys: Vec<SessionOrder>,
     pub(super) signature: String,
     pub(super) now: DateTime<Utc>,
+    /// The index of the first sort key's column in a row (the session's id is column 0).
+    pub(super) first_key: usize,
 }
 
 impl Walk {
@@ -48,8 +50,13 @@ impl Walk {
     pub(super) fn position(&self, row: &sea_orm::QueryResult) -> DomainResult<SessionPosition> {
         Ok(SessionPosition {
             o: self.signature.clone(),
-            k: self.keys.iter().enumerate().map(|(i, k)| key_value(row, i, k.field)).collect::<DomainResult<_>>()?,
-            id: row.try_get("", session::Column::Id.as_str())?,
+            k: self
+                .keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| key_value(row, self.first_key + i, k.field))
+                .collect::<DomainResult<_>>()?,
+            id: row.try_get_by_index(0)?,
             now: self.keys.iter().any(|k| k.field == SessionOrderField::Elapsed).then(|| self.now.timestamp_micros()),
         })
     }
@@ -129,21 +136,21 @@ pub(super) fn sort_expr(field: SessionOrderField, backend: DbBackend, now: DateT
     }
 }
 
+/// The sort key value in column `at` of a row.
 pub(super) fn key_value(
     row: &sea_orm::QueryResult,
-    i: usize,
+    at: usize,
     field: SessionOrderField,
 ) -> DomainResult<serde_json::Value> {
     use SessionOrderField::*;
-    let col = format!("sk{i}");
     Ok(match field {
         CreatedAt | TerminatedAt => {
-            let t: DateTime<Utc> = row.try_get("", &col)?;
+            let t: DateTime<Utc> = row.try_get_by_index(at)?;
             serde_json::Value::from(t.timestamp_micros())
         }
-        Name => serde_json::Value::from(row.try_get::<String>("", &col)?),
-        Status | Type => serde_json::Value::from(row.try_get::<i32>("", &col)?),
-        Elapsed => serde_json::Value::from(row.try_get::<i64>("", &col)?),
+        Name => serde_json::Value::from(row.try_get_by_index::<String>(at)?),
+        Status | Type => serde_json::Value::from(row.try_get_by_index::<i32>(at)?),
+        Elapsed => serde_json::Value::from(row.try_get_by_index::<i64>(at)?),
     })
 }
 
