@@ -69,9 +69,11 @@ pub async fn schedulable_agents(
     if let Some(groups) = groups {
         query = query.filter(agent::Column::ResourceGroup.is_in(super::padded(groups.iter().cloned())));
     }
-    query
-        .all(db)
-        .await?
+    with_capacity(query.all(db).await?)
+}
+
+fn with_capacity(agents: Vec<agent::Model>) -> DomainResult<Vec<SchedulableAgent>> {
+    agents
         .into_iter()
         .map(|a| {
             Ok(SchedulableAgent {
@@ -86,20 +88,13 @@ pub async fn schedulable_agents(
 /// Every agent of `group` with its capacity, drained or not answering included: what the
 /// group could ever hold, for telling a request that waits from one that never fits.
 pub async fn every_agent(db: &impl ConnectionTrait, group: &str) -> DomainResult<Vec<SchedulableAgent>> {
-    agent::Entity::find()
-        .filter(agent::Column::ResourceGroup.eq(group.to_owned()))
-        .order_by_asc(agent::Column::Id)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|a| {
-            Ok(SchedulableAgent {
-                capacity: ResourceSlots::from_json(&a.available_slots)?,
-                id: a.id,
-                resource_group: a.resource_group,
-            })
-        })
-        .collect()
+    with_capacity(
+        agent::Entity::find()
+            .filter(agent::Column::ResourceGroup.eq(group.to_owned()))
+            .order_by_asc(agent::Column::Id)
+            .all(db)
+            .await?,
+    )
 }
 
 /// The stored status of an agent that answers.

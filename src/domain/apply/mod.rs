@@ -56,6 +56,8 @@
 //! `apply` neither revokes nor deletes keypairs it does not declare.
 
 pub mod file;
+mod prune;
+mod reader;
 mod write;
 
 use std::collections::BTreeMap;

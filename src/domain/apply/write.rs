@@ -7,15 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, Unchanged,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, Set, Unchanged,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
 use entity::{
     agent, domain, image, keypair, keypair_resource_policy, project, project_member, resource_group,
-    resource_group_project, session, user,
+    resource_group_project, user,
 };
 
 use super::{Action, ApplyError, Change, Declared, Plan};
@@ -23,14 +22,13 @@ use crate::domain::ids::stable_id;
 use crate::domain::model::SessionType;
 use crate::domain::runtime::local::images::LocalImage;
 use crate::domain::slots::{MEM, ResourceSlots};
-use crate::domain::status::SessionStatus;
 use crate::domain::{catalog, clock};
 
-struct Writer<'t> {
-    txn: &'t DatabaseTransaction,
+pub(super) struct Writer<'t> {
+    pub(super) txn: &'t DatabaseTransaction,
     now: DateTime<Utc>,
-    plan: Plan,
-    refused: Vec<String>,
+    pub(super) plan: Plan,
+    pub(super) refused: Vec<String>,
 }
 
 pub(super) async fn write(txn: &DatabaseTransaction, d: &Declared, prune: bool) -> Result<Plan, ApplyError> {
@@ -47,7 +45,7 @@ pub(super) async fn write(txn: &DatabaseTransaction, d: &Declared, prune: bool) 
 }
 
 impl Writer<'_> {
-    fn change(&mut self, action: Action, kind: &'static str, name: &str, details: Vec<String>) {
+    pub(super) fn change(&mut self, action: Action, kind: &'static str, name: &str, details: Vec<String>) {
         self.plan.changes.push(Change { action, kind, name: name.to_owned(), details });
     }
 
@@ -508,135 +506,6 @@ impl Writer<'_> {
                 self.change(Action::Update, "image", name, details);
             }
         }
-        Ok(())
-    }
-
-    /// What is stored but not declared: listed, or with `prune` deleted unless live sessions
-    /// use it. Finished sessions that refer to it go with it, and the plan says how many.
-    async fn undeclared(&mut self, d: &Declared, prune: bool) -> Result<(), ApplyError> {
-        use session::Column as S;
-        let mut doomed: Vec<(&'static str, String, Condition, Deletion)> = Vec::new();
-        for a in agent::Entity::find().all(self.txn).await? {
-            if !d.agents.contains_key(&a.id) {
-                doomed.push(("agent", a.id.clone(), S::AgentId.eq(a.id.clone()).into(), Deletion::Agent(a.id)));
-            }
-        }
-        for i in image::Entity::find().all(self.txn).await? {
-            if !d.images.contains_key(&i.name) {
-                doomed.push(("image", i.name.clone(), S::Image.eq(i.name.clone()).into(), Deletion::Image(i.name)));
-            }
-        }
-        for u in user::Entity::find().all(self.txn).await? {
-            if !d.users.contains_key(&u.email.to_lowercase()) {
-                doomed.push(("user", u.email.clone(), S::OwnerId.eq(u.id).into(), Deletion::User(u.id)));
-            }
-        }
-        let domains: BTreeMap<Uuid, String> =
-            domain::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.id, m.name)).collect();
-        for p in project::Entity::find().all(self.txn).await? {
-            let key = format!("{}/{}", domains.get(&p.domain_id).map_or("?", String::as_str), p.name);
-            if !d.projects.contains_key(&key) {
-                doomed.push(("project", key, S::ProjectId.eq(p.id).into(), Deletion::Project(p.id)));
-            }
-        }
-        for g in resource_group::Entity::find().all(self.txn).await? {
-            if !d.groups.contains_key(&g.name) {
-                let cond = S::ResourceGroup.eq(g.name.clone()).into();
-                doomed.push(("resource group", g.name.clone(), cond, Deletion::Group(g.name)));
-            }
-        }
-        for p in keypair_resource_policy::Entity::find().all(self.txn).await? {
-            if !d.policies.contains_key(&p.name) {
-                // No session refers to a policy: its keypairs are counted when it is deleted,
-                // after the users deleted before it took theirs with them.
-                let cond = S::Id.is_null().into();
-                doomed.push(("keypair policy", p.name.clone(), cond, Deletion::Policy(p.name)));
-            }
-        }
-        for (id, name) in &domains {
-            if !d.domains.contains_key(name) {
-                doomed.push(("domain", name.clone(), S::DomainId.eq(*id).into(), Deletion::Domain(*id)));
-            }
-        }
-        for (kind, name, uses, deletion) in doomed {
-            if !prune {
-                self.plan.undeclared.push(format!("{kind} {name}"));
-                continue;
-            }
-            // Locked first: on PostgreSQL a launch or a placement that would refer to it now
-            // waits for this transaction (and then fails), so what is counted stays true.
-            deletion.lock(self.txn).await?;
-            if let Deletion::Policy(policy) = &deletion {
-                let keypairs = keypair::Entity::find()
-                    .filter(keypair::Column::ResourcePolicy.eq(policy.clone()))
-                    .count(self.txn)
-                    .await?;
-                if keypairs > 0 {
-                    self.refused.push(format!(
-                        "keypair policy {name}: {keypairs} keypair(s) still have it; give them another policy first"
-                    ));
-                    continue;
-                }
-            }
-            let live_statuses = SessionStatus::non_terminal().map(|s| s.as_str());
-            let live = session::Entity::find()
-                .filter(uses.clone())
-                .filter(S::Status.is_in(live_statuses))
-                .count(self.txn)
-                .await?;
-            if live > 0 {
-                self.refused.push(format!("{kind} {name}: {live} live session(s) use it"));
-                continue;
-            }
-            let finished = session::Entity::find().filter(uses).count(self.txn).await?;
-            deletion.run(self.txn).await?;
-            let details =
-                if finished > 0 { vec![format!("with the records of {finished} finished session(s)")] } else { vec![] };
-            self.change(Action::Delete, kind, &name, details);
-        }
-        Ok(())
-    }
-}
-
-/// One undeclared object to delete; what refers to it goes with it (the schema cascades).
-enum Deletion {
-    Agent(String),
-    Image(String),
-    User(Uuid),
-    Project(Uuid),
-    Group(String),
-    Policy(String),
-    Domain(Uuid),
-}
-
-impl Deletion {
-    /// Locks its row (`FOR UPDATE`; SQLite's write transaction holds the whole database).
-    async fn lock(&self, txn: &DatabaseTransaction) -> Result<(), sea_orm::DbErr> {
-        match self {
-            Self::Agent(id) => agent::Entity::find_by_id(id.clone()).lock_exclusive().one(txn).await.map(drop),
-            Self::Image(name) => image::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop),
-            Self::User(id) => user::Entity::find_by_id(*id).lock_exclusive().one(txn).await.map(drop),
-            Self::Project(id) => project::Entity::find_by_id(*id).lock_exclusive().one(txn).await.map(drop),
-            Self::Group(name) => {
-                resource_group::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop)
-            }
-            Self::Policy(name) => {
-                keypair_resource_policy::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop)
-            }
-            Self::Domain(id) => domain::Entity::find_by_id(*id).lock_exclusive().one(txn).await.map(drop),
-        }
-    }
-
-    async fn run(self, txn: &DatabaseTransaction) -> Result<(), sea_orm::DbErr> {
-        match self {
-            Self::Agent(id) => agent::Entity::delete_by_id(id).exec(txn).await?,
-            Self::Image(name) => image::Entity::delete_by_id(name).exec(txn).await?,
-            Self::User(id) => user::Entity::delete_by_id(id).exec(txn).await?,
-            Self::Project(id) => project::Entity::delete_by_id(id).exec(txn).await?,
-            Self::Group(name) => resource_group::Entity::delete_by_id(name).exec(txn).await?,
-            Self::Policy(name) => keypair_resource_policy::Entity::delete_by_id(name).exec(txn).await?,
-            Self::Domain(id) => domain::Entity::delete_by_id(id).exec(txn).await?,
-        };
         Ok(())
     }
 }
