@@ -28,7 +28,7 @@ fn snapshot(n: usize, strategy: SchedulerStrategy) -> Snapshot {
             if i % 4 == 0 {
                 free.set("cuda.device", 4.0);
             }
-            Agent { id: format!("agent-{i:04}"), free }
+            Agent { id: format!("agent-{i:04}"), capacity: free.clone(), free }
         })
         .collect();
     let capacity = agents.iter().fold(ResourceSlots::new(), |acc, a| acc.add(&a.free));

@@ -49,7 +49,8 @@ pub async fn project_resource_groups(
         .await?)
 }
 
-/// An agent that can take sessions now: alive and not drained.
+/// An agent and its capacity: from [`schedulable_agents`], one that can take sessions now
+/// (alive and not drained); from [`every_agent`], any.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedulableAgent {
     pub id: String,

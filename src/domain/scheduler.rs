@@ -36,6 +36,8 @@ pub struct Agent {
     pub id: String,
     /// Capacity minus what sessions hold now.
     pub free: ResourceSlots,
+    /// All it has, held or not.
+    pub capacity: ResourceSlots,
 }
 
 #[derive(Clone, Debug)]
@@ -163,14 +165,19 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                 continue;
             }
             let placement = place(&state.groups[g].agents, &s, &total);
+            // Fits no agent that takes sessions, even empty (only drained or silent ones):
+            // it waits for them, and blocks nobody behind it meanwhile.
+            let only_elsewhere = !state.groups[g].agents.iter().any(|a| total.fits_in(&a.capacity, false));
             checks.push(Check {
                 name: "capacity",
                 failures: match &placement {
                     Some(_) => Vec::new(),
                     None => vec![PendingReason {
                         code: "NO_CAPACITY",
-                        message: if state.groups[g].agents.is_empty() {
-                            format!("no agent of resource group `{group_name}` takes sessions now (drained or not answering)")
+                        message: if only_elsewhere {
+                            format!(
+                                "no agent of resource group `{group_name}` that takes sessions now could hold this request (others are drained or not answering)"
+                            )
                         } else {
                             format!("no agent of resource group `{group_name}` has room for this request now")
                         },
@@ -193,7 +200,7 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                     });
                 }
                 placement => {
-                    if placement.is_none() && quota_ok {
+                    if placement.is_none() && quota_ok && !only_elsewhere {
                         // Head-of-line: the rest of the band waits behind it. A session that
                         // may not start anyway (over a quota) blocks nobody.
                         blocked = true;
@@ -402,7 +409,11 @@ mod tests {
     fn snapshot(strategy: SchedulerStrategy, agents: &[(&str, f64)], pending: Vec<PendingSession>) -> Snapshot {
         let agents: Vec<Agent> = agents
             .iter()
-            .map(|(id, cpu)| Agent { id: (*id).to_owned(), free: ResourceSlots::from_pairs([("cpu", *cpu)]) })
+            .map(|(id, cpu)| Agent {
+                id: (*id).to_owned(),
+                free: ResourceSlots::from_pairs([("cpu", *cpu)]),
+                capacity: ResourceSlots::from_pairs([("cpu", *cpu)]),
+            })
             .collect();
         let capacity = agents.iter().fold(ResourceSlots::new(), |acc, a| acc.add(&a.free));
         Snapshot { groups: vec![Group { name: "g".into(), strategy, agents, pending, capacity }], ..Default::default() }

@@ -229,6 +229,7 @@ async fn load_snapshot(
             group_agents.push(Agent {
                 id: a.id.clone(),
                 free: a.capacity.sub(held.get(&a.id).unwrap_or(&ResourceSlots::new())),
+                capacity: a.capacity.clone(),
             });
         }
         // A session whose stored request cannot be read waits, loudly, instead of

@@ -409,7 +409,7 @@ pub struct SessionEdge {
 
 #[ComplexObject]
 impl SessionEdge {
-    /// Where the page after (or before) this session starts. Made only when asked for.
+    /// Where the page after (or before) this session starts.
     async fn cursor(&self) -> String {
         cursor::encode(&self.position)
     }

@@ -302,9 +302,10 @@ async fn changes_apply_once_and_prune_takes_a_user_with_its_policy(app: TestApp)
     assert_eq!(bob["data"]["viewer"]["user"]["email"], "bob@example.com", "nothing written: {bob}");
 }
 
-/// Every agent of a group drained through `apply`: a launch waits with the reason instead of
-/// being refused, and runs once the agents are back; what no agent could ever hold is still
-/// refused.
+/// Agents drained through `apply`: a request only drained agents could hold waits with the
+/// reason, without holding up the requests behind it, instead of being refused; with every
+/// agent drained a launch waits too; all run once the agents are back. What no agent could
+/// ever hold is still refused.
 async fn a_drained_group_queues_launches_until_its_agents_return(mut app: TestApp) {
     app.start_workers();
     let drained = demo_with(&[
@@ -318,16 +319,53 @@ async fn a_drained_group_queues_launches_until_its_agents_return(mut app: TestAp
         ),
         ("slots = { cpu = 16, mem = \"64 GiB\" }\n", "slots = { cpu = 16, mem = \"64 GiB\" }\nschedulable = false\n"),
     ]);
+    // The GPU agents drained: a GPU request waits for them without holding up the rest.
+    let gpus_drained = demo_with(&[
+        (
+            "slots = { cpu = 8, mem = \"32 GiB\", \"cuda.device\" = 2 }\n",
+            "slots = { cpu = 8, mem = \"32 GiB\", \"cuda.device\" = 2 }\nschedulable = false\n",
+        ),
+        (
+            "slots = { cpu = 8, mem = \"32 GiB\", \"cuda.device\" = 2 }\n\n[agents.a3]",
+            "slots = { cpu = 8, mem = \"32 GiB\", \"cuda.device\" = 2 }\nschedulable = false\n\n[agents.a3]",
+        ),
+    ]);
+    apply_text(&app, &gpus_drained, Options::default()).await.expect("drain the GPU agents");
+    let mut gpu = launch_input("gpu-one", 1.0);
+    gpu["resources"].as_array_mut().expect("resources").push(json!({"slot": "cuda.device", "amount": 1}));
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }",
+            json!({"i": gpu}),
+        )
+        .await;
+    let gpu_id = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    app.wait_for("demo-alice", SESSION, json!({"id": gpu_id}), |r: &Value| {
+        r["data"]["session"]["pendingReasons"]
+            .as_array()
+            .is_some_and(|rs| rs.iter().any(|p| p["code"] == "NO_CAPACITY"))
+    })
+    .await;
+    let cpu_only = launch(&app, "cpu-one", 1.0).await;
+    app.wait_for("demo-alice", SESSION, json!({"id": cpu_only}), |r: &Value| {
+        r["data"]["session"]["status"] == "RUNNING"
+    })
+    .await;
+    let message = app
+        .gql(
+            Some("demo-alice"),
+            "query($id: ID!) { session(id: $id) { status pendingReasons { message } } }",
+            json!({"id": gpu_id}),
+        )
+        .await;
+    assert_eq!(message["data"]["session"]["status"], "PENDING", "{message}");
+    assert!(message.to_string().contains("others are drained or not answering"), "{message}");
+
+    // Every agent drained.
     let plan = apply_text(&app, &drained, Options::default()).await.expect("drain");
     let shown: Vec<String> = plan.changes.iter().map(ToString::to_string).collect();
-    assert_eq!(
-        shown,
-        [
-            "~ agent a1: schedulable: true → false",
-            "~ agent a2: schedulable: true → false",
-            "~ agent a3: schedulable: true → false"
-        ]
-    );
+    assert_eq!(shown, ["~ agent a3: schedulable: true → false"]);
     let waiting = launch(&app, "patient", 1.0).await;
     let reason = |r: &Value| {
         r["data"]["session"]["pendingReasons"]
@@ -343,7 +381,7 @@ async fn a_drained_group_queues_launches_until_its_agents_return(mut app: TestAp
             json!({"id": waiting}),
         )
         .await;
-    assert!(message.to_string().contains("takes sessions now (drained or not answering)"), "{message}");
+    assert!(message.to_string().contains("others are drained or not answering"), "{message}");
     let huge = app
         .gql(
             Some("demo-alice"),
@@ -354,7 +392,9 @@ async fn a_drained_group_queues_launches_until_its_agents_return(mut app: TestAp
     assert_eq!(error_codes(&huge), ["NEVER_FITS"], "more than any agent, drained or not, could hold: {huge}");
 
     apply_text(&app, apply::DEMO, Options::default()).await.expect("undrain");
-    app.wait_for("demo-alice", SESSION, json!({"id": waiting}), |r| r["data"]["session"]["status"] == "RUNNING").await;
+    for id in [&waiting, &gpu_id] {
+        app.wait_for("demo-alice", SESSION, json!({"id": id}), |r| r["data"]["session"]["status"] == "RUNNING").await;
+    }
 }
 
 db_tests!(

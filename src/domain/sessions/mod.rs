@@ -52,8 +52,8 @@ pub struct PageRow {
 pub type SessionPage = Page<PageRow>;
 
 /// A session's columns from `row`, from column `at` on, in the entity's column order (the
-/// order `Entity::find()` selects them in). Read by position: a page has 29 columns in each
-/// of its rows, and reading each by name hashes the name.
+/// order `Entity::find()` selects them in). Read by position: a page row has the session's 29
+/// columns, its owner's 6 and the sort keys, and reading each by name hashes the name.
 fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, sea_orm::DbErr> {
     let mut i = at;
     let mut next = || {
