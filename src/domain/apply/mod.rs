@@ -58,6 +58,8 @@
 pub mod file;
 mod prune;
 mod reader;
+mod sections;
+mod shown;
 mod write;
 
 use std::collections::BTreeMap;

@@ -9,14 +9,19 @@
 //! (`QUEUED_BEHIND`); a quota failure blocks nobody. Each allocation updates the snapshot,
 //! so one pass never over-commits an agent or a quota.
 
-use std::cmp::Ordering;
+mod fit;
+mod queue;
+
 use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
 use super::model::SchedulerStrategy;
-use super::occupancy::{LimitLayer, PendingReason, quota_failures};
+use super::occupancy::{LimitLayer, PendingReason};
 use super::slots::{ResourceRequest, ResourceSlots};
+use fit::{allocate, place, quota_checks};
+pub use queue::dominant_share;
+use queue::{Queue, order_band};
 
 #[derive(Clone, Debug)]
 pub struct PendingSession {
@@ -98,14 +103,6 @@ pub struct Decision {
     pub checks: Vec<Check>,
 }
 
-/// The dominant share of `usage` in `capacity`: the largest fraction over the slots.
-pub fn dominant_share(usage: &ResourceSlots, capacity: &ResourceSlots) -> f64 {
-    usage
-        .iter()
-        .filter_map(|(slot, used)| capacity.limit(slot).filter(|c| *c > 0.0).map(|c| used / c))
-        .fold(0.0, f64::max)
-}
-
 /// Decides one pass over every group.
 pub fn schedule(snapshot: &Snapshot) -> Vec<Decision> {
     let mut state = snapshot.clone();
@@ -114,19 +111,6 @@ pub fn schedule(snapshot: &Snapshot) -> Vec<Decision> {
         decisions.extend(schedule_group(&mut state, g));
     }
     decisions
-}
-
-fn by_creation(a: &PendingSession, b: &PendingSession) -> Ordering {
-    a.created.cmp(&b.created).then(a.id.cmp(&b.id))
-}
-
-/// The sessions of one priority band in the order the strategy takes them. For DRF the
-/// order depends on allocations, so it is produced step by step by [`Queue`].
-fn order_band(band: &mut [PendingSession], strategy: SchedulerStrategy) {
-    match strategy {
-        SchedulerStrategy::Lifo => band.sort_by(|a, b| by_creation(b, a)),
-        _ => band.sort_by(by_creation),
-    }
 }
 
 fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
@@ -225,164 +209,6 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
 fn wait(s: &PendingSession, group: &str, checks: Vec<Check>) -> Decision {
     let reasons = checks.iter().flat_map(|c| c.failures.iter().cloned()).collect();
     Decision { session: s.id, group: group.to_owned(), outcome: Outcome::Wait { reasons, position: 0 }, checks }
-}
-
-/// The order a priority band is taken in. FIFO and LIFO are a fixed order; DRF serves,
-/// each time, the owner with the lowest dominant share (ties: the oldest waiting session),
-/// kept in a heap so that a band of n sessions costs O(n log n).
-enum Queue {
-    Fixed(std::collections::VecDeque<PendingSession>),
-    Drf {
-        /// Each owner's sessions, oldest first.
-        owners: HashMap<Uuid, std::collections::VecDeque<PendingSession>>,
-        /// (share, oldest creation, id, owner), smallest first.
-        heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF64, i64, Uuid, Uuid)>>,
-    },
-}
-
-/// An f64 with a total order, for the DRF heap.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct OrdF64(f64);
-
-impl Eq for OrdF64 {}
-
-impl PartialOrd for OrdF64 {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for OrdF64 {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-impl Queue {
-    fn new(
-        band: Vec<PendingSession>,
-        strategy: SchedulerStrategy,
-        state: &Snapshot,
-        group: &str,
-        capacity: &ResourceSlots,
-    ) -> Self {
-        if strategy != SchedulerStrategy::Drf {
-            return Queue::Fixed(band.into());
-        }
-        let mut owners: HashMap<Uuid, std::collections::VecDeque<PendingSession>> = HashMap::new();
-        for s in band {
-            owners.entry(s.owner).or_default().push_back(s);
-        }
-        let mut q = Queue::Drf { owners, heap: Default::default() };
-        let ids: Vec<Uuid> = match &q {
-            Queue::Drf { owners, .. } => owners.keys().copied().collect(),
-            Queue::Fixed(_) => Vec::new(),
-        };
-        for owner in ids {
-            q.push_owner(owner, state, group, capacity);
-        }
-        q
-    }
-
-    fn push_owner(&mut self, owner: Uuid, state: &Snapshot, group: &str, capacity: &ResourceSlots) {
-        if let Queue::Drf { owners, heap } = self
-            && let Some(head) = owners.get(&owner).and_then(|q| q.front())
-        {
-            let empty = ResourceSlots::new();
-            let share = dominant_share(state.owner_usage.get(&(group.to_owned(), owner)).unwrap_or(&empty), capacity);
-            heap.push(std::cmp::Reverse((OrdF64(share), head.created, head.id, owner)));
-        }
-    }
-
-    fn next(&mut self) -> Option<PendingSession> {
-        match self {
-            Queue::Fixed(q) => q.pop_front(),
-            Queue::Drf { owners, heap } => {
-                let std::cmp::Reverse((_, _, _, owner)) = heap.pop()?;
-                owners.get_mut(&owner)?.pop_front()
-            }
-        }
-    }
-
-    /// After `s` was taken (scheduled or not), its owner's next session competes again,
-    /// with the owner's share as it now is.
-    fn taken(&mut self, s: &PendingSession, state: &Snapshot, group: &str, capacity: &ResourceSlots) {
-        self.push_owner(s.owner, state, group, capacity);
-    }
-}
-
-fn quota_checks(state: &Snapshot, s: &PendingSession, requested: &ResourceSlots) -> Vec<Check> {
-    let empty = Quota::default();
-    let kp = state.keypairs.get(&s.keypair);
-    let keypair_quota = kp.map_or(&empty, |k| &k.quota);
-    let mut concurrency = Vec::new();
-    if let Some(k) = kp
-        && k.active + 1 > k.max_concurrent
-    {
-        concurrency.push(PendingReason {
-            code: "CONCURRENCY_LIMIT",
-            message: format!("the keypair may run {} sessions at once; {} are running", k.max_concurrent, k.active),
-            layer: Some(LimitLayer::Keypair),
-            slot: None,
-            requested: Some(1.0),
-            remaining: Some(k.max_concurrent.saturating_sub(k.active) as f64),
-        });
-    }
-    let project = state.projects.get(&s.project).unwrap_or(&empty);
-    let domain = state.domains.get(&s.domain).unwrap_or(&empty);
-    vec![
-        Check {
-            name: "keypair_quota",
-            failures: quota_failures(LimitLayer::Keypair, &keypair_quota.limit, &keypair_quota.used, requested),
-        },
-        Check {
-            name: "project_quota",
-            failures: quota_failures(LimitLayer::Project, &project.limit, &project.used, requested),
-        },
-        Check {
-            name: "domain_quota",
-            failures: quota_failures(LimitLayer::Domain, &domain.limit, &domain.used, requested),
-        },
-        Check { name: "concurrency", failures: concurrency },
-    ]
-}
-
-/// The agent a session goes to: the least loaded one (most free CPU) with room for all of
-/// its containers. Clusters are single-node: every container on that agent, so that the
-/// agent's occupancy is exactly what the session holds.
-fn place(agents: &[Agent], s: &PendingSession, total: &ResourceSlots) -> Option<Vec<String>> {
-    let best = agents
-        .iter()
-        .filter(|a| total.fits_in(&a.free, false))
-        .max_by(|a, b| a.free.get("cpu").total_cmp(&b.free.get("cpu")).then_with(|| b.id.cmp(&a.id)))?;
-    Some(vec![best.id.clone(); s.request.cluster_size as usize])
-}
-
-fn allocate(
-    state: &mut Snapshot,
-    g: usize,
-    s: &PendingSession,
-    requested: &ResourceSlots,
-    agents: &[String],
-    group: &str,
-) {
-    for id in agents {
-        if let Some(a) = state.groups[g].agents.iter_mut().find(|a| &a.id == id) {
-            a.free = a.free.sub(&s.request.per_container);
-        }
-    }
-    if let Some(k) = state.keypairs.get_mut(&s.keypair) {
-        k.quota.used = k.quota.used.add(requested);
-        k.active += 1;
-    }
-    if let Some(p) = state.projects.get_mut(&s.project) {
-        p.used = p.used.add(requested);
-    }
-    if let Some(d) = state.domains.get_mut(&s.domain) {
-        d.used = d.used.add(requested);
-    }
-    let usage = state.owner_usage.entry((group.to_owned(), s.owner)).or_default();
-    *usage = usage.add(requested);
 }
 
 #[cfg(test)]

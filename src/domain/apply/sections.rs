@@ -1,0 +1,283 @@
+//! Each section's entries read into what they declare: its keys, their defaults and the
+//! references to other sections (checked once every file is read).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use toml::de::DeValue;
+
+use super::file::Ref;
+use super::reader::{Entry, quoted};
+use super::{AgentDecl, Declared, DomainDecl, GroupDecl, ImageDecl, KeypairDecl, PolicyDecl, ProjectDecl, UserDecl};
+use crate::domain::model::{Role, SchedulerStrategy, SessionType};
+use crate::domain::runtime::local::images::LocalImage;
+
+pub(super) fn read_domain(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
+    e.only(&["limits"]);
+    let limits = e.slots("limits");
+    declared.domains.insert(name.to_owned(), DomainDecl { limits });
+}
+
+pub(super) fn read_project(e: &mut Entry<'_, '_, '_, '_>, key: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
+    e.only(&["limits", "resource_groups"]);
+    let limits = e.slots("limits");
+    let groups = e.strings("resource_groups").unwrap_or_default();
+    let Some((domain, name)) = key.split_once('/').filter(|(d, n)| !d.is_empty() && !n.is_empty() && !n.contains('/'))
+    else {
+        let (line, path) = (e.line, e.path.clone());
+        e.r.problem_at(line, &path, "a project is named \"DOMAIN/NAME\"".to_owned());
+        return;
+    };
+    refs.push(Ref {
+        section: "domains",
+        name: domain.to_owned(),
+        file: e.r.source.name.clone(),
+        line: e.line,
+        key: e.path.clone(),
+        what: "domain",
+    });
+    for (g, span) in &groups {
+        e.reference(refs, "resource_groups", span.clone(), "resource_groups", g.clone(), "resource group");
+    }
+    declared.projects.insert(
+        key.to_owned(),
+        ProjectDecl {
+            domain: domain.to_owned(),
+            name: name.to_owned(),
+            limits,
+            resource_groups: groups.into_iter().map(|(g, _)| g).collect(),
+        },
+    );
+}
+
+pub(super) fn read_user(e: &mut Entry<'_, '_, '_, '_>, email: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
+    e.only(&["domain", "role", "name", "projects", "keypairs"]);
+    let at = email.find('@');
+    if !at.is_some_and(|i| i > 0 && i + 1 < email.len()) || email.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        let (line, path) = (e.line, e.path.clone());
+        e.r.problem_at(line, &path, "is not an email address".to_owned());
+    }
+    let domain = e.required_string("domain");
+    let role = match e.string("role") {
+        None => Some(Role::User),
+        Some(text) => {
+            let role = Role::parse(&text.to_uppercase());
+            if role.is_none() {
+                let span = e.span_of("role");
+                e.bad("role", span, format!("unknown role {text:?}; the roles are USER, ADMIN, SUPERADMIN"));
+            }
+            role
+        }
+    };
+    let full_name = e.string("name").unwrap_or_else(|| default_name(email));
+    let projects = e.strings("projects").unwrap_or_default();
+    let keypairs = read_keypairs(e, refs);
+    let Some(domain) = domain else { return };
+    let span = e.span_of("domain");
+    e.reference(refs, "domain", span, "domains", domain.clone(), "domain");
+    for (p, span) in &projects {
+        e.reference(refs, "projects", span.clone(), "projects", format!("{domain}/{p}"), "project");
+    }
+    let file = e.r.source.name.clone();
+    declared.users.insert(
+        email.to_owned(),
+        UserDecl {
+            domain,
+            full_name,
+            role: role.unwrap_or(Role::User),
+            projects: projects.into_iter().map(|(p, _)| p).collect(),
+            keypairs,
+            file,
+            line: e.line,
+        },
+    );
+}
+
+pub(super) fn read_keypairs(e: &mut Entry<'_, '_, '_, '_>, refs: &mut Vec<Ref>) -> Vec<KeypairDecl> {
+    let mut out = Vec::new();
+    let Some(v) = e.value("keypairs") else { return out };
+    let DeValue::Array(items) = v.get_ref() else {
+        e.bad("keypairs", v.span(), format!("expected an array of tables, found {}", v.get_ref().type_str()));
+        return out;
+    };
+    for (i, item) in items.iter().enumerate() {
+        let DeValue::Table(fields) = item.get_ref() else {
+            e.bad("keypairs", item.span(), format!("expected a table, found {}", item.get_ref().type_str()));
+            continue;
+        };
+        let line = e.r.line(item.span().start);
+        let path = format!("{}.keypairs[{i}]", e.path);
+        let mut k = Entry { r: &mut *e.r, path, fields, line };
+        k.only(&["access_key", "policy", "secret", "secret_sha256"]);
+        let access_key = k.required_string("access_key");
+        let policy = match k.value("policy") {
+            None => Some("default".to_owned()),
+            Some(_) => k.string("policy"),
+        };
+        if let Some(policy) = &policy {
+            let span = if k.value("policy").is_some() { k.span_of("policy") } else { item.span() };
+            k.reference(refs, "policy", span, "keypair_policies", policy.clone(), "keypair policy");
+        }
+        let secret = k.value("secret").map(|_| k.string("secret"));
+        let sha = k.value("secret_sha256").map(|_| k.string("secret_sha256"));
+        let hash = match (secret, sha) {
+            (Some(Some(secret)), None) if !secret.is_empty() => Some(crate::domain::auth::hash_token(&secret)),
+            (None, Some(Some(hash))) if hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                Some(hash.to_ascii_lowercase())
+            }
+            (None, Some(Some(_))) => {
+                let span = k.span_of("secret_sha256");
+                k.bad("secret_sha256", span, "expected 64 hexadecimal digits".to_owned());
+                None
+            }
+            // Not a string: said already.
+            (Some(None), None) | (None, Some(None)) => None,
+            _ => {
+                let (line, path) = (k.line, k.path.clone());
+                k.r.problem_at(line, &path, "needs exactly one of secret, secret_sha256 (not empty)".to_owned());
+                None
+            }
+        };
+        if let Some(access_key) = &access_key
+            && (access_key.is_empty() || access_key.chars().any(|c| !c.is_ascii_alphanumeric()))
+        {
+            let span = k.span_of("access_key");
+            k.bad("access_key", span, "is letters and digits only".to_owned());
+            continue;
+        }
+        if let (Some(access_key), Some(secret_hash), Some(policy)) = (access_key, hash, policy) {
+            out.push(KeypairDecl { access_key, policy, secret_hash });
+        }
+    }
+    out
+}
+
+/// "alice.smith@…" → "Alice.smith": the name shown when none is declared.
+pub(super) fn default_name(email: &str) -> String {
+    let local = email.split('@').next().unwrap_or(email);
+    let mut chars = local.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
+    e.only(&["limits", "max_concurrent_sessions", "max_pending_sessions", "max_session_lifetime_seconds"]);
+    let limits = e.slots("limits");
+    let most = i64::from(i32::MAX);
+    let concurrent = e.integer("max_concurrent_sessions", 0, most).unwrap_or(super::DEFAULT_CONCURRENT);
+    let pending = e.integer("max_pending_sessions", 0, most).unwrap_or(super::DEFAULT_PENDING);
+    let lifetime = e.integer("max_session_lifetime_seconds", 1, i64::MAX);
+    let clamp = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
+    declared.policies.insert(
+        name.to_owned(),
+        PolicyDecl {
+            limits,
+            max_concurrent_sessions: clamp(concurrent),
+            max_pending_sessions: clamp(pending),
+            max_session_lifetime_seconds: lifetime,
+        },
+    );
+}
+
+pub(super) fn read_group(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
+    e.only(&["description", "scheduler", "pending_timeout_seconds", "session_types"]);
+    let description = e.string("description").unwrap_or_default();
+    let scheduler = match e.string("scheduler") {
+        None => SchedulerStrategy::Fifo,
+        Some(text) => SchedulerStrategy::parse(&text.to_uppercase()).unwrap_or_else(|| {
+            let span = e.span_of("scheduler");
+            e.bad("scheduler", span, format!("unknown scheduler {text:?}; the schedulers are FIFO, LIFO, DRF"));
+            SchedulerStrategy::Fifo
+        }),
+    };
+    let pending_timeout_seconds = e.integer("pending_timeout_seconds", 1, i64::MAX);
+    let session_types = e.session_types("session_types").unwrap_or_else(|| SessionType::ALL.to_vec());
+    declared
+        .groups
+        .insert(name.to_owned(), GroupDecl { description, scheduler, pending_timeout_seconds, session_types });
+}
+
+pub(super) fn read_agent(e: &mut Entry<'_, '_, '_, '_>, id: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
+    e.only(&["resource_group", "slots", "this_machine", "schedulable"]);
+    let this_machine = e.boolean("this_machine", false);
+    let schedulable = e.boolean("schedulable", true);
+    let slots = e.slots("slots");
+    match (this_machine, e.value("slots").is_some()) {
+        (true, true) => {
+            let span = e.span_of("slots");
+            e.bad("slots", span, "this machine's capacity is detected; declare no slots".to_owned());
+        }
+        (false, false) => e.missing("slots"),
+        _ => {}
+    }
+    if this_machine && let Some((other, _)) = declared.agents.iter().find(|(_, a)| a.slots.is_none()) {
+        let message = format!("one agent at most is this machine, and {other} is");
+        let span = e.span_of("this_machine");
+        e.bad("this_machine", span, message);
+    }
+    let Some(group) = e.required_string("resource_group") else { return };
+    let span = e.span_of("resource_group");
+    e.reference(refs, "resource_group", span, "resource_groups", group.clone(), "resource group");
+    declared.agents.insert(
+        id.to_owned(),
+        AgentDecl { resource_group: group, slots: (!this_machine).then_some(slots), schedulable },
+    );
+}
+
+pub(super) const IMAGE_KEYS: &[&str] = &["types", "minimum", "apps", "root", "command", "prepare", "env"];
+
+pub(super) fn read_image(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
+    e.only(IMAGE_KEYS);
+    let types = if e.value("types").is_none() {
+        e.missing("types");
+        None
+    } else {
+        e.session_types("types")
+    };
+    let minimum = e.slots("minimum");
+    let apps = e.strings("apps").unwrap_or_default();
+    let local = read_local(e);
+    let Some(types) = types else { return };
+    declared.images.insert(
+        name.to_owned(),
+        ImageDecl {
+            types,
+            minimum,
+            apps: apps.into_iter().map(|(a, _)| a).collect(),
+            local: (local != LocalImage::default()).then_some(local),
+        },
+    );
+}
+
+/// How an image runs on a machine of the local runtime: `root`, `command`, `prepare`, `env`.
+pub(super) fn read_local(e: &mut Entry<'_, '_, '_, '_>) -> LocalImage {
+    let root = e.string("root");
+    if let Some(r) = &root
+        && r != "host"
+        && !Path::new(r).is_absolute()
+    {
+        let span = e.span_of("root");
+        e.bad("root", span, format!("is \"host\" or an absolute directory, not {r:?}"));
+    }
+    let command = e.string("command");
+    let prepare = e.string("prepare");
+    let mut env = BTreeMap::new();
+    if let Some(v) = e.value("env") {
+        match v.get_ref() {
+            DeValue::Table(t) => {
+                for (k, val) in t {
+                    match val.get_ref() {
+                        DeValue::String(s) => {
+                            env.insert(k.get_ref().as_ref().to_owned(), s.as_ref().to_owned());
+                        }
+                        other => {
+                            let key = format!("env.{}", quoted(k.get_ref()));
+                            e.bad(&key, val.span(), format!("expected a string, found {}", other.type_str()));
+                        }
+                    }
+                }
+            }
+            other => e.bad("env", v.span(), format!("expected a table of strings, found {}", other.type_str())),
+        }
+    }
+    LocalImage { root, command, prepare, env }
+}
