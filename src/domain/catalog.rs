@@ -10,6 +10,11 @@ use entity::{agent, image, resource_group, resource_group_project};
 use super::DomainResult;
 use super::slots::ResourceSlots;
 
+/// The slot names the database knows: the only ones a request or a limit may name.
+pub async fn known_slots(db: &impl ConnectionTrait) -> DomainResult<std::collections::BTreeSet<String>> {
+    Ok(entity::slot_type::Entity::find().all(db).await?.into_iter().map(|s| s.name).collect())
+}
+
 /// Every image, by name.
 pub async fn images(db: &impl ConnectionTrait) -> DomainResult<Vec<image::Model>> {
     Ok(image::Entity::find().order_by_asc(image::Column::Name).all(db).await?)

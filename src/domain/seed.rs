@@ -9,55 +9,22 @@ use uuid::Uuid;
 use entity::domain;
 
 use super::ids::stable_id;
-use super::model::Role;
 use super::{DomainError, DomainResult, apply};
 
-/// A demo user and the token that authenticates it.
+/// A demo user and the token that authenticates it. Everything else about the demo's users
+/// (roles, domains, projects) is in `demo.toml`; these are the tokens DESIGN names, listed
+/// at start-up.
 pub struct DemoUser {
     pub email: &'static str,
     pub token: &'static str,
-    pub role: Role,
-    pub domain: &'static str,
-    /// Projects as `domain/name`.
-    pub projects: &'static [&'static str],
 }
 
 pub const DEMO_USERS: &[DemoUser] = &[
-    DemoUser {
-        email: "alice@example.com",
-        token: "demo-alice",
-        role: Role::User,
-        domain: "default",
-        projects: &["default/default", "default/research"],
-    },
-    DemoUser {
-        email: "bob@example.com",
-        token: "demo-bob",
-        role: Role::User,
-        domain: "default",
-        projects: &["default/default", "default/research"],
-    },
-    DemoUser {
-        email: "admin@example.com",
-        token: "demo-admin",
-        role: Role::Admin,
-        domain: "default",
-        projects: &["default/default", "default/research"],
-    },
-    DemoUser {
-        email: "root@example.com",
-        token: "demo-root",
-        role: Role::Superadmin,
-        domain: "default",
-        projects: &[],
-    },
-    DemoUser {
-        email: "carol@other.example",
-        token: "demo-carol",
-        role: Role::User,
-        domain: "other",
-        projects: &["other/other"],
-    },
+    DemoUser { email: "alice@example.com", token: "demo-alice" },
+    DemoUser { email: "bob@example.com", token: "demo-bob" },
+    DemoUser { email: "admin@example.com", token: "demo-admin" },
+    DemoUser { email: "root@example.com", token: "demo-root" },
+    DemoUser { email: "carol@other.example", token: "demo-carol" },
 ];
 
 /// The stable id of the demo project `domain/name`.

@@ -240,13 +240,7 @@ pub async fn apply(
     Ok(plan)
 }
 
-/// The slot names limits may use, as the database knows them.
-pub async fn known_slots(
-    db: &impl sea_orm::ConnectionTrait,
-) -> Result<std::collections::BTreeSet<String>, DomainError> {
-    use sea_orm::EntityTrait;
-    Ok(entity::slot_type::Entity::find().all(db).await?.into_iter().map(|s| s.name).collect())
-}
+pub use crate::domain::catalog::known_slots;
 
 /// Reads the declaration at `path` (a file or a directory of `*.toml` files) against the
 /// database's slots. Problems come back rendered, one per line.

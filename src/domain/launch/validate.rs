@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use sea_orm::{ConnectionTrait, EntityTrait};
 
-use entity::{image, resource_group, slot_type};
+use entity::{image, resource_group};
 
 use super::{LaunchLimits, LaunchRequest, Plan};
 use crate::domain::auth::Viewer;
@@ -343,7 +343,7 @@ pub async fn validate(
     problems.extend(check_names(&req.name, &names));
     let image = image::Entity::find_by_id(req.image.clone()).one(db).await?;
     problems.extend(check_image(req, image.as_ref()));
-    let known: BTreeSet<String> = slot_type::Entity::find().all(db).await?.into_iter().map(|s| s.name).collect();
+    let known = catalog::known_slots(db).await?;
     let (per_container, resource_problems) = check_resources(req, &known);
     problems.extend(resource_problems);
     if let Some(i) = &image {
