@@ -10,7 +10,9 @@
 
 use std::collections::HashMap;
 
-use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::parser::types::{
+    DocumentOperations, ExecutableDocument, OperationDefinition, OperationType, Selection, SelectionSet,
+};
 use async_graphql::{ErrorExtensionValues, Name, Request, ServerError, ServerResult};
 
 use super::errors::{BAD_USER_INPUT, LIMIT_EXCEEDED};
@@ -50,22 +52,49 @@ pub struct Admitted {
 pub fn admit(mut request: Request, limits: &GraphqlLimits) -> Result<Admitted, ServerError> {
     let document = async_graphql::parser::parse_query(&request.query).map_err(parse_error)?;
     check(&document, limits)?;
+    required_variables(&document, &request)?;
     let operation = operation(&document, request.operation_name.as_deref());
     request.set_parsed_query(document);
     Ok(Admitted { request, operation })
 }
 
 /// The operation of `document` that `name` picks (the only one when `None`).
-pub fn operation(document: &ExecutableDocument, name: Option<&str>) -> Option<Operation> {
-    let op = match (&document.operations, name) {
-        (DocumentOperations::Single(op), _) => op,
-        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
-        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
+fn selected<'d>(document: &'d ExecutableDocument, name: Option<&str>) -> Option<&'d OperationDefinition> {
+    Some(match (&document.operations, name) {
+        (DocumentOperations::Single(op), _) => &op.node,
+        (DocumentOperations::Multiple(ops), Some(name)) => &ops.get(name)?.node,
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => &ops.values().next()?.node,
         _ => return None,
-    };
-    let items = &op.node.selection_set.node.items;
+    })
+}
+
+/// What a transport needs of the operation of `document` that `name` picks.
+pub fn operation(document: &ExecutableDocument, name: Option<&str>) -> Option<Operation> {
+    let op = selected(document, name)?;
+    let items = &op.selection_set.node.items;
     let single_root_field = items.len() == 1 && matches!(items[0].node, Selection::Field(_));
-    Some(Operation { ty: op.node.ty, single_root_field })
+    Some(Operation { ty: op.ty, single_root_field })
+}
+
+/// A variable the operation requires (non-null, without a default) that the request does
+/// not give is the request's error, before anything runs, as GraphQL's variable coercion
+/// has it. async-graphql's validation does not look for it; its executor finds it only when
+/// a resolver reads the argument, as an error without a code.
+fn required_variables(document: &ExecutableDocument, request: &Request) -> Result<(), ServerError> {
+    let Some(op) = selected(document, request.operation_name.as_deref()) else { return Ok(()) };
+    for definition in &op.variable_definitions {
+        let d = &definition.node;
+        if d.var_type.node.nullable || d.default_value.is_some() || request.variables.contains_key(&d.name.node) {
+            continue;
+        }
+        let message = format!("variable `${}` of type `{}` was not given", d.name.node, d.var_type.node);
+        let mut error = ServerError::new(message, Some(definition.pos));
+        let mut extensions = ErrorExtensionValues::default();
+        extensions.set("code", BAD_USER_INPUT);
+        error.extensions = Some(extensions);
+        return Err(error);
+    }
+    Ok(())
 }
 
 /// async-graphql's validation refuses a query over the cost or depth budget with a bare

@@ -1,6 +1,7 @@
 //! The GraphQL schema: one root per operation type, merged from one object per area.
 //! Resolvers are thin: they read arguments, call `domain`, and map the result.
 
+pub mod compiled;
 pub mod configuration;
 pub mod context;
 pub mod cursor;

@@ -454,12 +454,7 @@ pub async fn session_connection(
     order_by: Option<Vec<SessionOrder>>,
     args: PageArgs,
 ) -> ApiResult<SessionConnection> {
-    let request: PageRequest<SessionPosition> =
-        cursor::page_request(args.first, args.last, args.after.as_deref(), args.before.as_deref(), list_path)?;
-    let mut page = set
-        .page(db(ctx)?, &to_domain_orders(order_by), &request, clock::now())
-        .await
-        .map_err(|e| with_paths(e, list_path))?;
+    let mut page = read_page(db(ctx)?, &set, order_by, args).await?;
     let related = prefetch_relations(ctx, page.rows.iter().map(|r| (&r.session, &r.owner)), set.project()).await?;
     let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
         .into_iter()
@@ -471,6 +466,19 @@ pub async fn session_connection(
         .collect();
     let page_info = PageInfo::of(&page, &edges, |e| cursor::encode(&e.position));
     Ok(SessionConnection { page_info, edges, set: Arc::new(set) })
+}
+
+/// Reads one page of `set` as the arguments ask: what the list resolvers and the compiled
+/// list ([`super::compiled`]) both read.
+pub(super) async fn read_page(
+    db: &sea_orm::DatabaseConnection,
+    set: &SessionSet,
+    order_by: Option<Vec<SessionOrder>>,
+    args: PageArgs,
+) -> ApiResult<dom::SessionPage> {
+    let request: PageRequest<SessionPosition> =
+        cursor::page_request(args.first, args.last, args.after.as_deref(), args.before.as_deref(), list_path)?;
+    Ok(set.page(db, &to_domain_orders(order_by), &request, clock::now()).await.map_err(|e| with_paths(e, list_path))?)
 }
 
 #[derive(SimpleObject)]
@@ -504,9 +512,20 @@ pub async fn project_session_set(
     scope: Option<SessionScope>,
     filter: Option<SessionFilter>,
 ) -> ApiResult<SessionSet> {
+    project_set(db(ctx)?, viewer(ctx)?, project_id, scope, filter).await
+}
+
+/// The same without a GraphQL context.
+pub(super) async fn project_set(
+    db: &sea_orm::DatabaseConnection,
+    viewer: &crate::domain::auth::Viewer,
+    project_id: &ID,
+    scope: Option<SessionScope>,
+    filter: Option<SessionFilter>,
+) -> ApiResult<SessionSet> {
     let filter = filter.unwrap_or_default().to_domain()?;
     let scope = scope.unwrap_or_default().into();
-    dom::project_sessions(db(ctx)?, viewer(ctx)?, project_uuid(project_id)?, scope, &filter)
+    dom::project_sessions(db, viewer, project_uuid(project_id)?, scope, &filter)
         .await
         .map_err(|e| with_paths(e, list_path).into())
 }

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::domain::DomainError;
+use crate::graphql::compiled::{self, Known, Plan};
 use crate::graphql::errors::{
     BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, UNAVAILABLE, code_of, error_body, finalize_errors,
 };
@@ -230,18 +231,41 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
             );
         }
     };
+    let known = state.plans.get(&request.query, request.operation_name.as_deref());
+    if let Known::Compiled(plan) = &known {
+        let answer = compiled::answer(plan, &state.db, &viewer, &request.variables).await;
+        state.metrics.compiled(answer.is_some());
+        if let Some(body) = answer {
+            let mut answer = bytes_response(flavor, StatusCode::OK, body);
+            answer.extensions_mut().insert(super::Outcome { operation: "query", code: "OK".to_owned() });
+            return answer;
+        }
+    }
+    // A document not seen yet is remembered once the executor answered it without an error,
+    // with its compiled form if it has one.
+    let mut unseen = None;
     let (operation, mut response) = match limits::admit(request, &state.limits.graphql) {
-        Ok(admitted) => {
+        Ok(mut admitted) => {
             let operation = match admitted.operation.map(|o| o.ty) {
                 Some(async_graphql::parser::types::OperationType::Query) => "query",
                 Some(async_graphql::parser::types::OperationType::Mutation) => "mutation",
                 Some(async_graphql::parser::types::OperationType::Subscription) => "subscription",
                 None => "unknown",
             };
+            if matches!(known, Known::Unknown) {
+                let request = &mut admitted.request;
+                let (query, name) = (request.query.clone(), request.operation_name.clone());
+                let max_cost = state.limits.graphql.max_query_cost;
+                let plan = request.parsed_query().ok().and_then(|doc| Plan::of(doc, name.as_deref(), max_cost));
+                unseen = Some((query, name, plan));
+            }
             (operation, state.schema.execute(prepare_request(admitted.request, &state.db, viewer)).await)
         }
         Err(refused) => ("unknown", async_graphql::Response::from_errors(vec![refused])),
     };
+    if let Some((query, name, plan)) = unseen.filter(|_| response.errors.is_empty()) {
+        state.plans.remember(&query, name.as_deref(), plan);
+    }
     finalize_errors(&mut response.errors, &rid, &state.limits.graphql);
     let outcome = response
         .errors

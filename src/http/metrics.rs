@@ -27,6 +27,13 @@ pub struct RequestLabels {
     pub outcome: String,
 }
 
+/// How a compiled session list was answered.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CompiledLabels {
+    /// `compiled`, or `executor` when the compiled form handed the request back.
+    answer: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GroupLabels {
     resource_group: String,
@@ -50,6 +57,7 @@ struct Inner {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    compiled: Family<CompiledLabels, Counter>,
     connections: Gauge,
     websockets: Gauge,
     scheduler_pass: Histogram,
@@ -63,6 +71,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("sessiond");
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::<RequestLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        let compiled = Family::<CompiledLabels, Counter>::default();
         let connections = Gauge::default();
         let websockets = Gauge::default();
         let scheduler_pass = pass_histogram();
@@ -75,6 +84,11 @@ impl Default for Metrics {
             "Time to answer a request (to its first byte for a download), by operation type and outcome code",
             latency.clone(),
         );
+        registry.register(
+            "graphql_compiled",
+            "Requests for a compiled session list: answered by it, or handed back to the executor",
+            compiled.clone(),
+        );
         registry.register("connections_open", "Open TCP connections", connections.clone());
         registry.register("websockets_open", "Open GraphQL WebSocket connections", websockets.clone());
         registry.register("scheduler_pass_duration_seconds", "Time of one scheduling pass", scheduler_pass.clone());
@@ -85,6 +99,7 @@ impl Default for Metrics {
             registry,
             requests,
             latency,
+            compiled,
             connections,
             websockets,
             scheduler_pass,
@@ -101,6 +116,12 @@ impl Metrics {
         let labels = RequestLabels { operation, outcome: outcome.to_owned() };
         self.0.requests.get_or_create(&labels).inc();
         self.0.latency.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+
+    /// Counts one request for a compiled list: `answered` by it, or handed to the executor.
+    pub fn compiled(&self, answered: bool) {
+        let answer = if answered { "compiled" } else { "executor" };
+        self.0.compiled.get_or_create(&CompiledLabels { answer }).inc();
     }
 
     /// The gauge the listener moves as connections open and close.

@@ -60,6 +60,8 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     /// What runs sessions here (the terminals of the local runtime's sessions).
     pub runtime: crate::domain::runtime::RuntimeInfo,
+    /// The session lists seen, compiled.
+    pub plans: Arc<crate::graphql::compiled::Plans>,
 }
 
 impl AppState {
@@ -91,6 +93,7 @@ impl AppState {
             ws_connections,
             metrics,
             runtime,
+            plans: Arc::default(),
         }
     }
 }

@@ -6,6 +6,7 @@ mod apply;
 mod auth;
 mod cli;
 mod cluster;
+mod compiled;
 mod export;
 mod faults;
 mod graphql_http;

@@ -1,0 +1,361 @@
+//! Which documents have a compiled form, and that form: the session list with plain fields,
+//! read from a document async-graphql has already parsed (and, before the plan is kept,
+//! validated and answered without an error).
+//!
+//! What compiles, and nothing else (anything else is answered by the executor):
+//! - one operation, a query without directives, whose only root selection is
+//!   `sessions(...)`, aliased or not;
+//! - its arguments as written, with variables for `projectId`, `scope`, `first`, `after`,
+//!   `last` and `before` (their values are coerced as the executor coerces them); `filter`
+//!   and `orderBy` only as literals, which validation has checked once and for all;
+//! - under it `edges { cursor node { … } }`, `nodes { … }`, `pageInfo { … }` and, in a
+//!   session, its scalar fields, `requestedSlots`/`occupiedSlots { cpu memory }`,
+//!   `owner { id email fullName role }` and `project { id name }`;
+//! - `__typename` anywhere below the root, and aliases;
+//! - no fragments, no directives, no response key selected twice (the executor merges
+//!   those), no arguments below the root.
+
+use async_graphql::parser::types::{
+    DocumentOperations, ExecutableDocument, Field, OperationType, Selection, SelectionSet, VariableDefinition,
+};
+use async_graphql::{Name, Positioned};
+/// A value as written in the document: variables not yet replaced.
+use async_graphql_value::Value;
+
+use crate::domain::paging::MAX_PAGE_SIZE;
+
+use super::super::session::page_complexity;
+
+/// A selection of one object: each field's response key (written as JSON, with its colon)
+/// and what it is.
+pub(super) type Fields<F> = Vec<(Vec<u8>, F)>;
+
+/// A compiled session list.
+pub struct Plan {
+    /// The root field's response key, as JSON with its colon.
+    pub(super) key: Vec<u8>,
+    pub(super) variables: Vec<Positioned<VariableDefinition>>,
+    pub(super) arguments: Vec<(Positioned<Name>, Positioned<Value>)>,
+    pub(super) connection: Fields<Connection>,
+}
+
+pub(super) enum Connection {
+    Typename,
+    Edges(Fields<Edge>),
+    Nodes(Fields<SessionField>),
+    PageInfo(Fields<PageInfoField>),
+}
+
+pub(super) enum Edge {
+    Typename,
+    Cursor,
+    Node(Fields<SessionField>),
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum PageInfoField {
+    Typename,
+    HasNextPage,
+    HasPreviousPage,
+    StartCursor,
+    EndCursor,
+}
+
+pub(super) enum SessionField {
+    Typename,
+    Id,
+    Name,
+    Type,
+    Status,
+    StatusInfo,
+    Result,
+    ExitCode,
+    Agent,
+    ClusterSize,
+    Priority,
+    StartupCommand,
+    BatchTimeoutSeconds,
+    CreatedAt,
+    ScheduledAt,
+    StartedAt,
+    TerminatedAt,
+    ElapsedSeconds,
+    QueuePosition,
+    RequestedSlots(Fields<SlotsField>),
+    OccupiedSlots(Fields<SlotsField>),
+    Owner(Fields<UserField>),
+    Project(Fields<ProjectField>),
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum SlotsField {
+    Typename,
+    Cpu,
+    Memory,
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum UserField {
+    Typename,
+    Id,
+    Email,
+    FullName,
+    Role,
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum ProjectField {
+    Typename,
+    Id,
+    Name,
+}
+
+/// The arguments a variable may stand for: those whose values the executor's coercion and
+/// ours agree on by construction (scalars and an enum).
+const VARIABLE_ARGUMENTS: [&str; 6] = ["projectId", "scope", "first", "after", "last", "before"];
+/// The other arguments, compiled only as literals.
+const LITERAL_ARGUMENTS: [&str; 2] = ["filter", "orderBy"];
+
+impl Plan {
+    /// The compiled form of the operation `operation_name` of `document`, if it has one
+    /// whose cost stays under `max_cost` whatever its variables say.
+    pub fn of(document: &ExecutableDocument, operation_name: Option<&str>, max_cost: usize) -> Option<Plan> {
+        if !document.fragments.is_empty() {
+            return None;
+        }
+        let operation = match (&document.operations, operation_name) {
+            (DocumentOperations::Single(op), _) => op,
+            (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
+            _ => return None,
+        };
+        let operation = &operation.node;
+        if operation.ty != OperationType::Query || !operation.directives.is_empty() {
+            return None;
+        }
+        let [root] = operation.selection_set.node.items.as_slice() else { return None };
+        let Selection::Field(root) = &root.node else { return None };
+        let root = &root.node;
+        if root.name.node != "sessions" || !root.directives.is_empty() {
+            return None;
+        }
+        for (name, value) in &root.arguments {
+            let name = name.node.as_str();
+            let literal_only = LITERAL_ARGUMENTS.contains(&name);
+            if !literal_only && !VARIABLE_ARGUMENTS.contains(&name) {
+                return None;
+            }
+            if literal_only && has_variable(&value.node) {
+                return None;
+            }
+        }
+        let connection = fields(&root.selection_set.node, connection)?;
+        let plan = Plan {
+            key: key_of(root),
+            variables: operation.variable_definitions.clone(),
+            arguments: root.arguments.clone(),
+            connection,
+        };
+        // The cost async-graphql gives the page at its largest size: each field below the
+        // list costs at most 1 per session.
+        let per_session = count(&root.selection_set.node);
+        let largest = i32::try_from(MAX_PAGE_SIZE).unwrap_or(i32::MAX);
+        (page_complexity(Some(largest), per_session).saturating_add(1) <= max_cost).then_some(plan)
+    }
+}
+
+fn has_variable(value: &Value) -> bool {
+    match value {
+        Value::Variable(_) => true,
+        Value::List(items) => items.iter().any(has_variable),
+        Value::Object(fields) => fields.values().any(has_variable),
+        _ => false,
+    }
+}
+
+/// Every field in `set`, at any depth.
+fn count(set: &SelectionSet) -> usize {
+    set.items
+        .iter()
+        .map(|item| match &item.node {
+            Selection::Field(f) => 1 + count(&f.node.selection_set.node),
+            _ => usize::MAX / 4,
+        })
+        .fold(0, usize::saturating_add)
+}
+
+fn key_of(field: &Field) -> Vec<u8> {
+    let mut key = serde_json::to_vec(field.response_key().node.as_str()).unwrap_or_default();
+    key.push(b':');
+    key
+}
+
+/// The fields of one object: each through `field`, which says what it is (`None`: not
+/// compiled). Plain fields only, each response key once.
+fn fields<F>(set: &SelectionSet, field: impl Fn(&Field) -> Option<F>) -> Option<Fields<F>> {
+    let mut compiled: Fields<F> = Vec::with_capacity(set.items.len());
+    for item in &set.items {
+        let Selection::Field(f) = &item.node else { return None };
+        let f = &f.node;
+        if !f.directives.is_empty() || !f.arguments.is_empty() {
+            return None;
+        }
+        let key = key_of(f);
+        if compiled.iter().any(|(k, _)| *k == key) {
+            return None;
+        }
+        compiled.push((key, field(f)?));
+    }
+    Some(compiled)
+}
+
+/// A leaf: a field with no selection of its own.
+fn leaf<F>(f: &Field, what: F) -> Option<F> {
+    f.selection_set.node.items.is_empty().then_some(what)
+}
+
+fn connection(f: &Field) -> Option<Connection> {
+    let set = &f.selection_set.node;
+    match f.name.node.as_str() {
+        "__typename" => leaf(f, Connection::Typename),
+        "edges" => Some(Connection::Edges(fields(set, edge)?)),
+        "nodes" => Some(Connection::Nodes(fields(set, session)?)),
+        "pageInfo" => Some(Connection::PageInfo(fields(set, page_info)?)),
+        _ => None,
+    }
+}
+
+fn edge(f: &Field) -> Option<Edge> {
+    match f.name.node.as_str() {
+        "__typename" => leaf(f, Edge::Typename),
+        "cursor" => leaf(f, Edge::Cursor),
+        "node" => Some(Edge::Node(fields(&f.selection_set.node, session)?)),
+        _ => None,
+    }
+}
+
+fn page_info(f: &Field) -> Option<PageInfoField> {
+    let what = match f.name.node.as_str() {
+        "__typename" => PageInfoField::Typename,
+        "hasNextPage" => PageInfoField::HasNextPage,
+        "hasPreviousPage" => PageInfoField::HasPreviousPage,
+        "startCursor" => PageInfoField::StartCursor,
+        "endCursor" => PageInfoField::EndCursor,
+        _ => return None,
+    };
+    leaf(f, what)
+}
+
+fn session(f: &Field) -> Option<SessionField> {
+    use SessionField as S;
+    let set = &f.selection_set.node;
+    let what = match f.name.node.as_str() {
+        "requestedSlots" => return Some(S::RequestedSlots(fields(set, slots)?)),
+        "occupiedSlots" => return Some(S::OccupiedSlots(fields(set, slots)?)),
+        "owner" => return Some(S::Owner(fields(set, user)?)),
+        "project" => return Some(S::Project(fields(set, project)?)),
+        "__typename" => S::Typename,
+        "id" => S::Id,
+        "name" => S::Name,
+        "type" => S::Type,
+        "status" => S::Status,
+        "statusInfo" => S::StatusInfo,
+        "result" => S::Result,
+        "exitCode" => S::ExitCode,
+        "agent" => S::Agent,
+        "clusterSize" => S::ClusterSize,
+        "priority" => S::Priority,
+        "startupCommand" => S::StartupCommand,
+        "batchTimeoutSeconds" => S::BatchTimeoutSeconds,
+        "createdAt" => S::CreatedAt,
+        "scheduledAt" => S::ScheduledAt,
+        "startedAt" => S::StartedAt,
+        "terminatedAt" => S::TerminatedAt,
+        "elapsedSeconds" => S::ElapsedSeconds,
+        "queuePosition" => S::QueuePosition,
+        _ => return None,
+    };
+    leaf(f, what)
+}
+
+fn slots(f: &Field) -> Option<SlotsField> {
+    let what = match f.name.node.as_str() {
+        "__typename" => SlotsField::Typename,
+        "cpu" => SlotsField::Cpu,
+        "memory" => SlotsField::Memory,
+        _ => return None,
+    };
+    leaf(f, what)
+}
+
+fn user(f: &Field) -> Option<UserField> {
+    let what = match f.name.node.as_str() {
+        "__typename" => UserField::Typename,
+        "id" => UserField::Id,
+        "email" => UserField::Email,
+        "fullName" => UserField::FullName,
+        "role" => UserField::Role,
+        _ => return None,
+    };
+    leaf(f, what)
+}
+
+fn project(f: &Field) -> Option<ProjectField> {
+    let what = match f.name.node.as_str() {
+        "__typename" => ProjectField::Typename,
+        "id" => ProjectField::Id,
+        "name" => ProjectField::Name,
+        _ => return None,
+    };
+    leaf(f, what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(query: &str) -> Option<Plan> {
+        let doc = async_graphql::parser::parse_query(query).expect("parses");
+        Plan::of(&doc, None, 100_000)
+    }
+
+    #[test]
+    fn plain_lists_compile() {
+        assert!(plan("query($p: ID!) { sessions(projectId: $p, first: 50) { edges { cursor node { id name owner { email } requestedSlots { cpu memory } } } pageInfo { hasNextPage endCursor } } }").is_some());
+        assert!(plan("{ s: sessions(projectId: \"x\", filter: {tab: RUNNING}, orderBy: [{field: NAME, direction: ASC}]) { __typename nodes { __typename t: type } } }").is_some());
+    }
+
+    #[test]
+    fn anything_else_is_left_to_the_executor() {
+        for query in [
+            // Another root field beside it, or another root.
+            "{ sessions(projectId: \"x\") { nodes { id } } viewer { user { email } } }",
+            "{ session(id: \"x\") { id } }",
+            // Variables inside the literal-only arguments.
+            "query($t: SessionTab) { sessions(projectId: \"x\", filter: {tab: $t}) { nodes { id } } }",
+            "query($o: [SessionOrder!]) { sessions(projectId: \"x\", orderBy: $o) { nodes { id } } }",
+            // Fragments, directives, a key twice, arguments below the root.
+            "{ sessions(projectId: \"x\") { nodes { ...F } } } fragment F on Session { id }",
+            "{ sessions(projectId: \"x\") { nodes { ... on Session { id } } } }",
+            "query($b: Boolean!) { sessions(projectId: \"x\") { nodes { id @include(if: $b) } } }",
+            "{ sessions(projectId: \"x\") { nodes { id id } } }",
+            "{ sessions(projectId: \"x\") { nodes { a: id a: name } } }",
+            "{ sessions(projectId: \"x\") { nodes { logs(tail: 5) } } }",
+            // Fields that need a loader or a statement of their own.
+            "{ sessions(projectId: \"x\") { totalCount } }",
+            "{ sessions(projectId: \"x\") { nodes { image { name } } } }",
+            "{ sessions(projectId: \"x\") { nodes { requestedSlots { accelerators { slot } } } } }",
+            "mutation { sessions(projectId: \"x\") { nodes { id } } }",
+        ] {
+            assert!(plan(query).is_none(), "{query}");
+        }
+    }
+
+    #[test]
+    fn a_page_that_could_cost_over_the_budget_does_not_compile() {
+        let doc =
+            async_graphql::parser::parse_query("{ sessions(projectId: \"x\") { nodes { id name } } }").expect("parses");
+        let cost = page_complexity(Some(MAX_PAGE_SIZE as i32), 3) + 1;
+        assert!(Plan::of(&doc, None, cost).is_some());
+        assert!(Plan::of(&doc, None, cost - 1).is_none());
+    }
+}

@@ -1,0 +1,206 @@
+//! A session list answered by its compiled form is byte for byte what async-graphql's
+//! executor answers, for every field the compiled form writes; what it cannot answer (bad
+//! variables, a project the caller may not see, a bad cursor) gets the executor's answer;
+//! and it runs the same statements.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::db_tests;
+use crate::support::{TestApp, project};
+
+const EVERY_FIELD: &str =
+    "query($p: ID!, $scope: SessionScope, $first: Int = 20, $after: String, $last: Int, $before: String) {
+  list: sessions(projectId: $p, scope: $scope, first: $first, after: $after, last: $last, before: $before) {
+    __typename
+    pageInfo { __typename hasNextPage hasPreviousPage startCursor endCursor }
+    edges { __typename cursor node { __typename id name type status statusInfo result exitCode agent clusterSize
+      priority startupCommand batchTimeoutSeconds createdAt scheduledAt startedAt terminatedAt elapsedSeconds
+      queuePosition requestedSlots { __typename cpu memory } occupiedSlots { cpu memory }
+      owner { __typename id email fullName role } project { __typename id name } } }
+    nodes { id age: elapsedSeconds type owner { email } }
+  }
+}";
+
+const LITERALS: &str = "query($p: ID!) {
+  sessions(projectId: $p, scope: PROJECT, first: 30, filter: {tab: FINISHED, types: [BATCH, INTERACTIVE], nameContains: \"a\"},
+      orderBy: [{field: NAME, direction: ASC}, {field: CREATED_AT, direction: DESC}]) {
+    edges { node { name status createdAt terminatedAt elapsedSeconds requestedSlots { memory cpu } } }
+    pageInfo { endCursor hasNextPage }
+  }
+}";
+
+/// One answer: status, content type and body.
+struct Answer {
+    status: StatusCode,
+    content_type: String,
+    body: String,
+}
+
+async fn ask(app: &TestApp, token: &str, accept: Option<&str>, query: &str, variables: &Value) -> Answer {
+    let mut req = Request::post("/graphql")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header("x-request-id", "compiled-test");
+    if let Some(accept) = accept {
+        req = req.header(header::ACCEPT, accept);
+    }
+    let body = json!({"query": query, "variables": variables}).to_string();
+    let (status, headers, bytes) = app.send(req.body(Body::from(body)).expect("request")).await;
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    Answer { status, content_type, body: String::from_utf8(bytes).expect("UTF-8") }
+}
+
+/// How many requests for a compiled list were answered by it (`compiled`) or handed back
+/// to the executor (`executor`), from `/metrics`.
+async fn compiled(app: &TestApp, answer: &str) -> u64 {
+    let (_, _, bytes) = app.get("/metrics").await;
+    let text = String::from_utf8(bytes).expect("metrics");
+    let line = format!("sessiond_graphql_compiled_total{{answer=\"{answer}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(&line)).map_or(0, |n| n.parse().expect("a count"))
+}
+
+/// `body` with the figures that move with the clock (`"elapsedSeconds":` and `"age":`)
+/// taken out, and those figures.
+fn without_clock(body: &str) -> (String, Vec<i64>) {
+    let mut rest = body;
+    let mut kept = String::new();
+    let mut figures = Vec::new();
+    loop {
+        let next = ["\"elapsedSeconds\":", "\"age\":"].iter().filter_map(|k| rest.find(k).map(|i| (i, k.len()))).min();
+        let Some((at, len)) = next else { break };
+        kept.push_str(&rest[..at + len]);
+        rest = &rest[at + len..];
+        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '-').unwrap_or(rest.len());
+        figures.push(rest[..digits].parse().expect("a figure"));
+        kept.push('#');
+        rest = &rest[digits..];
+    }
+    kept.push_str(rest);
+    (kept, figures)
+}
+
+/// Asks twice: the executor answers the first time, the compiled form the second. Both
+/// answers must be the same bytes (elapsed seconds within the second that may pass), with
+/// the same statements. Returns the answer. The document gets a comment of its own, so that
+/// the executor answers it first whatever was asked before.
+async fn same_answer_twice(app: &TestApp, token: &str, accept: Option<&str>, query: &str, variables: Value) -> Value {
+    static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let query = &format!("{query}\n# case {}", CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let before = compiled(app, "compiled").await;
+    let (executed_statements, executed) = app.count_statements(ask(app, token, accept, query, &variables)).await;
+    assert_eq!(compiled(app, "compiled").await, before, "the first answer is the executor's");
+    let (compiled_statements, answer) = app.count_statements(ask(app, token, accept, query, &variables)).await;
+    assert_eq!(compiled(app, "compiled").await, before + 1, "the second answer is compiled: {query}");
+    assert_eq!(answer.status, executed.status);
+    assert_eq!(answer.content_type, executed.content_type);
+    let (executed_body, executed_clock) = without_clock(&executed.body);
+    let (body, clock) = without_clock(&answer.body);
+    assert_eq!(body, executed_body, "{query} {variables}");
+    assert_eq!(clock.len(), executed_clock.len());
+    for (a, b) in clock.iter().zip(&executed_clock) {
+        assert!((a - b).abs() <= 1, "elapsed {a} vs {b}");
+    }
+    assert_eq!(compiled_statements, executed_statements, "the same statements: {query}");
+    let answer: Value = serde_json::from_str(&answer.body).expect("JSON");
+    assert!(answer.get("errors").is_none(), "{answer}");
+    answer
+}
+
+async fn the_compiled_list_answers_what_the_executor_answers(app: TestApp) {
+    app.generate(400, 7).await;
+    let p = project("default/default");
+
+    // Every field, every page direction, by an administrator and by a user.
+    let first = same_answer_twice(&app, "demo-admin", None, EVERY_FIELD, json!({"p": p, "scope": "PROJECT"})).await;
+    let list = &first["data"]["list"];
+    assert_eq!(list["edges"].as_array().map(Vec::len), Some(20), "{first}");
+    assert_eq!(list["pageInfo"]["hasNextPage"], json!(true));
+    let end = list["pageInfo"]["endCursor"].clone();
+    let vars = json!({"p": p, "scope": "PROJECT", "first": 50, "after": end});
+    let second = same_answer_twice(&app, "demo-admin", None, EVERY_FIELD, vars).await;
+    assert_eq!(second["data"]["list"]["pageInfo"]["hasPreviousPage"], json!(true));
+    let vars = json!({"p": p, "scope": "PROJECT", "first": null, "last": 7, "before": end});
+    same_answer_twice(&app, "demo-admin", None, EVERY_FIELD, vars).await;
+    let mine = same_answer_twice(&app, "demo-alice", None, EVERY_FIELD, json!({"p": p})).await;
+    let emails: Vec<&Value> =
+        mine["data"]["list"]["nodes"].as_array().expect("nodes").iter().map(|n| &n["owner"]["email"]).collect();
+    assert!(!emails.is_empty() && emails.iter().all(|e| *e == "alice@example.com"), "{mine}");
+
+    // An empty page; the other media type.
+    same_answer_twice(&app, "demo-admin", None, EVERY_FIELD, json!({"p": p, "first": 0})).await;
+    let accept = Some("application/graphql-response+json");
+    same_answer_twice(&app, "demo-admin", accept, EVERY_FIELD, json!({"p": p, "scope": "PROJECT", "first": 3})).await;
+
+    // Literal filter and order, on another project.
+    let research = project("default/research");
+    let literal = same_answer_twice(&app, "demo-admin", None, LITERALS, json!({"p": research})).await;
+    assert!(literal["data"]["sessions"]["edges"].as_array().is_some_and(|e| !e.is_empty()), "{literal}");
+    same_answer_twice(&app, "demo-admin", None, LITERALS, json!({"p": p})).await;
+
+    // A document, once compiled, stays compiled for other variables and callers.
+    ask(&app, "demo-bob", None, EVERY_FIELD, &json!({"p": research})).await;
+    let before = compiled(&app, "compiled").await;
+    for project_name in ["default/default", "default/research"] {
+        ask(
+            &app,
+            "demo-admin",
+            None,
+            EVERY_FIELD,
+            &json!({"p": project(project_name), "scope": "PROJECT", "first": 5}),
+        )
+        .await;
+    }
+    assert_eq!(compiled(&app, "compiled").await, before + 2);
+    assert_eq!(compiled(&app, "executor").await, 0, "nothing was handed back");
+}
+
+async fn what_the_compiled_list_cannot_answer_the_executor_does(app: TestApp) {
+    app.generate(60, 3).await;
+    let p = project("default/default");
+    let cursor = ask(&app, "demo-admin", None, EVERY_FIELD, &json!({"p": p, "scope": "PROJECT"})).await;
+    assert_eq!(cursor.status, StatusCode::OK);
+    let compiled_query = EVERY_FIELD;
+    // The same document, written otherwise: never answered without an error, so never compiled.
+    let executed_query = format!("{EVERY_FIELD} ");
+    for (token, variables) in [
+        // Variables the executor refuses or cannot coerce.
+        ("demo-admin", json!({})),
+        ("demo-admin", json!({"p": null})),
+        ("demo-admin", json!({"p": p, "first": "5"})),
+        ("demo-admin", json!({"p": p, "first": 2.5})),
+        ("demo-admin", json!({"p": p, "scope": "EVERYONE"})),
+        ("demo-admin", json!({"p": p, "first": 3_000_000_000_i64})),
+        // The domain's refusals.
+        ("demo-admin", json!({"p": p, "first": 100_000})),
+        ("demo-admin", json!({"p": p, "first": 5, "last": 5})),
+        ("demo-admin", json!({"p": p, "after": "not a cursor"})),
+        ("demo-admin", json!({"p": "not an id"})),
+        ("demo-alice", json!({"p": p, "scope": "PROJECT"})),
+        ("demo-carol", json!({"p": p})),
+        ("demo-admin", json!({"p": project("other/other"), "scope": "PROJECT"})),
+    ] {
+        let fell_back = compiled(&app, "executor").await;
+        let answer = ask(&app, token, None, compiled_query, &variables).await;
+        assert_eq!(compiled(&app, "executor").await, fell_back + 1, "{variables}: handed back");
+        let executed = ask(&app, token, None, &executed_query, &variables).await;
+        assert_eq!((answer.status, &answer.body), (executed.status, &executed.body), "{token} {variables}");
+        let body: Value = serde_json::from_str(&answer.body).expect("JSON");
+        assert!(body.get("errors").is_some(), "{token} {variables}: {body}");
+    }
+    // A required variable not given is the request's error: nothing ran.
+    let missing = ask(&app, "demo-admin", Some("application/graphql-response+json"), compiled_query, &json!({})).await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST, "{}", missing.body);
+    let missing: Value = serde_json::from_str(&missing.body).expect("JSON");
+    assert!(missing.get("data").is_none(), "{missing}");
+    assert_eq!(missing["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+    assert_eq!(missing["errors"][0]["message"], "variable `$p` of type `ID!` was not given");
+    // Still compiled for good variables.
+    let before = compiled(&app, "compiled").await;
+    let again = ask(&app, "demo-admin", None, compiled_query, &json!({"p": p, "first": 1})).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(compiled(&app, "compiled").await, before + 1);
+}
+
+db_tests!(the_compiled_list_answers_what_the_executor_answers, what_the_compiled_list_cannot_answer_the_executor_does);
