@@ -12,8 +12,9 @@ use std::collections::HashMap;
 
 use async_graphql::parser::types::{
     DocumentOperations, ExecutableDocument, OperationDefinition, OperationType, Selection, SelectionSet,
+    VariableDefinition,
 };
-use async_graphql::{ErrorExtensionValues, Name, Request, ServerError, ServerResult};
+use async_graphql::{ErrorExtensionValues, Name, Positioned, Request, ServerError, ServerResult};
 
 use super::errors::{BAD_USER_INPUT, LIMIT_EXCEEDED};
 use crate::config::GraphqlLimits;
@@ -58,10 +59,11 @@ pub fn admit(mut request: Request, limits: &GraphqlLimits) -> Result<Admitted, S
     Ok(Admitted { request, operation })
 }
 
-/// The operation of `document` that `name` picks (the only one when `None`).
-fn selected<'d>(document: &'d ExecutableDocument, name: Option<&str>) -> Option<&'d OperationDefinition> {
+/// The operation of `document` that `name` picks, as the executor picks it: the only one
+/// when `None`; an anonymous operation has no name to pick it by.
+pub fn selected<'d>(document: &'d ExecutableDocument, name: Option<&str>) -> Option<&'d OperationDefinition> {
     Some(match (&document.operations, name) {
-        (DocumentOperations::Single(op), _) => &op.node,
+        (DocumentOperations::Single(op), None) => &op.node,
         (DocumentOperations::Multiple(ops), Some(name)) => &ops.get(name)?.node,
         (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => &ops.values().next()?.node,
         _ => return None,
@@ -76,18 +78,29 @@ pub fn operation(document: &ExecutableDocument, name: Option<&str>) -> Option<Op
     Some(Operation { ty: op.ty, single_root_field })
 }
 
-/// A variable the operation requires (non-null, without a default) that the request does
-/// not give is the request's error, before anything runs, as GraphQL's variable coercion
-/// has it. async-graphql's validation does not look for it; its executor finds it only when
-/// a resolver reads the argument, as an error without a code.
 fn required_variables(document: &ExecutableDocument, request: &Request) -> Result<(), ServerError> {
     let Some(op) = selected(document, request.operation_name.as_deref()) else { return Ok(()) };
-    for definition in &op.variable_definitions {
+    given_variables(&op.variable_definitions, &request.variables)
+}
+
+/// A variable of a non-null type that the request does not give (and has no default) or
+/// gives as null is the request's error, before anything runs, as GraphQL's variable
+/// coercion has it. async-graphql's validation does not look for it; its executor finds it
+/// only when a resolver reads the argument, as an error without a code.
+pub fn given_variables(
+    definitions: &[Positioned<VariableDefinition>],
+    variables: &async_graphql::Variables,
+) -> Result<(), ServerError> {
+    for definition in definitions {
         let d = &definition.node;
-        if d.var_type.node.nullable || d.default_value.is_some() || request.variables.contains_key(&d.name.node) {
-            continue;
-        }
-        let message = format!("variable `${}` of type `{}` was not given", d.name.node, d.var_type.node);
+        let problem = match variables.get(&d.name.node) {
+            _ if d.var_type.node.nullable => continue,
+            None if d.default_value.is_some() => continue,
+            None => "was not given",
+            Some(async_graphql::Value::Null) => "cannot be null",
+            Some(_) => continue,
+        };
+        let message = format!("variable `${}` of type `{}` {problem}", d.name.node, d.var_type.node);
         let mut error = ServerError::new(message, Some(definition.pos));
         let mut extensions = ErrorExtensionValues::default();
         extensions.set("code", BAD_USER_INPUT);

@@ -168,6 +168,25 @@ fn parse_status(text: &str) -> ApiResult<DomStatus> {
     Ok(DomStatus::stored(text)?)
 }
 
+/// The fields of a session that are a conversion of its stored value, as the API shows
+/// them: the resolvers below and the compiled list ([`super::compiled`]) both call these.
+pub(super) mod shown {
+    use super::*;
+
+    pub fn session_type(s: &session::Model) -> ApiResult<SessionType> {
+        Ok(model::SessionType::stored(&s.session_type)?.into())
+    }
+    pub fn status(s: &session::Model) -> ApiResult<SessionStatus> {
+        Ok(parse_status(&s.status)?.into())
+    }
+    pub fn result(s: &session::Model) -> ApiResult<SessionResult> {
+        Ok(DomResult::stored(&s.result)?.into())
+    }
+    pub fn batch_timeout_seconds(s: &session::Model) -> Option<i32> {
+        s.batch_timeout_seconds.map(|t| i32::try_from(t).unwrap_or(i32::MAX))
+    }
+}
+
 /// A compute session.
 ///
 /// Its fields (like those of the other per-row objects: edges, users, projects, slots) are
@@ -194,16 +213,16 @@ impl Session {
     }
     #[graphql(name = "type")]
     async fn session_type(&self) -> ApiResult<SessionType> {
-        Ok(model::SessionType::stored(&self.0.session_type)?.into())
+        shown::session_type(&self.0)
     }
     async fn status(&self) -> ApiResult<SessionStatus> {
-        Ok(parse_status(&self.0.status)?.into())
+        shown::status(&self.0)
     }
     async fn status_info(&self) -> Option<&str> {
         self.0.status_info.as_deref()
     }
     async fn result(&self) -> ApiResult<SessionResult> {
-        Ok(DomResult::stored(&self.0.result)?.into())
+        shown::result(&self.0)
     }
     async fn exit_code(&self) -> Option<i32> {
         self.0.exit_code
@@ -265,7 +284,7 @@ impl Session {
         self.0.startup_command.as_deref()
     }
     async fn batch_timeout_seconds(&self) -> Option<i32> {
-        self.0.batch_timeout_seconds.map(|s| i32::try_from(s).unwrap_or(i32::MAX))
+        shown::batch_timeout_seconds(&self.0)
     }
     async fn launch_group(&self, ctx: &Context<'_>) -> ApiResult<Option<LaunchGroup>> {
         let Some(id) = self.0.launch_group_id else { return Ok(None) };

@@ -122,6 +122,13 @@ impl SlotAmount {
 /// Resource slots: CPU cores, memory in bytes, accelerators by slot name, and every slot.
 pub struct ResourceSlots(pub Slots);
 
+impl ResourceSlots {
+    /// `memory`: whole bytes (the compiled list writes it too).
+    pub(super) fn memory_of(slots: &Slots) -> BigInt {
+        BigInt(slots.get(slots::MEM).round() as i64)
+    }
+}
+
 #[Object(serial)]
 impl ResourceSlots {
     async fn cpu(&self) -> f64 {
@@ -129,7 +136,7 @@ impl ResourceSlots {
     }
     /// Bytes.
     async fn memory(&self) -> BigInt {
-        BigInt(self.0.get(slots::MEM).round() as i64)
+        Self::memory_of(&self.0)
     }
     /// Every slot but `cpu` and `mem`, e.g. `cuda.device`.
     async fn accelerators(&self) -> Vec<SlotAmount> {

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::domain::DomainError;
-use crate::graphql::compiled::{self, Known, Plan};
+use crate::graphql::compiled::{self, Plan, Plans};
 use crate::graphql::errors::{
     BAD_USER_INPUT, INTERNAL, INTERNAL_MESSAGE, UNAUTHENTICATED, UNAVAILABLE, code_of, error_body, finalize_errors,
 };
@@ -232,7 +232,7 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
         }
     };
     let known = state.plans.get(&request.query, request.operation_name.as_deref());
-    if let Known::Compiled(plan) = &known {
+    if let Some(plan) = &known {
         let answer = compiled::answer(plan, &state.db, &viewer, &request.variables).await;
         state.metrics.compiled(answer.is_some());
         if let Some(body) = answer {
@@ -241,8 +241,7 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
             return answer;
         }
     }
-    // A document not seen yet is remembered once the executor answered it without an error,
-    // with its compiled form if it has one.
+    // A list that compiles is kept once the executor answered it without an error.
     let mut unseen = None;
     let (operation, mut response) = match limits::admit(request, &state.limits.graphql) {
         Ok(mut admitted) => {
@@ -252,12 +251,12 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
                 Some(async_graphql::parser::types::OperationType::Subscription) => "subscription",
                 None => "unknown",
             };
-            if matches!(known, Known::Unknown) {
+            if known.is_none() && Plans::keeps(&admitted.request.query) {
                 let request = &mut admitted.request;
-                let (query, name) = (request.query.clone(), request.operation_name.clone());
                 let max_cost = state.limits.graphql.max_query_cost;
+                let name = request.operation_name.clone();
                 let plan = request.parsed_query().ok().and_then(|doc| Plan::of(doc, name.as_deref(), max_cost));
-                unseen = Some((query, name, plan));
+                unseen = plan.map(|plan| (request.query.clone(), name, plan));
             }
             (operation, state.schema.execute(prepare_request(admitted.request, &state.db, viewer)).await)
         }

@@ -5,6 +5,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
 
 use crate::db_tests;
@@ -39,6 +40,17 @@ struct Answer {
 }
 
 async fn ask(app: &TestApp, token: &str, accept: Option<&str>, query: &str, variables: &Value) -> Answer {
+    ask_operation(app, token, accept, query, None, variables).await
+}
+
+async fn ask_operation(
+    app: &TestApp,
+    token: &str,
+    accept: Option<&str>,
+    query: &str,
+    operation: Option<&str>,
+    variables: &Value,
+) -> Answer {
     let mut req = Request::post("/graphql")
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::AUTHORIZATION, format!("Bearer {token}"))
@@ -46,7 +58,7 @@ async fn ask(app: &TestApp, token: &str, accept: Option<&str>, query: &str, vari
     if let Some(accept) = accept {
         req = req.header(header::ACCEPT, accept);
     }
-    let body = json!({"query": query, "variables": variables}).to_string();
+    let body = json!({"query": query, "operationName": operation, "variables": variables}).to_string();
     let (status, headers, bytes) = app.send(req.body(Body::from(body)).expect("request")).await;
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
     Answer { status, content_type, body: String::from_utf8(bytes).expect("UTF-8") }
@@ -110,6 +122,21 @@ async fn same_answer_twice(app: &TestApp, token: &str, accept: Option<&str>, que
 
 async fn the_compiled_list_answers_what_the_executor_answers(app: TestApp) {
     app.generate(400, 7).await;
+    // Generated sessions have no batch timeouts or queue positions: some get them.
+    use entity::session::{Column, Entity};
+    use sea_orm::sea_query::Expr;
+    let batch = Entity::update_many().col_expr(Column::BatchTimeoutSeconds, Expr::value(7200_i64));
+    batch.filter(Column::SessionType.eq("BATCH")).exec(&app.db).await.expect("timeouts");
+    let newest = Entity::find()
+        .filter(Column::ProjectId.eq(sessiond::domain::seed::demo_project_id("default/default")))
+        .order_by_desc(Column::CreatedAt)
+        .one(&app.db)
+        .await
+        .expect("read")
+        .expect("a session");
+    let queued = Entity::update_many().col_expr(Column::Status, Expr::value("PENDING"));
+    let queued = queued.col_expr(Column::QueuePosition, Expr::value(3));
+    queued.filter(Column::Id.eq(newest.id)).exec(&app.db).await.expect("a queue position");
     let p = project("default/default");
 
     // Every field, every page direction, by an administrator and by a user.
@@ -118,15 +145,40 @@ async fn the_compiled_list_answers_what_the_executor_answers(app: TestApp) {
     assert_eq!(list["edges"].as_array().map(Vec::len), Some(20), "{first}");
     assert_eq!(list["pageInfo"]["hasNextPage"], json!(true));
     let end = list["pageInfo"]["endCursor"].clone();
-    let vars = json!({"p": p, "scope": "PROJECT", "first": 50, "after": end});
+    let vars = json!({"p": p, "scope": "PROJECT", "first": 200, "after": end});
     let second = same_answer_twice(&app, "demo-admin", None, EVERY_FIELD, vars).await;
     assert_eq!(second["data"]["list"]["pageInfo"]["hasPreviousPage"], json!(true));
+    // Each optional field is written with a value as well as null on these pages.
+    let nodes: Vec<&Value> = [list, &second["data"]["list"]]
+        .iter()
+        .flat_map(|l| l["edges"].as_array().expect("edges"))
+        .map(|e| &e["node"])
+        .collect();
+    for field in [
+        "statusInfo",
+        "exitCode",
+        "agent",
+        "startupCommand",
+        "batchTimeoutSeconds",
+        "scheduledAt",
+        "startedAt",
+        "terminatedAt",
+        "queuePosition",
+    ] {
+        assert!(nodes.iter().any(|n| n[field].is_null()), "{field} is never null");
+        assert!(nodes.iter().any(|n| !n[field].is_null()), "{field} is always null");
+    }
     let vars = json!({"p": p, "scope": "PROJECT", "first": null, "last": 7, "before": end});
     same_answer_twice(&app, "demo-admin", None, EVERY_FIELD, vars).await;
     let mine = same_answer_twice(&app, "demo-alice", None, EVERY_FIELD, json!({"p": p})).await;
     let emails: Vec<&Value> =
         mine["data"]["list"]["nodes"].as_array().expect("nodes").iter().map(|n| &n["owner"]["email"]).collect();
     assert!(!emails.is_empty() && emails.iter().all(|e| *e == "alice@example.com"), "{mine}");
+
+    // No scope (its default), aliases inside the objects, by a user.
+    let bare = "query($p: ID!) { sessions(projectId: $p, first: 10) { pageInfo { s: startCursor __typename }
+      nodes { __typename id owner { e: email __typename r: role } project { n: name i: id } occupiedSlots { __typename c: cpu } } } }";
+    same_answer_twice(&app, "demo-bob", None, bare, json!({"p": p})).await;
 
     // An empty page; the other media type.
     same_answer_twice(&app, "demo-admin", None, EVERY_FIELD, json!({"p": p, "first": 0})).await;
@@ -177,6 +229,7 @@ async fn what_the_compiled_list_cannot_answer_the_executor_does(app: TestApp) {
         ("demo-admin", json!({"p": p, "first": 5, "last": 5})),
         ("demo-admin", json!({"p": p, "after": "not a cursor"})),
         ("demo-admin", json!({"p": "not an id"})),
+        ("demo-admin", json!({"p": 5})),
         ("demo-alice", json!({"p": p, "scope": "PROJECT"})),
         ("demo-carol", json!({"p": p})),
         ("demo-admin", json!({"p": project("other/other"), "scope": "PROJECT"})),
@@ -196,11 +249,44 @@ async fn what_the_compiled_list_cannot_answer_the_executor_does(app: TestApp) {
     assert!(missing.get("data").is_none(), "{missing}");
     assert_eq!(missing["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
     assert_eq!(missing["errors"][0]["message"], "variable `$p` of type `ID!` was not given");
+    // A document of two operations is never compiled: validation weighs the one not run too,
+    // with the request's variables.
+    let two = "query A($p: ID!) { sessions(projectId: $p) { nodes { id } } }
+      query B($n: Int!) { sessions(projectId: \"x\", first: $n) { nodes { id } } }";
+    let before = compiled(&app, "compiled").await;
+    let ran = ask_operation(&app, "demo-admin", None, two, Some("A"), &json!({"p": p, "n": 1})).await;
+    assert!(!ran.body.contains("errors"), "{}", ran.body);
+    let refused = ask_operation(&app, "demo-admin", None, two, Some("A"), &json!({"p": p})).await;
+    assert!(refused.body.contains("errors"), "{}", refused.body);
+    // An anonymous operation asked for by a name is not there.
+    let named = ask_operation(&app, "demo-admin", None, compiled_query, Some("X"), &json!({"p": p})).await;
+    assert!(named.body.contains("Unknown operation named"), "{}", named.body);
+    assert_eq!(compiled(&app, "compiled").await, before);
+
     // Still compiled for good variables.
     let before = compiled(&app, "compiled").await;
     let again = ask(&app, "demo-admin", None, compiled_query, &json!({"p": p, "first": 1})).await;
     assert_eq!(again.status, StatusCode::OK);
     assert_eq!(compiled(&app, "compiled").await, before + 1);
+
+    // A row the executor cannot read (an owner's stored role) is the executor's error.
+    let query = "query($p: ID!) { sessions(projectId: $p, scope: PROJECT) { nodes { owner { email } } } }";
+    let executed_query = format!("{query} ");
+    let first = ask(&app, "demo-admin", None, query, &json!({"p": p})).await;
+    let first: Value = serde_json::from_str(&first.body).expect("JSON");
+    let owner = first["data"]["sessions"]["nodes"][0]["owner"]["email"].as_str().expect("an owner").to_owned();
+    entity::user::Entity::update_many()
+        .col_expr(entity::user::Column::Role, sea_orm::sea_query::Expr::value("WIZARD"))
+        .filter(entity::user::Column::Email.eq(owner))
+        .exec(&app.db)
+        .await
+        .expect("spoil a role");
+    let fell_back = compiled(&app, "executor").await;
+    let answer = ask(&app, "demo-admin", None, query, &json!({"p": p})).await;
+    assert_eq!(compiled(&app, "executor").await, fell_back + 1);
+    let executed = ask(&app, "demo-admin", None, &executed_query, &json!({"p": p})).await;
+    assert_eq!(answer.body, executed.body);
+    assert!(answer.body.contains("INTERNAL"), "{}", answer.body);
 }
 
 db_tests!(the_compiled_list_answers_what_the_executor_answers, what_the_compiled_list_cannot_answer_the_executor_does);

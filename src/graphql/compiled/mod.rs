@@ -6,7 +6,7 @@
 //! BENCHMARKS.md, "Side by side"). A document seen once is parsed and validated by
 //! async-graphql and answered by its executor as any other. If it is a plain session list
 //! ([`plan`] says exactly which are) and that answer had no error, its compiled form is
-//! kept, by the document's text. The next time the same text comes, the compiled form:
+//! kept, by the document's text and operation name. The next time the same text comes, the compiled form:
 //! coerces the arguments as the executor does, calls the same two functions the list
 //! resolver calls (the domain's visibility check and page), and writes each field's value
 //! as the executor would ([`render`]).
@@ -26,68 +26,64 @@ use sea_orm::DatabaseConnection;
 
 use crate::domain::auth::Viewer;
 
+use super::limits;
 use super::session::{PageArgs, SessionFilter, SessionOrder, SessionScope, project_set, read_page};
 pub use plan::Plan;
 
-/// The most documents kept, and the longest kept: enough for every page of a web client,
-/// little memory whatever a client sends.
+/// The most documents kept, the most operation names kept for one document, and the
+/// longest document kept: enough for every page of a web client, little memory whatever a
+/// client sends.
 const CAPACITY: usize = 256;
+const NAMES_PER_DOCUMENT: usize = 4;
 const MAX_DOCUMENT_BYTES: usize = 8 * 1024;
 
-/// The documents seen, by text: compiled or known not to compile.
+/// The compiled lists, by the text of their document and their operation name. Only lists
+/// that compiled are kept: anything else is one cheap look at the parsed document
+/// ([`Plan::of`]) each time.
 #[derive(Default)]
 pub struct Plans {
-    seen: Mutex<HashMap<String, Seen>>,
+    compiled: Mutex<HashMap<String, Vec<Named>>>,
 }
 
-struct Seen {
-    operation_name: Option<String>,
-    plan: Option<Arc<Plan>>,
-}
-
-/// What the cache knows of a document.
-pub enum Known {
-    /// Not seen (or seen with another operation name).
-    Unknown,
-    /// Seen; it does not compile.
-    Executed,
-    Compiled(Arc<Plan>),
-}
+/// A compiled list and the operation name it was asked by.
+type Named = (Option<String>, Arc<Plan>);
 
 impl Plans {
-    pub fn get(&self, query: &str, operation_name: Option<&str>) -> Known {
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        match seen.get(query) {
-            Some(s) if s.operation_name.as_deref() == operation_name => match &s.plan {
-                Some(plan) => Known::Compiled(Arc::clone(plan)),
-                None => Known::Executed,
-            },
-            _ => Known::Unknown,
-        }
+    pub fn get(&self, query: &str, operation_name: Option<&str>) -> Option<Arc<Plan>> {
+        let compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        let plans = compiled.get(query)?;
+        plans.iter().find(|(name, _)| name.as_deref() == operation_name).map(|(_, plan)| Arc::clone(plan))
     }
 
-    /// Remembers `query` after the executor answered it without an error: `plan` is its
-    /// compiled form, if it has one.
-    pub fn remember(&self, query: &str, operation_name: Option<&str>, plan: Option<Plan>) {
-        if query.len() > MAX_DOCUMENT_BYTES {
+    /// Whether a document this long is kept.
+    pub fn keeps(query: &str) -> bool {
+        query.len() <= MAX_DOCUMENT_BYTES
+    }
+
+    /// Keeps the compiled form of `query`, once the executor answered it without an error.
+    pub fn remember(&self, query: &str, operation_name: Option<&str>, plan: Plan) {
+        if !Self::keeps(query) {
             return;
         }
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.len() >= CAPACITY && !seen.contains_key(query) {
-            // Any one goes: a client's pages come back at once, an attacker's never do.
-            if let Some(victim) = seen.keys().next().cloned() {
-                seen.remove(&victim);
+        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if compiled.len() >= CAPACITY && !compiled.contains_key(query) {
+            // Any one goes: a client's pages come back at once.
+            if let Some(victim) = compiled.keys().next().cloned() {
+                compiled.remove(&victim);
             }
         }
-        seen.insert(
-            query.to_owned(),
-            Seen { operation_name: operation_name.map(str::to_owned), plan: plan.map(Arc::new) },
-        );
+        let plans = compiled.entry(query.to_owned()).or_default();
+        plans.retain(|(name, _)| name.as_deref() != operation_name);
+        if plans.len() >= NAMES_PER_DOCUMENT {
+            plans.remove(0);
+        }
+        plans.push((operation_name.map(str::to_owned), Arc::new(plan)));
     }
 }
 
 /// The answer of a compiled list, the response body; `None` when the executor must answer.
 pub async fn answer(plan: &Plan, db: &DatabaseConnection, viewer: &Viewer, variables: &Variables) -> Option<Vec<u8>> {
+    limits::given_variables(&plan.variables, variables).ok()?;
     let arguments = Arguments { plan, variables };
     let project_id: ID = arguments.get("projectId")?;
     let scope: Option<SessionScope> = arguments.get_or("scope", || Some(SessionScope::Mine))?;

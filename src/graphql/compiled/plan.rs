@@ -3,7 +3,7 @@
 //! validated and answered without an error).
 //!
 //! What compiles, and nothing else (anything else is answered by the executor):
-//! - one operation, a query without directives, whose only root selection is
+//! - a document of one operation, a query without directives, whose only root selection is
 //!   `sessions(...)`, aliased or not;
 //! - its arguments as written, with variables for `projectId`, `scope`, `first`, `after`,
 //!   `last` and `before` (their values are coerced as the executor coerces them); `filter`
@@ -24,6 +24,7 @@ use async_graphql_value::Value;
 
 use crate::domain::paging::MAX_PAGE_SIZE;
 
+use super::super::limits;
 use super::super::session::page_complexity;
 
 /// A selection of one object: each field's response key (written as JSON, with its colon)
@@ -123,12 +124,12 @@ impl Plan {
         if !document.fragments.is_empty() {
             return None;
         }
-        let operation = match (&document.operations, operation_name) {
-            (DocumentOperations::Single(op), _) => op,
-            (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
-            _ => return None,
-        };
-        let operation = &operation.node;
+        // One operation only: validation weighs every operation of a document, the ones not
+        // run included, with the request's variables.
+        if matches!(&document.operations, DocumentOperations::Multiple(ops) if ops.len() != 1) {
+            return None;
+        }
+        let operation = limits::selected(document, operation_name)?;
         if operation.ty != OperationType::Query || !operation.directives.is_empty() {
             return None;
         }
@@ -345,9 +346,23 @@ mod tests {
             "{ sessions(projectId: \"x\") { nodes { image { name } } } }",
             "{ sessions(projectId: \"x\") { nodes { requestedSlots { accelerators { slot } } } } }",
             "mutation { sessions(projectId: \"x\") { nodes { id } } }",
+            // Two operations: validation weighs both.
+            "query A { sessions(projectId: \"x\") { nodes { id } } } query B { sessions(projectId: \"y\") { nodes { id } } }",
         ] {
             assert!(plan(query).is_none(), "{query}");
         }
+    }
+
+    #[test]
+    fn the_operation_is_picked_as_the_executor_picks_it() {
+        let named = async_graphql::parser::parse_query("query A { sessions(projectId: \"x\") { nodes { id } } }")
+            .expect("parses");
+        assert!(Plan::of(&named, Some("A"), 100_000).is_some());
+        assert!(Plan::of(&named, None, 100_000).is_some());
+        assert!(Plan::of(&named, Some("B"), 100_000).is_none());
+        let anonymous =
+            async_graphql::parser::parse_query("{ sessions(projectId: \"x\") { nodes { id } } }").expect("parses");
+        assert!(Plan::of(&anonymous, Some("A"), 100_000).is_none());
     }
 
     #[test]

@@ -1,22 +1,21 @@
 //! A compiled list's answer written as JSON, field by field in the order the document asks:
 //! the bytes async-graphql's executor would send for the same page. Every leaf goes through
 //! the same conversion the executor uses (`InputType::to_value` of the field's GraphQL
-//! type, then `ConstValue`'s serialization); what a leaf is, is what the resolver in
-//! `session.rs`, `viewer.rs` or `types.rs` returns.
+//! type, then `ConstValue`'s serialization); a value the resolver converts is converted by
+//! the same function (`session::shown`, `ResourceSlots::memory_of`).
 
 use async_graphql::{InputType, Value};
 use chrono::{DateTime, Utc};
 
-use crate::domain::model::{self, Role as DomRole};
+use crate::domain::model::Role as DomRole;
 use crate::domain::sessions::{self as dom, PageRow, SessionPage};
 use crate::domain::slots::{self, ResourceSlots as Slots};
-use crate::domain::status::{SessionResult as DomResult, SessionStatus as DomStatus};
 use crate::domain::{DomainResult, clock};
 
 use super::super::cursor;
 use super::super::ids::{NodeKind, encode};
-use super::super::scalars::BigInt;
-use super::super::types::{SessionResult, SessionStatus, SessionType};
+use super::super::session::shown;
+use super::super::types::ResourceSlots;
 use super::super::viewer::Role;
 use super::plan::{Connection, Edge, Fields, PageInfoField, Plan, ProjectField, SessionField, SlotsField, UserField};
 
@@ -117,16 +116,16 @@ fn session(out: &mut Vec<u8>, fields: &Fields<SessionField>, row: &PageRow, shar
         S::Typename => typename(out, "Session"),
         S::Id => leaf(out, encode(NodeKind::Session, s.id)),
         S::Name => text(out, Some(&s.name)),
-        S::Type => leaf(out, SessionType::from(model::SessionType::stored(&s.session_type)?)),
-        S::Status => leaf(out, SessionStatus::from(DomStatus::stored(&s.status)?)),
+        S::Type => leaf(out, shown::session_type(s).map_err(|e| e.0)?),
+        S::Status => leaf(out, shown::status(s).map_err(|e| e.0)?),
         S::StatusInfo => text(out, s.status_info.as_deref()),
-        S::Result => leaf(out, SessionResult::from(DomResult::stored(&s.result)?)),
+        S::Result => leaf(out, shown::result(s).map_err(|e| e.0)?),
         S::ExitCode => leaf(out, s.exit_code),
         S::Agent => text(out, s.agent_id.as_deref()),
         S::ClusterSize => leaf(out, s.cluster_size),
         S::Priority => leaf(out, s.priority),
         S::StartupCommand => text(out, s.startup_command.as_deref()),
-        S::BatchTimeoutSeconds => leaf(out, s.batch_timeout_seconds.map(|t| i32::try_from(t).unwrap_or(i32::MAX))),
+        S::BatchTimeoutSeconds => leaf(out, shown::batch_timeout_seconds(s)),
         S::CreatedAt => leaf(out, s.created_at),
         S::ScheduledAt => leaf(out, s.scheduled_at),
         S::StartedAt => leaf(out, s.started_at),
@@ -148,16 +147,18 @@ fn resource_slots(out: &mut Vec<u8>, fields: &Fields<SlotsField>, slots: &Slots)
     object(out, fields, |out, what| match what {
         SlotsField::Typename => typename(out, "ResourceSlots"),
         SlotsField::Cpu => leaf(out, slots.get(slots::CPU)),
-        SlotsField::Memory => leaf(out, BigInt(slots.get(slots::MEM).round() as i64)),
+        SlotsField::Memory => leaf(out, ResourceSlots::memory_of(slots)),
     })
 }
 
 fn owner(out: &mut Vec<u8>, fields: &Fields<UserField>, user: &entity::user::Model) -> DomainResult<()> {
+    // The executor reads the whole owner (its role too) whichever of its fields are asked.
+    let role = Role::from(DomRole::stored(&user.role)?);
     object(out, fields, |out, what| match what {
         UserField::Typename => typename(out, "User"),
         UserField::Id => leaf(out, encode(NodeKind::User, user.id)),
         UserField::Email => text(out, Some(&user.email)),
         UserField::FullName => text(out, Some(&user.full_name)),
-        UserField::Role => leaf(out, Role::from(DomRole::stored(&user.role)?)),
+        UserField::Role => leaf(out, role),
     })
 }
