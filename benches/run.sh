@@ -8,6 +8,8 @@
 #   bash benches/run.sh [--runs N]      # default 3 runs per figure
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every benchmark binary first, two at a time (each links the whole server with LTO).
+cargo bench --locked --quiet --no-run
 for bench in scheduler launch panels sessions_list subscriptions export hardening versus local_runtime; do
   echo "### $bench"
   echo
