@@ -131,3 +131,46 @@ impl Arguments<'_> {
         self.variables.get(&definition.node.name.node).or_else(|| definition.node.default_value()).cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        let doc =
+            async_graphql::parser::parse_query("{ sessions(projectId: \"x\") { nodes { id } } }").expect("parses");
+        Plan::of(&doc, None, 100_000).expect("compiles")
+    }
+
+    fn kept(plans: &Plans) -> usize {
+        plans.compiled.lock().expect("lock").values().map(Vec::len).sum()
+    }
+
+    #[test]
+    fn plans_are_kept_by_text_and_name_within_bounds() {
+        let plans = Plans::default();
+        plans.remember("a", None, plan());
+        plans.remember("a", Some("A"), plan());
+        assert!(plans.get("a", None).is_some() && plans.get("a", Some("A")).is_some());
+        assert!(plans.get("a", Some("B")).is_none() && plans.get("b", None).is_none());
+        // Asked again under one name, a document keeps one plan for it.
+        plans.remember("a", Some("A"), plan());
+        assert_eq!(kept(&plans), 2);
+        // A few names per document, the latest kept.
+        for name in ["B", "C", "D", "E"] {
+            plans.remember("a", Some(name), plan());
+        }
+        assert_eq!(kept(&plans), NAMES_PER_DOCUMENT);
+        assert!(plans.get("a", None).is_none() && plans.get("a", Some("E")).is_some());
+        // So many documents, then no more.
+        for i in 0..CAPACITY * 2 {
+            plans.remember(&format!("query {i}"), None, plan());
+        }
+        assert_eq!(plans.compiled.lock().expect("lock").len(), CAPACITY);
+        assert!(plans.get(&format!("query {}", CAPACITY * 2 - 1), None).is_some());
+        // A document too long is not kept.
+        let long = "#".repeat(MAX_DOCUMENT_BYTES + 1);
+        plans.remember(&long, None, plan());
+        assert!(plans.get(&long, None).is_none());
+    }
+}

@@ -124,8 +124,8 @@ impl Plan {
         if !document.fragments.is_empty() {
             return None;
         }
-        // One operation only: validation weighs every operation of a document, the ones not
-        // run included, with the request's variables.
+        // One operation only: validation weighs the cost of every operation of a document,
+        // the ones not run included, reading their arguments with the request's variables.
         if matches!(&document.operations, DocumentOperations::Multiple(ops) if ops.len() != 1) {
             return None;
         }
