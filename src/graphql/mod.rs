@@ -17,6 +17,7 @@ pub mod runtime;
 pub mod scalars;
 pub mod scheduling;
 pub mod session;
+pub mod session_list;
 pub mod settings;
 pub mod subscription;
 pub mod types;
@@ -33,7 +34,7 @@ use crate::domain::launch::LaunchLimits;
 pub struct Query(
     viewer::ViewerQuery,
     node::NodeQuery,
-    session::SessionQuery,
+    session_list::SessionQuery,
     launch::LaunchQuery,
     resource::ResourceQuery,
     export::ExportQuery,

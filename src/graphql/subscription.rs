@@ -14,7 +14,8 @@ use super::context::{bus, db, viewer};
 use super::cursor;
 use super::errors::ApiError;
 use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
-use super::session::{Session, SessionScope};
+use super::session::Session;
+use super::session_list::SessionScope;
 use super::types::SessionStatus;
 
 /// One status change of one session.

@@ -27,7 +27,7 @@ use sea_orm::DatabaseConnection;
 use crate::domain::auth::Viewer;
 
 use super::limits;
-use super::session::{PageArgs, SessionFilter, SessionOrder, SessionScope, project_set, read_page};
+use super::session_list::{PageArgs, SessionFilter, SessionOrder, SessionScope, project_set, read_page};
 pub use plan::Plan;
 
 /// The most documents kept, the most operation names kept for one document, and the

@@ -25,7 +25,7 @@ use async_graphql_value::Value;
 use crate::domain::paging::MAX_PAGE_SIZE;
 
 use super::super::limits;
-use super::super::session::page_complexity;
+use super::super::session_list::page_complexity;
 
 /// A selection of one object: each field's response key (written as JSON, with its colon)
 /// and what it is.
