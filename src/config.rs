@@ -64,6 +64,20 @@ pub enum Command {
         /// The session's directory.
         dir: PathBuf,
     },
+    /// Run a program inside a running session's sandbox, confined as its processes are (the
+    /// terminal's shell starts so).
+    #[command(hide = true)]
+    Enter {
+        /// The host pid of the sandbox's init.
+        #[arg(long)]
+        pid: u32,
+        /// A `cgroup.procs` file of the session's cgroups to join first.
+        #[arg(long)]
+        join: Vec<PathBuf>,
+        /// The program and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -157,6 +171,8 @@ pub struct ServeArgs {
     pub timings: Timings,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub retention: RetentionArgs,
     /// Most sessions one "Launch Multiple Sessions" may create (at most 1000: one batch is
     /// one insert statement per table).
     #[arg(long, env = "SESSIOND_MAX_LAUNCH_COUNT", default_value_t = DEFAULT_MAX_LAUNCH_COUNT, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -199,6 +215,10 @@ pub struct RuntimeArgs {
     /// Between SIGTERM to a session's processes and killing whatever is left.
     #[arg(long, env = "SESSIOND_TERMINATE_GRACE_MS", default_value_t = 5_000)]
     pub terminate_grace_ms: u64,
+    /// Bytes each session's work directory may hold (no larger file may be written; a
+    /// session past it is ended with "disk limit exceeded").
+    #[arg(long, env = "SESSIOND_WORK_DIR_LIMIT", default_value_t = crate::domain::runtime::local::files::DEFAULT_WORK_DIR_LIMIT)]
+    pub work_dir_limit: u64,
 }
 
 impl Default for RuntimeArgs {
@@ -210,6 +230,34 @@ impl Default for RuntimeArgs {
             local_agent: "local".to_owned(),
             local_resource_group: "local".to_owned(),
             terminate_grace_ms: 5_000,
+            work_dir_limit: crate::domain::runtime::local::files::DEFAULT_WORK_DIR_LIMIT,
+        }
+    }
+}
+
+/// How long finished sessions' logs are kept.
+#[derive(Clone, Debug, Args)]
+pub struct RetentionArgs {
+    /// Days a finished session's log is kept after its end; 0 keeps logs for ever.
+    #[arg(long, env = "SESSIOND_LOG_RETENTION_DAYS", default_value_t = 30)]
+    pub log_retention_days: u32,
+    /// Log lines one user's finished sessions keep together (the oldest go first past it);
+    /// 0 sets no budget.
+    #[arg(long, env = "SESSIOND_LOG_LINES_PER_USER", default_value_t = 1_000_000)]
+    pub log_lines_per_user: u64,
+}
+
+impl Default for RetentionArgs {
+    fn default() -> Self {
+        Self { log_retention_days: 30, log_lines_per_user: 1_000_000 }
+    }
+}
+
+impl RetentionArgs {
+    pub fn retention(&self) -> crate::domain::logs::Retention {
+        crate::domain::logs::Retention {
+            days: (self.log_retention_days > 0).then_some(self.log_retention_days),
+            lines_per_user: (self.log_lines_per_user > 0).then_some(self.log_lines_per_user),
         }
     }
 }
@@ -259,6 +307,28 @@ pub struct HttpLimits {
     pub ws: WsLimits,
     #[command(flatten)]
     pub graphql: GraphqlLimits,
+    #[command(flatten)]
+    pub shares: ShareLimits,
+}
+
+impl HttpLimits {
+    /// How the live feeds are sized by these limits.
+    pub fn live_options(&self) -> crate::domain::live::LiveOptions {
+        let s = &self.shares;
+        crate::domain::live::LiveOptions {
+            buffer: self.ws.subscription_buffer,
+            per_user: crate::domain::shares::PerUser {
+                connections: s.max_ws_connections_per_user,
+                subscriptions: s.max_subscriptions_per_user,
+                terminals: s.max_terminals_per_user,
+                replays: s.max_replays_per_user,
+            },
+            replays: crate::domain::replay::ReplayBudget {
+                connections: s.replay_connections as usize,
+                rows_per_second: s.replay_rows_per_second,
+            },
+        }
+    }
 }
 
 impl Default for HttpLimits {
@@ -271,6 +341,7 @@ impl Default for HttpLimits {
             max_in_flight: 512,
             ws: WsLimits::default(),
             graphql: GraphqlLimits::default(),
+            shares: ShareLimits::default(),
         }
     }
 }
@@ -295,6 +366,14 @@ pub struct GraphqlLimits {
     /// Most aliased fields in a document, fragments written out.
     #[arg(long, env = "SESSIOND_MAX_ALIASES", default_value_t = 200)]
     pub max_aliases: usize,
+    /// Most aggregates (counts, panels) one request runs; they run one after the other,
+    /// and one more is refused (`LIMIT_EXCEEDED`).
+    #[arg(long, env = "SESSIOND_MAX_AGGREGATES", default_value_t = 8)]
+    pub max_aggregates: usize,
+    /// Most rows the aggregates of one request may scan together; once they have, the next
+    /// aggregate is refused (`LIMIT_EXCEEDED`).
+    #[arg(long, env = "SESSIOND_MAX_AGGREGATE_ROWS", default_value_t = 1_000_000)]
+    pub max_aggregate_rows: u64,
 }
 
 impl Default for GraphqlLimits {
@@ -305,6 +384,53 @@ impl Default for GraphqlLimits {
             max_query_fields: 10_000,
             max_root_fields: 32,
             max_aliases: 200,
+            max_aggregates: 8,
+            max_aggregate_rows: 1_000_000,
+        }
+    }
+}
+
+/// What one user (all of their tokens together) may hold at once of what every user
+/// shares: WebSocket connections, subscriptions, terminals, replays of missed events. One
+/// more is refused with `LIMIT_EXCEEDED` (a WebSocket: closed with 1013); what the others
+/// hold is not touched.
+#[derive(Clone, Debug, Args)]
+pub struct ShareLimits {
+    /// Open WebSocket connections (`/graphql/ws` and terminals) per user.
+    #[arg(long, env = "SESSIOND_MAX_WS_CONNECTIONS_PER_USER", default_value_t = 32)]
+    pub max_ws_connections_per_user: usize,
+    /// Running subscriptions per user, over all their connections.
+    #[arg(long, env = "SESSIOND_MAX_SUBSCRIPTIONS_PER_USER", default_value_t = 200)]
+    pub max_subscriptions_per_user: usize,
+    /// Open terminals per user.
+    #[arg(long, env = "SESSIOND_MAX_TERMINALS_PER_USER", default_value_t = 8)]
+    pub max_terminals_per_user: usize,
+    /// Subscriptions per user replaying missed events (`after:`) at once.
+    #[arg(long, env = "SESSIOND_MAX_REPLAYS_PER_USER", default_value_t = 4)]
+    pub max_replays_per_user: usize,
+    /// WebSocket connections not yet authenticated, over all clients; one more is closed
+    /// at once (1013). Each has `--ws-init-timeout-ms` to authenticate.
+    #[arg(long, env = "SESSIOND_MAX_WS_UNAUTHENTICATED", default_value_t = 256)]
+    pub max_ws_unauthenticated: usize,
+    /// Database connections replays read on: a pool of their own, never the requests'.
+    #[arg(long, env = "SESSIOND_REPLAY_CONNECTIONS", default_value_t = 2)]
+    pub replay_connections: u32,
+    /// Rows replays may read per second, over all of them: a replay from an old cursor is
+    /// paced, never a flood.
+    #[arg(long, env = "SESSIOND_REPLAY_ROWS_PER_SECOND", default_value_t = 5_000)]
+    pub replay_rows_per_second: u32,
+}
+
+impl Default for ShareLimits {
+    fn default() -> Self {
+        Self {
+            max_ws_connections_per_user: 32,
+            max_subscriptions_per_user: 200,
+            max_terminals_per_user: 8,
+            max_replays_per_user: 4,
+            max_ws_unauthenticated: 256,
+            replay_connections: 2,
+            replay_rows_per_second: 5_000,
         }
     }
 }

@@ -24,6 +24,17 @@ pub async fn connect_workers(
     if in_memory(&args.database_url) { Ok(requests.clone()) } else { open(args, WORKER_CONNECTIONS).await }
 }
 
+/// The pool replays of missed events read on ([`crate::domain::replay`]): `connections` of
+/// their own, so that a flood of replays never takes a connection a request waits for. An
+/// in-memory database has one connection, shared: `requests` is returned.
+pub async fn connect_replays(
+    args: &crate::config::DbArgs,
+    connections: u32,
+    requests: &DatabaseConnection,
+) -> Result<DatabaseConnection, DbErr> {
+    if in_memory(&args.database_url) { Ok(requests.clone()) } else { open(args, connections).await }
+}
+
 /// Connections of the background workers' pool: the scheduler, the runtime and the event
 /// feed take turns; none holds it while it waits for anything but the database.
 const WORKER_CONNECTIONS: u32 = 1;

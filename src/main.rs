@@ -15,6 +15,12 @@ use sessiond::config::{Cli, Command, TokenCommand};
 use sessiond::{db, domain, graphql, server};
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_)) {
+        // Before anything is opened: what the server inherited beyond its standard
+        // descriptors (a file its parent left open) must reach no session and no terminal.
+        domain::runtime::local::supervisor::close_inherited_descriptors();
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SESSIOND_LOG")
@@ -22,10 +28,19 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     // A supervisor is a small synchronous process, one per running session: no runtime.
     let result = if let Command::Supervise { dir } = &cli.command {
         domain::runtime::local::supervisor::supervise(dir).map_err(Into::into)
+    } else if let Command::Enter { pid, join, command } = &cli.command {
+        // Single-threaded, as entering a user namespace requires: no runtime.
+        let entry = domain::runtime::local::enter::Entry { pid: *pid, join, command };
+        return match domain::runtime::local::enter::enter(&entry) {
+            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(why) => {
+                eprintln!("sessiond enter: {why}");
+                ExitCode::from(125)
+            }
+        };
     } else {
         match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(rt) => rt.block_on(run(cli)),
@@ -82,7 +97,9 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("sessiond: migrations applied");
         }
         Command::Schema => print!("{}", graphql::sdl()),
-        Command::Supervise { .. } => return Err("`supervise` runs without the server's runtime".into()),
+        Command::Supervise { .. } | Command::Enter { .. } => {
+            return Err("`supervise` and `enter` run without the server's runtime".into());
+        }
         Command::Generate { db: args, sessions, seed } => {
             let (conn, _) = server::open_database(&args, true).await?;
             let started = std::time::Instant::now();

@@ -11,6 +11,7 @@ use crate::config::{DbArgs, RuntimeArgs, RuntimeChoice, ServeArgs, Timings};
 use crate::db;
 use crate::domain::events::EventBus;
 use crate::domain::launch::LaunchLimits;
+use crate::domain::live::Live;
 use crate::domain::runtime::local::images::Images;
 use crate::domain::runtime::local::{LocalConfig, LocalRuntime};
 use crate::domain::runtime::{self, RuntimeInfo, SimulatedRuntime};
@@ -58,20 +59,27 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => tracing::warn!("runtime: simulated, nothing really runs ({})", runtime_info.reason),
     }
     let background = db::connect_workers(&args.db, &conn).await?;
-    let bus = EventBus::start(background.clone(), args.http.ws.subscription_buffer)
+    let replays = db::connect_replays(&args.db, args.http.shares.replay_connections, &conn).await?;
+    let live = Live::start(background.clone(), replays.clone(), args.http.live_options())
         .await
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let metrics = Metrics::default();
-    let workers = spawn_workers(&background, &bus, &args.timings, &metrics, local);
+    let mut workers = spawn_workers(&background, &live.bus, &args.timings, &metrics, local);
+    workers.push(tokio::spawn(crate::domain::logs::retire_forever(
+        background.clone(),
+        args.retention.retention(),
+        Duration::from_secs(3600),
+    )));
     let connections = ConnectionLimits::of(&args.http);
     let launch = LaunchLimits { max_count: args.max_launch_count };
-    let state = AppState::with_metrics(conn.clone(), bus, args.http, launch, metrics.clone(), runtime_info);
+    let state = AppState::with_metrics(conn.clone(), live, args.http, launch, metrics.clone(), runtime_info);
     serve::serve(listener, app(state), connections, metrics.connections(), shutdown_signal()).await;
     for w in workers {
         w.abort();
     }
     if !db::in_memory(&args.db.database_url) {
         background.close().await.ok();
+        replays.close().await.ok();
     }
     db::close(conn, Duration::from_secs(5)).await;
     tracing::info!("sessiond stopped");
@@ -102,6 +110,7 @@ pub async fn choose_runtime(
         grace: Duration::from_millis(args.terminate_grace_ms),
         executable,
         tick: Duration::from_millis(500),
+        work_dir_limit: args.work_dir_limit,
     };
     match LocalRuntime::probe(config) {
         Ok((local, info)) => {

@@ -122,11 +122,10 @@ impl Bench {
             // benchmark fills it.)
             db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
         }
-        // The event feed reads on its own clone, taken before the counter is attached: it
-        // runs when it likes, so its statements would blur the counts.
-        let bus = sessiond::domain::events::EventBus::start(db.clone(), sessiond::domain::events::DEFAULT_CAPACITY)
-            .await
-            .expect("event feed");
+        // The live feeds read on their own clone, taken before the counter is attached: they
+        // run when they like, so their statements would blur the counts.
+        let options = HttpLimits::default().live_options();
+        let live = sessiond::domain::live::Live::start(db.clone(), db.clone(), options).await.expect("live feeds");
         let statements = Arc::new(AtomicUsize::new(0));
         let counter = statements.clone();
         db.set_metric_callback(move |_| {
@@ -134,7 +133,7 @@ impl Bench {
         });
         let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
         let router =
-            sessiond::http::app(sessiond::http::AppState::with(db.clone(), bus, HttpLimits::default(), launch));
+            sessiond::http::app(sessiond::http::AppState::with(db.clone(), live, HttpLimits::default(), launch));
         Bench { router, db, statements, generated_in, _dir: dir }
     }
 

@@ -44,7 +44,12 @@ pub fn hash_token(token: &str) -> String {
 
 /// The viewer a token stands for; `Unauthenticated` for an unknown or inactive one.
 pub async fn authenticate(db: &impl ConnectionTrait, token: &str) -> DomainResult<Viewer> {
-    viewer_where(db, keypair::Column::SecretHash.eq(hash_token(token))).await?.ok_or(DomainError::Unauthenticated)
+    authenticate_hash(db, &hash_token(token)).await
+}
+
+/// The viewer of the token whose hash is `token_hash` (see [`hash_token`]).
+pub async fn authenticate_hash(db: &impl ConnectionTrait, token_hash: &str) -> DomainResult<Viewer> {
+    viewer_where(db, keypair::Column::SecretHash.eq(token_hash)).await?.ok_or(DomainError::Unauthenticated)
 }
 
 /// The viewer of an active keypair, by id (for a link that keypair signed); `None` for an
@@ -150,18 +155,22 @@ pub async fn list_tokens(db: &impl ConnectionTrait, email: &str) -> DomainResult
         .collect())
 }
 
-/// Revokes the token of the keypair with `access_key`: it authenticates no more. Returns
-/// whether it was active until now.
-pub async fn revoke_token(db: &impl ConnectionTrait, access_key: &str) -> DomainResult<bool> {
+/// Revokes the token of the keypair with `access_key`: it authenticates no more, and the
+/// connections it opened are closed within seconds on every server
+/// ([`super::credentials`]). Returns whether it was active until now.
+pub async fn revoke_token(db: &sea_orm::DatabaseConnection, access_key: &str) -> DomainResult<bool> {
+    let txn = super::begin_write(db).await?;
     let kp = keypair::Entity::find()
         .filter(keypair::Column::AccessKey.eq(access_key))
-        .one(db)
+        .one(&txn)
         .await?
         .ok_or(DomainError::NotFound("token"))?;
     if !kp.is_active {
         return Ok(false);
     }
-    keypair::ActiveModel { id: Set(kp.id), is_active: Set(false), ..Default::default() }.update(db).await?;
+    keypair::ActiveModel { id: Set(kp.id), is_active: Set(false), ..Default::default() }.update(&txn).await?;
+    super::credentials::changed(&txn).await?;
+    txn.commit().await?;
     Ok(true)
 }
 

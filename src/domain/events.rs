@@ -9,6 +9,7 @@
 //! numbered under a lock held until commit), so a reader that has seen sequence `n` has
 //! seen everything before it: that is what makes a resume cursor exact.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,11 +20,12 @@ use sea_orm::{
     QuerySelect,
 };
 use tokio::sync::{Notify, broadcast};
+use uuid::Uuid;
 
-use entity::{session, session_status_transition as transition};
+use entity::{image, project, resource_group, session, session_status_transition as transition, user};
 
-use super::DomainResult;
 use super::status::SessionStatus;
+use super::{DomainResult, relations};
 
 /// The PostgreSQL channel on which commits announce new transitions (payload: the highest
 /// sequence number of the commit).
@@ -46,11 +48,54 @@ pub struct SessionEvent {
     pub at: DateTime<Utc>,
     /// The session as read with the event: its state then (possibly already further on).
     pub session: Arc<session::Model>,
+    /// The records the sessions of the same read refer to, loaded once for all of them and
+    /// for every consumer ([`SessionEvent::relations`]).
+    related: Arc<Shared>,
+}
+
+/// The owners, projects, resource groups and images of the sessions of one read.
+#[derive(Debug, Default)]
+pub struct Relations {
+    pub users: HashMap<Uuid, user::Model>,
+    pub projects: HashMap<Uuid, project::Model>,
+    pub resource_groups: HashMap<String, resource_group::Model>,
+    pub images: HashMap<String, image::Model>,
+}
+
+/// What one read's events share: the keys of their relations, and the relations once the
+/// first consumer asked for them.
+#[derive(Debug, Default)]
+struct Shared {
+    users: Vec<Uuid>,
+    projects: Vec<Uuid>,
+    resource_groups: Vec<String>,
+    images: Vec<String>,
+    loaded: tokio::sync::OnceCell<Relations>,
+}
+
+impl Shared {
+    fn of<'a>(sessions: impl Iterator<Item = &'a session::Model>) -> Self {
+        let (mut users, mut projects, mut groups, mut images) =
+            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        for s in sessions {
+            users.insert(s.owner_id);
+            projects.insert(s.project_id);
+            groups.insert(s.resource_group.clone());
+            images.insert(s.image.clone());
+        }
+        Self {
+            users: users.into_iter().collect(),
+            projects: projects.into_iter().collect(),
+            resource_groups: groups.into_iter().collect(),
+            images: images.into_iter().collect(),
+            loaded: tokio::sync::OnceCell::new(),
+        }
+    }
 }
 
 impl SessionEvent {
     /// The event of a committed transition of `s`; `None` for a stored status we do not know.
-    fn of(t: transition::Model, s: Arc<session::Model>) -> Option<Self> {
+    fn of(t: transition::Model, s: Arc<session::Model>, related: Arc<Shared>) -> Option<Self> {
         Some(Self {
             seq: t.id,
             from: t.from_status.as_deref().and_then(SessionStatus::parse),
@@ -58,7 +103,31 @@ impl SessionEvent {
             reason: t.reason,
             at: t.occurred_at,
             session: s,
+            related,
         })
+    }
+
+    /// The records the event's session refers to. Loaded (four statements on `db`) by the
+    /// first consumer of any event of the same read that asks, and shared by every other:
+    /// a thousand subscribers of one change cost one load, not a thousand.
+    pub async fn relations(&self, db: &impl ConnectionTrait) -> DomainResult<&Relations> {
+        let r = &self.related;
+        r.loaded
+            .get_or_try_init(|| async {
+                let (users, projects, resource_groups, images) = tokio::try_join!(
+                    relations::users(db, &r.users),
+                    relations::projects(db, &r.projects),
+                    relations::resource_groups(db, &r.resource_groups),
+                    relations::images(db, &r.images),
+                )?;
+                Ok::<_, super::DomainError>(Relations { users, projects, resource_groups, images })
+            })
+            .await
+    }
+
+    /// How many loads of relations this event's read has made (0 or 1): for tests.
+    pub fn relations_loaded(&self) -> bool {
+        self.related.loaded.initialized()
     }
 }
 
@@ -94,7 +163,8 @@ pub async fn read_after(
     let rows = query.all(db).await?;
     let full = rows.len() as u64 == limit;
     let last_row = rows.last().map(|(t, _)| t.id);
-    let events = rows.into_iter().filter_map(|(t, s)| SessionEvent::of(t, Arc::new(s?))).collect();
+    let related = Arc::new(Shared::of(rows.iter().filter_map(|(_, s)| s.as_ref())));
+    let events = rows.into_iter().filter_map(|(t, s)| SessionEvent::of(t, Arc::new(s?), related.clone())).collect();
     Ok(Read { events, last_row, full })
 }
 

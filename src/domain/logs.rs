@@ -1,6 +1,13 @@
 //! A session's log: the lines its runtime wrote, oldest first.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use entity::session_log;
@@ -29,84 +36,401 @@ pub async fn tail(db: &impl ConnectionTrait, session_id: Uuid, tail: i64) -> Dom
     Ok(lines)
 }
 
-/// How often a followed log is read for new lines.
+/// How often the log feed looks for new lines while anyone follows a log.
 pub const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
-/// Most lines one read of a followed log takes.
+/// Most lines one read of one followed log takes.
 const FOLLOW_BATCH: u64 = 500;
+/// Sessions one look of the feed probes per statement.
+const PROBE_BATCH: usize = 256;
+/// Batches of lines a follower may fall behind before it misses some (it is told so).
+const FOLLOWER_BUFFER: usize = 256;
+
+/// What the log feed tells the followers of one session.
+#[derive(Clone, Debug)]
+enum News {
+    /// New lines, with their ids, in order.
+    Lines(Arc<[(i64, String)]>),
+    /// The session has ended and its last line is out.
+    Ended,
+}
+
+/// The one reader of the logs people follow, shared by every follower of every session:
+/// each look costs one statement for all followed sessions (their status and newest line),
+/// and one more for each session that has new lines, whatever the number of followers.
+/// Runs on the background connection, never on the requests' pool. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct LogFeed(Arc<FeedInner>);
+
+#[derive(Debug)]
+struct FeedInner {
+    followed: std::sync::Mutex<HashMap<Uuid, Followed>>,
+    /// Looks taken, and statements run: for tests and metrics.
+    looks: AtomicU64,
+    statements: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Followed {
+    /// Every line up to this id was sent; `None` until the first follower read its tail.
+    after: Option<i64>,
+    news: broadcast::Sender<News>,
+}
+
+impl LogFeed {
+    /// A feed reading from `db` (the background connection) until the last clone is dropped.
+    pub fn start(db: DatabaseConnection) -> Self {
+        let inner = Arc::new(FeedInner {
+            followed: Default::default(),
+            looks: AtomicU64::new(0),
+            statements: AtomicU64::new(0),
+        });
+        tokio::spawn(run_feed(db, Arc::downgrade(&inner)));
+        Self(inner)
+    }
+
+    /// How many looks the feed has taken, and how many statements they ran.
+    pub fn figures(&self) -> (u64, u64) {
+        (self.0.looks.load(Ordering::Relaxed), self.0.statements.load(Ordering::Relaxed))
+    }
+
+    /// Sessions followed now.
+    pub fn followed(&self) -> usize {
+        self.0.followed.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    fn subscribe(&self, session_id: Uuid) -> broadcast::Receiver<News> {
+        let mut followed = self.0.followed.lock().unwrap_or_else(PoisonError::into_inner);
+        let f = followed
+            .entry(session_id)
+            .or_insert_with(|| Followed { after: None, news: broadcast::channel(FOLLOWER_BUFFER).0 });
+        f.news.subscribe()
+    }
+
+    /// The feed starts reading `session_id` after line `after`, unless it reads it already.
+    fn read_after(&self, session_id: Uuid, after: i64) {
+        let mut followed = self.0.followed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = followed.get_mut(&session_id) {
+            f.after.get_or_insert(after);
+        }
+    }
+}
+
+/// The feed's loop: a look every [`FOLLOW_EVERY`] while anyone follows a log.
+async fn run_feed(db: DatabaseConnection, inner: std::sync::Weak<FeedInner>) {
+    let mut ticks = tokio::time::interval(FOLLOW_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        if let Err(e) = look(&db, &inner).await {
+            tracing::warn!(error = ?e, "reading followed logs failed; retrying");
+        }
+    }
+}
+
+/// One look: which followed sessions have new lines or have ended, then their new lines.
+async fn look(db: &DatabaseConnection, inner: &FeedInner) -> DomainResult<()> {
+    let watched: Vec<(Uuid, i64)> = {
+        let mut followed = inner.followed.lock().unwrap_or_else(PoisonError::into_inner);
+        followed.retain(|_, f| f.news.receiver_count() > 0);
+        followed.iter().filter_map(|(id, f)| Some((*id, f.after?))).collect()
+    };
+    if watched.is_empty() {
+        return Ok(());
+    }
+    inner.looks.fetch_add(1, Ordering::Relaxed);
+    for chunk in watched.chunks(PROBE_BATCH) {
+        let ids: Vec<Uuid> = chunk.iter().map(|(id, _)| *id).collect();
+        let probed = probe(db, &ids).await?;
+        inner.statements.fetch_add(1, Ordering::Relaxed);
+        for (id, after) in chunk {
+            let (ended, newest) = match probed.get(id) {
+                Some((status, newest)) => (status.is_terminal(), *newest),
+                None => (true, None), // gone
+            };
+            let mut after = *after;
+            if newest.is_some_and(|n| n > after) {
+                loop {
+                    let lines = session_log::Entity::find()
+                        .filter(session_log::Column::SessionId.eq(*id))
+                        .filter(session_log::Column::Id.gt(after))
+                        .order_by_asc(session_log::Column::Id)
+                        .limit(FOLLOW_BATCH)
+                        .all(db)
+                        .await?;
+                    inner.statements.fetch_add(1, Ordering::Relaxed);
+                    let full = lines.len() as u64 == FOLLOW_BATCH;
+                    if let Some(last) = lines.last() {
+                        after = last.id;
+                    }
+                    let lines: Arc<[(i64, String)]> = lines.into_iter().map(|l| (l.id, l.line)).collect();
+                    tell(inner, *id, Some(after), News::Lines(lines));
+                    // An ended session's log is read to its end; a live one's next time.
+                    if !(full && ended) {
+                        break;
+                    }
+                }
+            } else if ended {
+                // Read after its end was seen: nothing more will come.
+                tell(inner, *id, None, News::Ended);
+                inner.followed.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn tell(inner: &FeedInner, id: Uuid, after: Option<i64>, news: News) {
+    let mut followed = inner.followed.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(f) = followed.get_mut(&id) {
+        if after.is_some() {
+            f.after = after;
+        }
+        let _ = f.news.send(news); // nobody listening: dropped at the next look
+    }
+}
+
+/// The status and newest log line of each of `ids` that exists, in one statement.
+async fn probe(
+    db: &DatabaseConnection,
+    ids: &[Uuid],
+) -> DomainResult<HashMap<Uuid, (super::status::SessionStatus, Option<i64>)>> {
+    use sea_orm::FromQueryResult;
+    use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
+    #[derive(FromQueryResult)]
+    struct Row {
+        id: Uuid,
+        status: String,
+        newest: Option<i64>,
+    }
+    let newest = Query::select()
+        .expr(Expr::col((Alias::new("l"), session_log::Column::Id)).max())
+        .from_as(session_log::Entity, Alias::new("l"))
+        .and_where(
+            Expr::col((Alias::new("l"), session_log::Column::SessionId))
+                .equals((entity::session::Entity, entity::session::Column::Id)),
+        )
+        .to_owned();
+    let select = Query::select()
+        .column((entity::session::Entity, entity::session::Column::Id))
+        .column((entity::session::Entity, entity::session::Column::Status))
+        .expr_as(Expr::SubQuery(None, Box::new(newest.into())), Alias::new("newest"))
+        .from(entity::session::Entity)
+        .and_where(
+            Expr::col((entity::session::Entity, entity::session::Column::Id)).is_in(super::padded(ids.iter().copied())),
+        )
+        .to_owned();
+    let backend = db.get_database_backend();
+    let rows = Row::find_by_statement(backend.build(&select)).all(db).await?;
+    rows.into_iter().map(|r| Ok((r.id, (super::status::SessionStatus::stored(&r.status)?, r.newest)))).collect()
+}
 
 /// The log of a session the viewer may see, followed: its last `tail` lines (0 to
 /// [`MAX_TAIL`]), then each new line as the runtime writes it, until the session has ended
-/// and its last line is out. A session the viewer may not see is not found.
+/// and its last line is out. A session the viewer may not see is not found. New lines come
+/// from the shared [`LogFeed`]; when the viewer's credentials change, the right to see the
+/// session is checked again, and the feed ends with the error if it is gone.
 pub async fn follow(
-    db: &sea_orm::DatabaseConnection,
+    db: &DatabaseConnection,
+    live: &super::live::Live,
     viewer: &super::auth::Viewer,
     session_id: Uuid,
     tail: i64,
-) -> DomainResult<futures_util::stream::BoxStream<'static, DomainResult<String>>> {
-    use futures_util::StreamExt;
+) -> DomainResult<BoxStream<'static, DomainResult<String>>> {
     let tail = u64::try_from(tail).ok().filter(|n| *n <= u64::from(MAX_TAIL)).ok_or_else(|| {
         DomainError::bad_input("OUT_OF_RANGE", Some("tail".to_owned()), format!("`tail` is between 0 and {MAX_TAIL}"))
     })?;
     super::visibility::visible_session(db, viewer, session_id).await?;
+    // Subscribe first: every line committed after the tail below reaches the receiver.
+    let mut news = live.logs.subscribe(session_id);
     let mut first: Vec<session_log::Model> = session_log::Entity::find()
         .filter(session_log::Column::SessionId.eq(session_id))
         .order_by_desc(session_log::Column::Id)
         .limit(tail.max(1))
         .all(db)
         .await?;
-    let after = first.first().map_or(0, |l| l.id);
+    let shown_to = first.first().map_or(0, |l| l.id);
+    live.logs.read_after(session_id, shown_to);
     first.reverse();
     let shown: Vec<DomainResult<String>> =
         if tail == 0 { Vec::new() } else { first.into_iter().map(|l| Ok(l.line)).collect() };
-    struct Follow {
-        db: sea_orm::DatabaseConnection,
-        after: i64,
-        over: bool,
-    }
-    let state = Follow { db: db.clone(), after, over: false };
-    let new_lines = futures_util::stream::unfold(state, move |mut f| async move {
+    let db = db.clone();
+    let credentials = live.credentials.clone();
+    let keypair = viewer.keypair_id;
+    let mut changes = credentials.changes();
+    changes.mark_unchanged();
+    let new_lines = async_stream_lines(move |out| async move {
+        let mut seen = shown_to;
         loop {
-            if f.over {
-                return None;
-            }
-            let ended = match status_of(&f.db, session_id).await {
-                Ok(status) => status.is_none_or(super::status::SessionStatus::is_terminal),
-                Err(e) => return Some((vec![Err(e)], Follow { over: true, ..f })),
-            };
-            let lines = session_log::Entity::find()
-                .filter(session_log::Column::SessionId.eq(session_id))
-                .filter(session_log::Column::Id.gt(f.after))
-                .order_by_asc(session_log::Column::Id)
-                .limit(FOLLOW_BATCH)
-                .all(&f.db)
-                .await;
-            match lines {
-                Err(e) => return Some((vec![Err(e.into())], Follow { over: true, ..f })),
-                Ok(lines) if lines.is_empty() => {
-                    if ended {
-                        return None; // read after the end was seen: nothing more will come
+            let item = tokio::select! {
+                item = news.recv() => item,
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
                     }
-                    tokio::time::sleep(FOLLOW_EVERY).await;
+                    // Credentials changed somewhere: may this viewer still see the session?
+                    let still = match credentials.viewer_of_keypair(keypair).await {
+                        Ok(Some(v)) => super::visibility::visible_session(&db, &v, session_id).await.map(drop),
+                        Ok(None) => Err(DomainError::Unauthenticated),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = still {
+                        let _ = out.send(Err(e)).await;
+                        return;
+                    }
+                    continue;
                 }
-                Ok(lines) => {
-                    f.after = lines.last().map_or(f.after, |l| l.id);
-                    let out = lines.into_iter().map(|l| Ok(l.line)).collect();
-                    return Some((out, f));
+            };
+            let lines = match item {
+                Ok(News::Lines(lines)) => lines,
+                Ok(News::Ended) | Err(broadcast::error::RecvError::Closed) => return,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    let note = format!("[{n} batch(es) of lines not shown here: this follower fell behind]");
+                    if out.send(Ok(note)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            for (id, line) in lines.iter() {
+                if *id > seen {
+                    seen = *id;
+                    if out.send(Ok(line.clone())).await.is_err() {
+                        return;
+                    }
                 }
             }
         }
-    })
-    .flat_map(futures_util::stream::iter);
+    });
     Ok(futures_util::stream::iter(shown).chain(new_lines).boxed())
 }
 
-/// A session's status, `None` when it is gone.
-async fn status_of(db: &impl ConnectionTrait, id: Uuid) -> DomainResult<Option<super::status::SessionStatus>> {
-    let status: Option<String> = entity::session::Entity::find_by_id(id)
-        .select_only()
-        .column(entity::session::Column::Status)
-        .into_tuple()
-        .one(db)
-        .await?;
-    status.map(|s| super::status::SessionStatus::stored(&s)).transpose()
+/// A stream of what `produce` sends: it runs while the stream is polled, and stops when
+/// the stream is dropped.
+fn async_stream_lines<F, Fut>(produce: F) -> BoxStream<'static, DomainResult<String>>
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<DomainResult<String>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let task = tokio::spawn(produce(tx));
+    let abort = task.abort_handle();
+    struct Stop(tokio::task::AbortHandle);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let stop = Stop(abort);
+    futures_util::stream::unfold((rx, stop), |(mut rx, stop)| async move {
+        let item = rx.recv().await?;
+        Some((item, (rx, stop)))
+    })
+    .boxed()
+}
+
+/// How long and how much of finished sessions' logs is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// A finished session's log goes this many days after its end (`None`: kept).
+    pub days: Option<u32>,
+    /// Lines one user's finished sessions keep together at most (`None`: no budget); past
+    /// it the oldest go first.
+    pub lines_per_user: Option<u64>,
+}
+
+/// Lines one retention statement deletes at most: a long log goes in short transactions.
+const RETIRE_BATCH: u64 = 10_000;
+
+/// Deletes what `retention` no longer keeps of finished sessions' logs (a live session's
+/// log is never touched: it is capped as it is written). Returns the lines deleted.
+pub async fn retire(
+    db: &DatabaseConnection,
+    retention: Retention,
+    now: chrono::DateTime<chrono::Utc>,
+) -> DomainResult<u64> {
+    use entity::session;
+    use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
+    let finished: Vec<&str> = super::status::SessionStatus::TERMINAL.iter().map(|s| s.as_str()).collect();
+    let backend = db.get_database_backend();
+    let mut deleted = 0;
+    // Deletes, batch by batch, the lines `which` selects (ids of lines, oldest first).
+    let delete_all = async |which: sea_orm::sea_query::SelectStatement, mut budget: u64| -> DomainResult<u64> {
+        let mut gone = 0;
+        while budget > 0 {
+            let batch = std::cmp::min(budget, RETIRE_BATCH);
+            let ids = which.clone().limit(batch).to_owned();
+            let delete = Query::delete()
+                .from_table(session_log::Entity)
+                .and_where(Expr::col(session_log::Column::Id).in_subquery(ids))
+                .to_owned();
+            let n = db.execute_raw(backend.build(&delete)).await?.rows_affected();
+            gone += n;
+            budget = budget.saturating_sub(n);
+            if n < batch {
+                break;
+            }
+        }
+        Ok(gone)
+    };
+    let lines_of = |owner: Option<uuid::Uuid>| {
+        let mut q = Query::select();
+        q.column((Alias::new("l"), session_log::Column::Id))
+            .from_as(session_log::Entity, Alias::new("l"))
+            .inner_join(
+                session::Entity,
+                Expr::col((session::Entity, session::Column::Id))
+                    .equals((Alias::new("l"), session_log::Column::SessionId)),
+            )
+            .and_where(Expr::col((session::Entity, session::Column::Status)).is_in(finished.clone()));
+        if let Some(owner) = owner {
+            q.and_where(Expr::col((session::Entity, session::Column::OwnerId)).eq(owner));
+        }
+        q.order_by((Alias::new("l"), session_log::Column::Id), sea_orm::Order::Asc);
+        q
+    };
+    if let Some(days) = retention.days {
+        let cutoff = now - chrono::TimeDelta::days(i64::from(days));
+        let old =
+            lines_of(None).and_where(Expr::col((session::Entity, session::Column::TerminatedAt)).lt(cutoff)).to_owned();
+        deleted += delete_all(old, u64::MAX).await?;
+    }
+    if let Some(budget) = retention.lines_per_user {
+        #[derive(sea_orm::FromQueryResult)]
+        struct Over {
+            owner_id: uuid::Uuid,
+            lines: i64,
+        }
+        let per_owner = lines_of(None)
+            .clear_order_by()
+            .clear_selects()
+            .column((session::Entity, session::Column::OwnerId))
+            .expr_as(Expr::col((Alias::new("l"), session_log::Column::Id)).count(), Alias::new("lines"))
+            .group_by_col((session::Entity, session::Column::OwnerId))
+            .to_owned();
+        let over: Vec<Over> =
+            <Over as sea_orm::FromQueryResult>::find_by_statement(backend.build(&per_owner)).all(db).await?;
+        for o in over {
+            let excess = u64::try_from(o.lines).unwrap_or(0).saturating_sub(budget);
+            if excess > 0 {
+                deleted += delete_all(lines_of(Some(o.owner_id)), excess).await?;
+            }
+        }
+    }
+    Ok(deleted)
+}
+
+/// Applies `retention` now and then every `every`, until the process ends.
+pub async fn retire_forever(db: DatabaseConnection, retention: Retention, every: std::time::Duration) {
+    if retention.days.is_none() && retention.lines_per_user.is_none() {
+        return;
+    }
+    loop {
+        match retire(&db, retention, super::clock::now()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("log retention: {n} line(s) of finished sessions deleted"),
+            Err(e) => tracing::warn!(error = ?e, "log retention failed; trying again later"),
+        }
+        tokio::time::sleep(every).await;
+    }
 }

@@ -10,7 +10,13 @@
 //! [`DomainError::Lagged`] carrying the last sequence number it was given (or skipped as
 //! not its own): it resumes from there. Memory per watcher is one bus receiver and at most
 //! one replay batch; a replay reads bounded windows of the sequence, so resuming from an
-//! old cursor is many short statements, paced by the consumer.
+//! old cursor is many short statements, paced by the consumer and by the replays' own
+//! budget ([`super::replay`]): never on the requests' connections. A user runs a few
+//! replays at once at most ([`super::shares`]).
+//!
+//! When credentials change anywhere ([`super::credentials`]), a feed checks again that its
+//! viewer may still watch (a token revoked, a role or membership lost) and ends with the
+//! error if not.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -21,7 +27,11 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
 use super::auth::Viewer;
-use super::events::{self, EventBus, SessionEvent};
+use super::credentials::Credentials;
+use super::events::{self, SessionEvent};
+use super::live::Live;
+use super::replay::Replays;
+use super::shares::{Held, Share};
 use super::visibility::{self, ScopedSessions, SessionScope};
 use super::{DomainError, DomainResult};
 
@@ -39,16 +49,19 @@ pub struct WatchRequest {
 
 /// The live feed of `request` for `viewer`. Refused like the session list with the same
 /// project and scope (`NOT_FOUND`, `FORBIDDEN`); a session the viewer may not see in that
-/// scope is `NOT_FOUND`; a resume point beyond the last event is bad input.
+/// scope is `NOT_FOUND`; a resume point beyond the last event is bad input; a replay over
+/// the viewer's share of them is `LIMIT_EXCEEDED`.
 pub async fn watch(
     db: &DatabaseConnection,
-    bus: &EventBus,
+    live: &Live,
     viewer: &Viewer,
     request: WatchRequest,
 ) -> DomainResult<impl Stream<Item = DomainResult<SessionEvent>> + Send + 'static> {
     let sessions = admitted(db, viewer, &request).await?;
+    let mut changes = live.credentials.changes();
+    changes.mark_unchanged();
     // Subscribe first: whatever commits from now on reaches the receiver.
-    let rx = bus.subscribe();
+    let rx = live.bus.subscribe();
     let last = events::last_sequence(db).await?;
     let (from, replay_to) = match request.after {
         None => (last, None),
@@ -62,14 +75,19 @@ pub async fn watch(
         // Everything after `last` comes through the receiver.
         Some(after) => (after, (after < last).then_some(last)),
     };
+    let replaying = replay_to.map(|_| live.shares.take(viewer.user_id, Share::Replay)).transpose()?;
     let state = Feed {
         db: db.clone(),
+        replays: live.replays.clone(),
+        credentials: live.credentials.clone(),
+        changes,
         viewer: viewer.clone(),
         request,
         rx,
         sessions,
         seen: from,
         replay_to,
+        replaying,
         batch: VecDeque::new(),
         checked: Instant::now(),
         ended: false,
@@ -104,6 +122,9 @@ const RECHECK: Duration = Duration::from_secs(30);
 
 struct Feed {
     db: DatabaseConnection,
+    replays: Replays,
+    credentials: Credentials,
+    changes: tokio::sync::watch::Receiver<i64>,
     viewer: Viewer,
     request: WatchRequest,
     rx: broadcast::Receiver<SessionEvent>,
@@ -112,6 +133,8 @@ struct Feed {
     seen: i64,
     /// While replaying: the last sequence number to replay from the table.
     replay_to: Option<i64>,
+    /// The viewer's share of replays, held while replaying.
+    replaying: Option<Held>,
     batch: VecDeque<SessionEvent>,
     /// When the viewer's right to watch was last checked.
     checked: Instant,
@@ -119,6 +142,17 @@ struct Feed {
 }
 
 impl Feed {
+    /// After credentials changed: the viewer as they are now, and whether they may still
+    /// watch.
+    async fn check_again(&mut self) -> DomainResult<()> {
+        self.checked = Instant::now();
+        let viewer =
+            self.credentials.viewer_of_keypair(self.viewer.keypair_id).await?.ok_or(DomainError::Unauthenticated)?;
+        self.sessions = admitted(&self.db, &viewer, &self.request).await?;
+        self.viewer = viewer;
+        Ok(())
+    }
+
     fn wants(&self, e: &SessionEvent) -> bool {
         self.sessions.admits(&e.session) && self.request.session_id.is_none_or(|id| id == e.session.id)
     }
@@ -139,6 +173,7 @@ impl Feed {
             let Some(to) = self.replay_to else { break };
             if self.seen >= to {
                 self.replay_to = None;
+                self.replaying = None;
                 break;
             }
             let mut condition = self.sessions.condition();
@@ -146,7 +181,7 @@ impl Feed {
                 condition = condition.add(sea_orm::ColumnTrait::eq(&entity::session::Column::Id, id));
             }
             let window_end = to.min(self.seen.saturating_add(REPLAY_WINDOW));
-            match events::read_after(&self.db, self.seen, Some(window_end), condition, REPLAY_BATCH).await {
+            match self.replays.read(self.seen, window_end, condition, REPLAY_BATCH).await {
                 Ok(read) => {
                     // A full batch continues after its last row; otherwise the window is done.
                     self.seen = if read.full { read.last_row.unwrap_or(window_end) } else { window_end };
@@ -156,10 +191,20 @@ impl Feed {
             }
         }
         loop {
-            let e = match self.rx.recv().await {
-                Ok(e) => e,
-                Err(RecvError::Lagged(_)) => return self.end(DomainError::Lagged(self.seen)),
-                Err(RecvError::Closed) => return None,
+            let e = tokio::select! {
+                e = self.rx.recv() => match e {
+                    Ok(e) => e,
+                    Err(RecvError::Lagged(_)) => return self.end(DomainError::Lagged(self.seen)),
+                    Err(RecvError::Closed) => return None,
+                },
+                changed = self.changes.changed() => {
+                    if changed.is_ok()
+                        && let Err(e) = self.check_again().await
+                    {
+                        return self.end(e);
+                    }
+                    continue;
+                }
             };
             if e.seq <= self.seen {
                 continue; // replayed already, or from before the start

@@ -85,7 +85,8 @@ impl ConfigurationQuery {
     /// SUPERADMIN only (FORBIDDEN otherwise).
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn configuration(&self, ctx: &Context<'_>) -> ApiResult<Configuration> {
-        let c = configuration::read(db(ctx)?, viewer(ctx)?).await?;
+        let c = super::limits::aggregate(ctx, async { Ok((configuration::read(db(ctx)?, viewer(ctx)?).await?, 0)) })
+            .await?;
         Ok(Configuration {
             domains: c
                 .domains

@@ -20,8 +20,13 @@ pub fn db<'a>(ctx: &Context<'a>) -> ApiResult<&'a DatabaseConnection> {
 
 /// The process's event bus.
 pub fn bus<'a>(ctx: &Context<'a>) -> ApiResult<&'a crate::domain::events::EventBus> {
-    ctx.data_opt::<crate::domain::events::EventBus>()
-        .ok_or_else(|| DomainError::invariant("the schema was built without an event bus").into())
+    Ok(&live(ctx)?.bus)
+}
+
+/// The process's live feeds (events, replays, logs, credentials, shares).
+pub fn live<'a>(ctx: &Context<'a>) -> ApiResult<&'a crate::domain::live::Live> {
+    ctx.data_opt::<crate::domain::live::Live>()
+        .ok_or_else(|| DomainError::invariant("the schema was built without its live feeds").into())
 }
 
 /// The request's DataLoaders.

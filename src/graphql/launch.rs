@@ -157,7 +157,10 @@ impl LaunchQuery {
         let count = count.unwrap_or(1);
         let dom_input = input.to_domain()?;
         let count = (count != 1).then_some(i64::from(count));
-        let check = launch::check(db(ctx)?, viewer(ctx)?, &dom_input, count, limits(ctx)?).await?;
+        let check = super::limits::aggregate(ctx, async {
+            Ok((launch::check(db(ctx)?, viewer(ctx)?, &dom_input, count, limits(ctx)?).await?, 0))
+        })
+        .await?;
         let (shown, more) = crate::domain::error::shown(&check.problems);
         let mut problems: Vec<InputProblem> = shown
             .iter()

@@ -28,6 +28,65 @@ pub const STATEMENT_COST: usize = 100;
 /// launch's quota check).
 pub const AGGREGATE_COST: usize = 5_000;
 
+/// The aggregates (counts, panels, quota checks, the configuration) one request runs: one
+/// after the other, at most `--max-aggregates` of them, and none once those that ran have
+/// scanned `--max-aggregate-rows` rows together. A document full of counts thus costs one
+/// connection for a bounded time, not the whole pool at once; the one over a budget is
+/// refused with `LIMIT_EXCEEDED` (the others' answers stand).
+pub struct Aggregates {
+    max: usize,
+    max_rows: u64,
+    /// How many have run, and the rows they scanned. Held while one runs.
+    used: tokio::sync::Mutex<(usize, u64)>,
+}
+
+impl Aggregates {
+    pub fn new(limits: &GraphqlLimits) -> Self {
+        Self { max: limits.max_aggregates, max_rows: limits.max_aggregate_rows, used: Default::default() }
+    }
+
+    /// Runs `aggregate`, which answers with its value and the rows it scanned, when the
+    /// request's budget allows.
+    pub async fn run<T>(
+        &self,
+        aggregate: impl std::future::Future<Output = super::errors::ApiResult<(T, u64)>>,
+    ) -> super::errors::ApiResult<T> {
+        use crate::domain::DomainError;
+        let mut used = self.used.lock().await;
+        if used.0 >= self.max {
+            let max = self.max;
+            return Err(DomainError::LimitExceeded(format!(
+                "at most {max} counts, panels or checks per request: ask for the others in another request"
+            ))
+            .into());
+        }
+        if used.1 >= self.max_rows {
+            return Err(DomainError::LimitExceeded(format!(
+                "the counts of this request scanned {} rows already (at most {}): ask for the others in another request",
+                used.1, self.max_rows
+            ))
+            .into());
+        }
+        used.0 += 1;
+        let (value, rows) = aggregate.await?;
+        used.1 = used.1.saturating_add(rows);
+        Ok(value)
+    }
+}
+
+/// Runs one aggregate under the request's [`Aggregates`] budget.
+pub async fn aggregate<T>(
+    ctx: &async_graphql::Context<'_>,
+    f: impl std::future::Future<Output = super::errors::ApiResult<(T, u64)>>,
+) -> super::errors::ApiResult<T> {
+    match ctx.data_opt::<Aggregates>() {
+        Some(budget) => budget.run(f).await,
+        None => {
+            Err(crate::domain::DomainError::invariant("the request was prepared without its aggregate budget").into())
+        }
+    }
+}
+
 /// What a transport needs to know of the operation a request runs.
 pub struct Operation {
     pub ty: OperationType,

@@ -44,16 +44,22 @@ pub struct Prefetched {
     projects: HashMap<Uuid, Arc<Project>>,
 }
 
-/// What a row was handed of [`Prefetched`].
+/// What a row was handed of [`Prefetched`] (or of an event's shared relations).
 #[derive(Clone, Default)]
 pub struct Related {
     pub owner: Option<Arc<User>>,
     pub project: Option<Arc<Project>>,
+    pub resource_group: Option<resource_group::Model>,
+    pub image: Option<image::Model>,
 }
 
 impl Prefetched {
     pub fn of(&self, row: &entity::session::Model) -> Related {
-        Related { owner: self.owners.get(&row.owner_id).cloned(), project: self.projects.get(&row.project_id).cloned() }
+        Related {
+            owner: self.owners.get(&row.owner_id).cloned(),
+            project: self.projects.get(&row.project_id).cloned(),
+            ..Related::default()
+        }
     }
 }
 

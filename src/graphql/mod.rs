@@ -27,8 +27,8 @@ use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema, 
 use sea_orm::DatabaseConnection;
 
 use crate::config::GraphqlLimits;
-use crate::domain::events::EventBus;
 use crate::domain::launch::LaunchLimits;
+use crate::domain::live::Live;
 
 #[derive(MergedObject, Default)]
 pub struct Query(
@@ -62,24 +62,26 @@ fn builder(budgets: &GraphqlLimits) -> SchemaBuilder<Query, Mutation, Subscripti
         .limit_recursive_depth(limits::recursion_limit(budgets))
 }
 
-/// The schema the server executes, with its database, event bus and limits.
+/// The schema the server executes, with its database, live feeds and limits.
 pub fn build_schema(
     db: DatabaseConnection,
-    bus: EventBus,
+    live: Live,
     launch: LaunchLimits,
     budgets: &GraphqlLimits,
     runtime: crate::domain::runtime::RuntimeInfo,
 ) -> AppSchema {
-    builder(budgets).data(db).data(bus).data(launch).data(runtime).finish()
+    builder(budgets).data(db).data(live).data(launch).data(runtime).finish()
 }
 
-/// Attaches what resolvers read to one request: the viewer and fresh DataLoaders.
+/// Attaches what resolvers read to one request: the viewer, fresh DataLoaders, and the
+/// request's budget of aggregates.
 pub fn prepare_request(
     request: async_graphql::Request,
     db: &DatabaseConnection,
     viewer: crate::domain::auth::Viewer,
+    budgets: &GraphqlLimits,
 ) -> async_graphql::Request {
-    request.data(viewer).data(loaders::loaders(db.clone()))
+    request.data(viewer).data(loaders::loaders(db.clone())).data(limits::Aggregates::new(budgets))
 }
 
 /// The same for an operation that may live long (over the WebSocket): its loaders batch but
@@ -88,10 +90,11 @@ pub fn prepare_long_lived(
     request: async_graphql::Request,
     db: &DatabaseConnection,
     viewer: crate::domain::auth::Viewer,
+    budgets: &GraphqlLimits,
 ) -> async_graphql::Request {
     let loaders = loaders::loaders(db.clone());
     loaders.enable_all_cache(false);
-    request.data(viewer).data(loaders)
+    request.data(viewer).data(loaders).data(limits::Aggregates::new(budgets))
 }
 
 /// The SDL of the schema, sorted so that the checked-in `schema.graphql` is stable.

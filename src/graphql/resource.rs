@@ -118,13 +118,17 @@ impl ResourceQuery {
         view: ResourcePanelView,
         resource_group: Option<String>,
     ) -> ApiResult<ResourcePanel> {
-        let panel = panels::resource_panel(
-            db(ctx)?,
-            viewer(ctx)?,
-            project_uuid(&project_id)?,
-            view.into(),
-            resource_group.as_deref(),
-        )
+        let panel = super::limits::aggregate(ctx, async {
+            let panel = panels::resource_panel(
+                db(ctx)?,
+                viewer(ctx)?,
+                project_uuid(&project_id)?,
+                view.into(),
+                resource_group.as_deref(),
+            )
+            .await?;
+            Ok((panel, 0)) // sums over live sessions only: bounded by everyone's quotas
+        })
         .await?;
         Ok(ResourcePanel {
             view: panel.view.into(),

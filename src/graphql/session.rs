@@ -125,10 +125,16 @@ impl Session {
         Ok(Arc::new(Project(p.ok_or_else(|| DomainError::invariant("session without project"))?)))
     }
     async fn resource_group(&self, ctx: &Context<'_>) -> ApiResult<ResourceGroup> {
+        if let Some(g) = &self.1.resource_group {
+            return Ok(ResourceGroup(g.clone()));
+        }
         let g = loaders(ctx)?.load_one(ResourceGroupName(self.0.resource_group.clone())).await?;
         Ok(ResourceGroup(g.ok_or_else(|| DomainError::invariant("session without resource group"))?))
     }
     async fn image(&self, ctx: &Context<'_>) -> ApiResult<Image> {
+        if let Some(i) = &self.1.image {
+            return Ok(Image(i.clone()));
+        }
         let i = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
         Ok(Image(i.ok_or_else(|| DomainError::invariant("session without image"))?))
     }
@@ -232,7 +238,10 @@ impl Session {
         if !dom::offers_apps(&self.0)? {
             return Ok(Vec::new());
         }
-        let image = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
+        let image = match &self.1.image {
+            Some(i) => Some(i.clone()),
+            None => loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?,
+        };
         let apps = image.as_ref().map(dom::image_apps).unwrap_or_default();
         let local = ctx.data_opt::<crate::domain::runtime::RuntimeInfo>().and_then(|r| r.local.as_ref());
         let terminal = crate::domain::runtime::local::terminal::offered(local, &self.0)

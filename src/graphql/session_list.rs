@@ -176,7 +176,11 @@ impl SessionConnection {
     /// How many sessions the whole list has, over all pages.
     #[graphql(complexity = 0)]
     async fn total_count(&self, ctx: &Context<'_>) -> ApiResult<i64> {
-        Ok(i64::try_from(self.set.count(db(ctx)?).await?).unwrap_or(i64::MAX))
+        super::limits::aggregate(ctx, async {
+            let n = self.set.count(db(ctx)?).await?;
+            Ok((i64::try_from(n).unwrap_or(i64::MAX), n))
+        })
+        .await
     }
 }
 
@@ -307,7 +311,12 @@ impl SessionQuery {
         filter: Option<SessionFilter>,
     ) -> ApiResult<SessionCounts> {
         let set = project_session_set(ctx, &project_id, scope, filter).await?;
-        let c = set.counts(db(ctx)?).await?;
+        let c = super::limits::aggregate(ctx, async {
+            let c = set.counts(db(ctx)?).await?;
+            let scanned = c.all;
+            Ok((c, scanned))
+        })
+        .await?;
         Ok(SessionCounts {
             running: count(c.running),
             finished: count(c.finished),

@@ -10,13 +10,17 @@ use crate::domain::events::SessionEvent as DomEvent;
 use crate::domain::logs;
 use crate::domain::watch::{self, WatchRequest};
 
-use super::context::{bus, db, viewer};
+use std::sync::Arc;
+
+use super::context::{db, live, viewer};
 use super::cursor;
-use super::errors::ApiError;
+use super::errors::{ApiError, ApiResult};
 use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
+use super::loaders::Related;
 use super::session::Session;
 use super::session_list::SessionScope;
 use super::types::SessionStatus;
+use super::viewer::{Project, User};
 
 /// One status change of one session.
 pub struct SessionEvent(DomEvent);
@@ -43,9 +47,21 @@ impl SessionEvent {
         self.0.at
     }
     /// The session as it was when the event was read (it may have moved on since the
-    /// change): enough to update a row of the list without asking again.
-    async fn session(&self) -> Option<Session> {
-        Some(Session(self.0.session.clone(), Default::default()))
+    /// change): enough to update a row of the list without asking again. Its owner,
+    /// project, resource group and image are read once per change for every subscriber.
+    async fn session(&self, ctx: &Context<'_>) -> ApiResult<Option<Session>> {
+        let look = ctx.look_ahead();
+        let wanted = ["owner", "project", "resourceGroup", "image", "apps"].iter().any(|f| look.field(f).exists());
+        let mut related = Related::default();
+        if wanted {
+            let s = &self.0.session;
+            let r = self.0.relations(db(ctx)?).await?;
+            related.owner = r.users.get(&s.owner_id).cloned().map(User::try_from).transpose()?.map(Arc::new);
+            related.project = r.projects.get(&s.project_id).cloned().map(|p| Arc::new(Project(p)));
+            related.resource_group = r.resource_groups.get(&s.resource_group).cloned();
+            related.image = r.images.get(&s.image).cloned();
+        }
+        Ok(Some(Session(self.0.session.clone(), related)))
     }
 }
 
@@ -76,7 +92,7 @@ impl SessionSubscription {
             session_id,
             after: after.as_deref().map(|a| cursor::decode_sequence(a, "after")).transpose()?,
         };
-        let feed = watch::watch(db(ctx)?, bus(ctx)?, viewer(ctx)?, request).await?;
+        let feed = watch::watch(db(ctx)?, live(ctx)?, viewer(ctx)?, request).await?;
         Ok(feed.map(|e| e.map(SessionEvent).map_err(ApiError::from)).boxed())
     }
 
@@ -90,7 +106,7 @@ impl SessionSubscription {
         #[graphql(default = 100)] tail: i32,
     ) -> Result<BoxStream<'static, Result<String, ApiError>>, ApiError> {
         let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
-        let feed = logs::follow(db(ctx)?, viewer(ctx)?, id, i64::from(tail)).await?;
+        let feed = logs::follow(db(ctx)?, live(ctx)?, viewer(ctx)?, id, i64::from(tail)).await?;
         Ok(feed.map(|line| line.map_err(ApiError::from)).boxed())
     }
 }

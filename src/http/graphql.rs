@@ -99,8 +99,12 @@ fn bytes_response(flavor: Flavor, status: StatusCode, bytes: Vec<u8>) -> Respons
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static(flavor.content_type()))], bytes).into_response()
 }
 
+/// A request refused before anything ran, with its code (which the request metrics count
+/// as its outcome, whatever the status: a JSON client's refusals are 200).
 fn request_error(flavor: Flavor, status: StatusCode, message: &str, code: &str) -> Response {
-    json_response(flavor, flavor.request_error_status(status), &error_body(message, code))
+    let mut response = json_response(flavor, flavor.request_error_status(status), &error_body(message, code));
+    response.extensions_mut().insert(super::Outcome { operation: "unknown", code: code.to_owned() });
+    response
 }
 
 fn not_acceptable() -> Response {
@@ -258,7 +262,10 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
                 let plan = request.parsed_query().ok().and_then(|doc| Plan::of(doc, name.as_deref(), max_cost));
                 unseen = plan.map(|plan| (request.query.clone(), name, plan));
             }
-            (operation, state.schema.execute(prepare_request(admitted.request, &state.db, viewer)).await)
+            (operation, {
+                let request = prepare_request(admitted.request, &state.db, viewer, &state.limits.graphql);
+                state.schema.execute(request).await
+            })
         }
         Err(refused) => ("unknown", async_graphql::Response::from_errors(vec![refused])),
     };

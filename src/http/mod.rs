@@ -22,8 +22,8 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::{DEFAULT_MAX_LAUNCH_COUNT, HttpLimits};
-use crate::domain::events::EventBus;
 use crate::domain::launch::LaunchLimits;
+use crate::domain::live::Live;
 use crate::graphql::{AppSchema, build_schema};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -53,10 +53,16 @@ pub async fn header_viewer(
 pub struct AppState {
     pub db: DatabaseConnection,
     pub schema: AppSchema,
-    pub bus: EventBus,
+    /// The live feeds: events, replays, logs, credentials, each user's shares.
+    pub live: Live,
     pub limits: Arc<HttpLimits>,
-    /// One permit per open WebSocket connection.
+    /// One permit per authenticated WebSocket connection (GraphQL and terminals).
     pub ws_connections: Arc<tokio::sync::Semaphore>,
+    /// The WebSocket connections that have not authenticated yet.
+    pub ws_waiting: Arc<ws::Waiting>,
+    /// One permit per request being answered (`--max-in-flight`): HTTP requests and the
+    /// queries and mutations sent over WebSockets.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
     pub metrics: metrics::Metrics,
     /// What runs sessions here (the terminals of the local runtime's sessions).
     pub runtime: crate::domain::runtime::RuntimeInfo,
@@ -65,32 +71,36 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// A state with its own event bus and the default launch limits.
+    /// A state with live feeds of its own (on `db`) and the default launch limits.
     pub async fn start(db: DatabaseConnection, limits: HttpLimits) -> crate::domain::DomainResult<Self> {
-        let bus = EventBus::start(db.clone(), limits.ws.subscription_buffer).await?;
-        Ok(Self::with(db, bus, limits, LaunchLimits { max_count: DEFAULT_MAX_LAUNCH_COUNT }))
+        let live = Live::start(db.clone(), db.clone(), limits.live_options()).await?;
+        Ok(Self::with(db, live, limits, LaunchLimits { max_count: DEFAULT_MAX_LAUNCH_COUNT }))
     }
 
-    pub fn with(db: DatabaseConnection, bus: EventBus, limits: HttpLimits, launch: LaunchLimits) -> Self {
+    pub fn with(db: DatabaseConnection, live: Live, limits: HttpLimits, launch: LaunchLimits) -> Self {
         let runtime = crate::domain::runtime::RuntimeInfo::simulated("no runtime chosen");
-        Self::with_metrics(db, bus, limits, launch, metrics::Metrics::default(), runtime)
+        Self::with_metrics(db, live, limits, launch, metrics::Metrics::default(), runtime)
     }
 
     pub fn with_metrics(
         db: DatabaseConnection,
-        bus: EventBus,
+        live: Live,
         limits: HttpLimits,
         launch: LaunchLimits,
         metrics: metrics::Metrics,
         runtime: crate::domain::runtime::RuntimeInfo,
     ) -> Self {
         let ws_connections = Arc::new(tokio::sync::Semaphore::new(limits.ws.max_ws_connections));
+        let ws_waiting = Arc::new(ws::Waiting::new(limits.shares.max_ws_unauthenticated));
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(limits.max_in_flight));
         Self {
-            schema: build_schema(db.clone(), bus.clone(), launch, &limits.graphql, runtime.clone()),
+            schema: build_schema(db.clone(), live.clone(), launch, &limits.graphql, runtime.clone()),
             db,
-            bus,
+            live,
             limits: Arc::new(limits),
             ws_connections,
+            ws_waiting,
+            in_flight,
             metrics,
             runtime,
             plans: Arc::default(),
@@ -109,7 +119,9 @@ pub fn app(state: AppState) -> Router {
         ));
     // Every route that does work for a caller counts against the in-flight cap; one over it
     // is answered 503 at once. Health checks and metrics stay answerable under any load.
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(state.limits.max_in_flight));
+    // (A WebSocket's upgrade holds it only until upgraded; each query or mutation it then
+    // runs takes it again.)
+    let in_flight = state.in_flight.clone();
     let shed_state = state.clone();
     let work = Router::new()
         .merge(graphql_routes)

@@ -6,37 +6,38 @@
 //! "cols": 80, "rows": 24}`; the server answers `{"type": "connection_ack"}`. Then the
 //! shell's output comes as binary messages; the client sends input as binary messages (or
 //! `{"type": "input", "data": "…"}`) and `{"type": "resize", "cols": C, "rows": R}`. The
-//! server closes with 1000 when the shell ends, 4403 for a bad token, 4404 for a session
-//! that is not the caller's (or does not exist: the same), 4409 when the session offers no
-//! terminal now, 4408 without `connection_init` in time, 4400 for a message it cannot read.
-//! Every terminal counts as a WebSocket connection (`--max-ws-connections`); its processes
-//! count against the session's process limit.
+//! server closes with 1000 when the shell ends, 4403 for a bad token (or, later, one
+//! revoked, or a session no longer visible), 4404 for a session that is not the caller's
+//! (or does not exist: the same), 4409 when the session offers no terminal now, 4408
+//! without `connection_init` in time, 4400 for a message it cannot read, 1009 for one too
+//! big, 1013 over the server's connections or the user's share of connections or
+//! terminals. An authenticated terminal counts as a WebSocket connection
+//! (`--max-ws-connections`, the user's share) and as one of the user's terminals; its
+//! processes count against the session's process limit. Closing it hangs the shell up.
 
-use std::io::{Read, Write};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::response::Response;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
+use super::ws::{EVICTED, too_big};
 use super::{AppState, bearer_token};
 use crate::domain::DomainError;
 use crate::domain::auth;
 use crate::domain::runtime::local::terminal;
+use crate::domain::shares::Share;
 use crate::graphql::ids::{NodeKind, decode_uuid};
 
 /// Largest message a client may send (input, resize).
 const MAX_MESSAGE: usize = 64 << 10;
+/// Input waiting for the shell to read it, at most; past it the socket is not read.
+const MAX_PENDING_INPUT: usize = 64 << 10;
 
 pub async fn upgrade(State(state): State<AppState>, Path(id): Path<String>, ws: WebSocketUpgrade) -> Response {
-    let permit = state.ws_connections.clone().try_acquire_owned().ok();
-    ws.max_message_size(MAX_MESSAGE).on_upgrade(move |mut socket| async move {
-        if permit.is_none() {
-            close(&mut socket, 1013, "too many WebSocket connections; try again later").await;
-            return;
-        }
+    ws.max_message_size(MAX_MESSAGE).max_frame_size(MAX_MESSAGE).on_upgrade(move |mut socket| async move {
         if let Err((code, reason)) = serve(&state, &id, &mut socket).await {
             close(&mut socket, code, &reason).await;
         }
@@ -62,9 +63,16 @@ fn dimension(v: &Value, key: &str, default: u16) -> u16 {
 }
 
 async fn serve(state: &AppState, id: &str, socket: &mut WebSocket) -> Result<(), Refusal> {
+    let mut arrival = state.ws_waiting.arrive();
+    let evicted = arrival.evicted.take();
     let wait = Duration::from_millis(state.limits.ws.ws_init_timeout_ms);
-    let first = match tokio::time::timeout(wait, socket.recv()).await {
+    let first = tokio::select! {
+        first = tokio::time::timeout(wait, socket.recv()) => first,
+        Ok(()) = async { evicted.expect("taken once").await } => return Err((EVICTED.0, EVICTED.1.to_owned())),
+    };
+    let first = match first {
         Err(_) => return Err((4408, "connection_init timeout".into())),
+        Ok(Some(Err(e))) if too_big(&e) => return Err((1009, format!("Message too big: at most {MAX_MESSAGE} bytes"))),
         Ok(Some(Ok(Message::Text(text)))) => serde_json::from_str::<Value>(&text).ok(),
         Ok(_) => None,
     }
@@ -74,7 +82,17 @@ async fn serve(state: &AppState, id: &str, socket: &mut WebSocket) -> Result<(),
         "send {\"type\": \"connection_init\", \"payload\": {\"authorization\": \"Bearer <token>\"}} first".into(),
     ))?;
     let token = first["payload"]["authorization"].as_str().and_then(bearer_token).ok_or((4403, "Forbidden".into()))?;
-    let viewer = auth::authenticate(&state.db, token).await.map_err(|_| (4403, "Forbidden".to_owned()))?;
+    let credentials = &state.live.credentials;
+    let viewer =
+        credentials.viewer_of_token(&auth::hash_token(token)).await.map_err(|_| (4403, "Forbidden".to_owned()))?;
+    drop(arrival);
+    let busy = |e: DomainError| (1013, e.to_string());
+    let _permit = state.ws_connections.clone().try_acquire_owned().map_err(|_| {
+        let max = state.limits.ws.max_ws_connections;
+        (1013, format!("too many WebSocket connections (at most {max}); try again later"))
+    })?;
+    let _connection = state.live.shares.take(viewer.user_id, Share::Connection).map_err(busy)?;
+    let _terminal = state.live.shares.take(viewer.user_id, Share::Terminal).map_err(busy)?;
     let not_found = || (4404, "session not found".to_owned());
     let session = decode_uuid(id, NodeKind::Session).ok_or_else(not_found)?;
     let (cols, rows) = (dimension(&first, "cols", 80), dimension(&first, "rows", 24));
@@ -88,75 +106,73 @@ async fn serve(state: &AppState, id: &str, socket: &mut WebSocket) -> Result<(),
             }
         },
     )?;
-    socket
-        .send(Message::Text(json!({"type": "connection_ack"}).to_string().into()))
-        .await
-        .map_err(|_| (1000, String::new()))?;
-    pump(shell, socket).await
+    let mut changes = credentials.changes();
+    changes.mark_unchanged();
+    let ended = match socket.send(Message::Text(json!({"type": "connection_ack"}).to_string().into())).await {
+        Ok(()) => pump(state, &viewer, session, &shell, socket, &mut changes).await,
+        Err(_) => Ok(()),
+    };
+    shell.hang_up();
+    ended
 }
 
 /// Copies the shell's output to the socket and the socket's input to the shell until
-/// either ends.
-async fn pump(shell: terminal::Shell, socket: &mut WebSocket) -> Result<(), Refusal> {
-    let terminal::Shell { pty, mut child, mut output, mut input } = shell;
-    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(16);
-    let reader = tokio::task::spawn_blocking(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = output.read(&mut buf) {
-            if n == 0 || out_tx.blocking_send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
-    // Bounded: a client typing faster than the shell reads waits (the socket is not read).
-    let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(16);
-    std::thread::spawn(move || {
-        while let Some(bytes) = in_rx.blocking_recv() {
-            if input.write_all(&bytes).and_then(|()| input.flush()).is_err() {
-                break;
-            }
-        }
-    });
-    let ended = loop {
+/// either ends, or the viewer may no longer use the terminal.
+async fn pump(
+    state: &AppState,
+    viewer: &auth::Viewer,
+    session: uuid::Uuid,
+    shell: &terminal::Shell,
+    socket: &mut WebSocket,
+    changes: &mut tokio::sync::watch::Receiver<i64>,
+) -> Result<(), Refusal> {
+    let mut output = vec![0u8; 8192];
+    // Input the shell has not read yet: while it is full, the socket is not read.
+    let mut pending: VecDeque<u8> = VecDeque::new();
+    loop {
         tokio::select! {
-            out = out_rx.recv() => match out {
-                Some(bytes) => {
-                    if socket.send(Message::Binary(bytes.into())).await.is_err() {
-                        break Ok(());
+            read = shell.pty.read(&mut output) => match read {
+                Ok(n) if n > 0 => {
+                    if socket.send(Message::Binary(output[..n].to_vec().into())).await.is_err() {
+                        return Ok(());
                     }
                 }
-                None => break Err((1000, "the shell ended".to_owned())),
+                _ => return Err((1000, "the shell ended".to_owned())),
             },
-            msg = socket.recv() => match msg {
-                Some(Ok(Message::Binary(bytes))) => {
-                    let _ = in_tx.send(bytes.to_vec()).await;
+            written = shell.pty.write(pending.make_contiguous()), if !pending.is_empty() => match written {
+                Ok(n) => {
+                    pending.drain(..n);
                 }
+                Err(_) => return Err((1000, "the shell ended".to_owned())),
+            },
+            msg = socket.recv(), if pending.len() < MAX_PENDING_INPUT => match msg {
+                Some(Ok(Message::Binary(bytes))) => pending.extend(bytes.iter()),
                 Some(Ok(Message::Text(text))) => {
                     let Ok(m) = serde_json::from_str::<Value>(&text) else {
-                        break Err((4400, "a text message is a JSON object".to_owned()));
+                        return Err((4400, "a text message is a JSON object".to_owned()));
                     };
                     match m["type"].as_str() {
-                        Some("input") => {
-                            let _ = in_tx.send(m["data"].as_str().unwrap_or_default().as_bytes().to_vec()).await;
-                        }
-                        Some("resize") => terminal::resize(pty.as_ref(), dimension(&m, "cols", 80), dimension(&m, "rows", 24)),
-                        _ => break Err((4400, "messages are input, resize or binary input".to_owned())),
+                        Some("input") => pending.extend(m["data"].as_str().unwrap_or_default().as_bytes()),
+                        Some("resize") => shell.pty.resize(dimension(&m, "cols", 80), dimension(&m, "rows", 24)),
+                        _ => return Err((4400, "messages are input, resize or binary input".to_owned())),
                     }
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                _ => break Ok(()),
+                Some(Err(e)) if too_big(&e) => return Err((1009, format!("Message too big: at most {MAX_MESSAGE} bytes"))),
+                _ => return Ok(()),
             },
+            Ok(()) = changes.changed() => {
+                // Credentials changed somewhere: is this still the owner's, with a valid token?
+                let still = match state.live.credentials.viewer_of_keypair(viewer.keypair_id).await {
+                    Ok(Some(v)) => terminal::allowed(&state.db, &v, session).await.map(drop),
+                    Ok(None) => Err(DomainError::Unauthenticated),
+                    Err(e) => Err(e),
+                };
+                match still {
+                    Ok(()) | Err(DomainError::Unavailable(_) | DomainError::Internal(_)) => {}
+                    Err(_) => return Err((4403, "Forbidden: this terminal's credentials no longer allow it".to_owned())),
+                }
+            }
         }
-    };
-    // The terminal hangs up: the shell and what it started in the foreground get SIGHUP.
-    // The reader and writer threads end when the last of the session's processes holding
-    // the terminal does (at the latest with the session); nothing here waits for them.
-    let _ = child.kill();
-    drop(pty);
-    drop(in_tx);
-    drop(reader);
-    tokio::task::spawn_blocking(move || {
-        let _ = child.wait();
-    });
-    ended
+    }
 }

@@ -7,10 +7,22 @@
 //! 4400 a message we cannot understand, 4401 an operation before `connection_ack`, 4403 a
 //! bad token in `connection_init`, 4406 no subprotocol we speak, 4408 no `connection_init`
 //! in time, 4409 an operation id already running, 4429 a second `connection_init`. Beyond
-//! the protocol: 1013 when the server already has its maximum of connections, 1001 when a
-//! peer stays silent (no pong to our pings) or cannot take messages for the keepalive
-//! timeout. One operation too many on a connection is refused with `LIMIT_EXCEEDED`, and
-//! the connection stays.
+//! the protocol: 1013 when the server (or the user) already has its maximum of
+//! connections, 1001 when a peer stays silent (no pong to our pings) or cannot take
+//! messages for the keepalive timeout, 1009 for a message over the size limit. One
+//! operation too many on a connection, or over the user's share of subscriptions, is
+//! refused with `LIMIT_EXCEEDED`, and the connection stays.
+//!
+//! A connection counts against `--max-ws-connections` and the user's share only once it
+//! has authenticated. Before that it is one of at most `--max-ws-unauthenticated` waiting
+//! ones, for `--ws-init-timeout-ms` at most; when they are all taken, the one that has
+//! waited longest is closed (1013) to make room, so that silent connections cannot lock
+//! anyone out.
+//!
+//! Credentials are checked again for every operation (through a cache of a few seconds)
+//! and whenever they change anywhere ([`crate::domain::credentials`]): a token revoked,
+//! or its user gone, closes the connection with 4403 within seconds. Queries and mutations
+//! count against `--max-in-flight` like HTTP requests.
 //!
 //! Every operation runs in its own task and hands its messages to the connection through a
 //! small bounded queue: a client that does not read stops its operations' tasks, whose
@@ -31,7 +43,10 @@ use tokio::time::Instant;
 
 use crate::domain::DomainError;
 use crate::domain::auth::{self, Viewer};
-use crate::graphql::errors::{BAD_USER_INPUT, INTERNAL_MESSAGE, LIMIT_EXCEEDED, finalize_errors};
+use crate::domain::shares::{Held, Share};
+use crate::graphql::errors::{
+    ApiError, BAD_USER_INPUT, INTERNAL_MESSAGE, LIMIT_EXCEEDED, UNAVAILABLE, finalize_errors,
+};
 use crate::graphql::{limits, prepare_long_lived};
 use async_graphql::parser::types::OperationType;
 
@@ -77,20 +92,82 @@ pub async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Res
         .read_buffer_size(4 << 10)
         .write_buffer_size(0);
     let protocol = ws.selected_protocol().and_then(|p| p.to_str().ok()).and_then(Protocol::named);
-    let permit = state.ws_connections.clone().try_acquire_owned().ok();
     ws.on_upgrade(move |mut socket| async move {
         let Some(protocol) = protocol else {
             close(&mut socket, 4406, "Subprotocol not acceptable: use graphql-transport-ws or graphql-ws").await;
             return;
         };
-        let Some(permit) = permit else {
-            let max = state.limits.ws.max_ws_connections;
-            close(&mut socket, 1013, &format!("Too many WebSocket connections (at most {max}); try again later")).await;
-            return;
-        };
-        let (conn, out_rx) = Connection::new(state, protocol, permit);
+        let arrival = state.ws_waiting.arrive();
+        let (conn, out_rx) = Connection::new(state, protocol, arrival);
         serve(conn, out_rx, socket).await;
     })
+}
+
+/// The WebSocket connections that have not authenticated yet: at most `max`. One more
+/// makes room by closing the one that has waited longest, so that connections which never
+/// authenticate cannot keep anyone else out.
+#[derive(Debug)]
+pub struct Waiting {
+    max: usize,
+    queue: std::sync::Mutex<std::collections::VecDeque<(u64, tokio::sync::oneshot::Sender<()>)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Waiting {
+    pub fn new(max: usize) -> Self {
+        Self { max: max.max(1), queue: Default::default(), next: Default::default() }
+    }
+
+    /// A new connection waiting to authenticate; the longest waiting one is told to leave
+    /// when there are `max` already.
+    pub fn arrive(self: &Arc<Self>) -> Arrival {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while queue.len() >= self.max {
+            if let Some((_, oldest)) = queue.pop_front() {
+                let _ = oldest.send(());
+            }
+        }
+        queue.push_back((id, tx));
+        Arrival { waiting: self.clone(), id, evicted: Some(rx) }
+    }
+
+    /// How many wait now.
+    pub fn len(&self) -> usize {
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A connection's place among the waiting ones; it leaves when dropped (authenticated or
+/// gone).
+#[derive(Debug)]
+pub struct Arrival {
+    waiting: Arc<Waiting>,
+    id: u64,
+    /// Fires when the connection must leave to make room.
+    pub evicted: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        let mut queue = self.waiting.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        queue.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// The close that makes room for a newer unauthenticated connection.
+pub const EVICTED: (u16, &str) = (1013, "Too many connections waiting to authenticate; this one waited longest");
+
+/// Whether a WebSocket error is a message over the size limit (then closed with 1009).
+pub fn too_big(e: &axum::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|inner| inner.downcast_ref::<tungstenite::Error>())
+        .is_some_and(|e| matches!(e, tungstenite::Error::Capacity(_)))
 }
 
 async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
@@ -129,10 +206,15 @@ impl Closing {
 struct Connection {
     state: AppState,
     protocol: Protocol,
-    /// Held while the connection lives: counts it against `--max-ws-connections`.
-    _permit: OwnedSemaphorePermit,
+    /// Until authenticated: its place among the connections waiting to.
+    arrival: Option<Arrival>,
+    /// Once authenticated: counts it against `--max-ws-connections`, and against the user's
+    /// share of connections.
+    _permit: Option<(OwnedSemaphorePermit, Held)>,
     /// Set by a successful `connection_init`.
     viewer: Option<Arc<Viewer>>,
+    /// The hash of the token it authenticated with: checked again for each operation.
+    token_hash: String,
     init_received: bool,
     /// Running operations by id, with the generation that started them.
     operations: HashMap<String, (u64, AbortHandle)>,
@@ -151,13 +233,15 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    fn new(state: AppState, protocol: Protocol, permit: OwnedSemaphorePermit) -> (Self, mpsc::Receiver<Out>) {
+    fn new(state: AppState, protocol: Protocol, arrival: Arrival) -> (Self, mpsc::Receiver<Out>) {
         let (out_tx, out_rx) = mpsc::channel(QUEUE);
         let conn = Self {
             state,
             protocol,
-            _permit: permit,
+            arrival: Some(arrival),
+            _permit: None,
             viewer: None,
+            token_hash: String::new(),
             init_received: false,
             operations: HashMap::new(),
             generation: 0,
@@ -179,11 +263,18 @@ async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket
         let silence = Duration::from_millis(limits.ws_keepalive_timeout_ms.max(1));
         let mut pings = tokio::time::interval_at(Instant::now() + keepalive, keepalive);
         let mut last_heard = Instant::now();
+        let mut evicted = conn.arrival.as_mut().and_then(|a| a.evicted.take());
+        let mut changes = conn.state.live.credentials.changes();
+        changes.mark_unchanged();
         let closing = loop {
             let outgoing = tokio::select! {
                 incoming = socket.recv() => {
                     last_heard = Instant::now();
                     match incoming {
+                        Some(Err(e)) if too_big(&e) => {
+                            let max = conn.state.limits.ws.ws_max_message_bytes;
+                            break Closing::new(1009, format!("Message too big: at most {max} bytes"));
+                        }
                         None | Some(Err(_)) => return,
                         Some(Ok(Message::Text(text))) => match conn.handle(text.as_str()).await {
                             Ok(replies) => replies,
@@ -206,6 +297,16 @@ async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket
                 },
                 () = &mut init_deadline, if !conn.init_received => {
                     break Closing::new(4408, "Connection initialisation timeout");
+                }
+                Ok(()) = async { evicted.as_mut().expect("guarded").await }, if evicted.is_some() && conn.viewer.is_none() => {
+                    break Closing::new(EVICTED.0, EVICTED.1);
+                }
+                Ok(()) = changes.changed(), if conn.viewer.is_some() => {
+                    // Credentials changed somewhere: does this token still authenticate?
+                    match conn.authenticated().await {
+                        Ok(()) => Vec::new(),
+                        Err(closing) => break closing,
+                    }
                 }
                 _ = pings.tick() => {
                     if last_heard.elapsed() >= silence {
@@ -268,7 +369,7 @@ impl Connection {
                     .cloned()
                     .and_then(|p| serde_json::from_value(p).ok())
                     .ok_or_else(|| bad("the `payload` of an operation is a GraphQL request"))?;
-                self.start(id, request)
+                self.start(id, request).await
             }
             (Protocol::TransportWs, "complete") | (Protocol::Legacy, "stop") => {
                 let id = message.get("id").and_then(Value::as_str).ok_or_else(|| bad("no `id`"))?;
@@ -290,12 +391,30 @@ impl Connection {
         self.init_received = true;
         let header =
             payload.and_then(|p| p.get("authorization").or_else(|| p.get("Authorization"))).and_then(Value::as_str);
-        let viewer = match header.and_then(super::bearer_token) {
+        let hash = header.and_then(super::bearer_token).map(auth::hash_token);
+        let viewer = match &hash {
             None => Err(DomainError::Unauthenticated),
-            Some(token) => auth::authenticate(&self.state.db, token).await,
+            Some(hash) => self.state.live.credentials.viewer_of_token(hash).await,
         };
         match viewer {
             Ok(v) => {
+                // Now it counts against the server's connections and the user's share.
+                let Ok(permit) = self.state.ws_connections.clone().try_acquire_owned() else {
+                    let max = self.state.limits.ws.max_ws_connections;
+                    return Err(Closing::new(
+                        1013,
+                        format!("Too many WebSocket connections (at most {max}); try again later"),
+                    ));
+                };
+                let share = self
+                    .state
+                    .live
+                    .shares
+                    .take(v.user_id, Share::Connection)
+                    .map_err(|e| Closing::new(1013, e.to_string()))?;
+                self._permit = Some((permit, share));
+                self.arrival = None;
+                self.token_hash = hash.unwrap_or_default();
                 self.viewer = Some(Arc::new(v));
                 let mut msgs = vec![Message::Text(json!({"type": "connection_ack"}).to_string().into())];
                 if self.protocol == Protocol::Legacy {
@@ -319,13 +438,48 @@ impl Connection {
         }
     }
 
-    fn start(&mut self, id: String, request: async_graphql::Request) -> Result<Vec<Message>, Closing> {
-        let Some(viewer) = self.viewer.clone() else {
+    /// Checks the connection's token again (through the credentials cache): the viewer as
+    /// it is now, or a close with 4403 when the token authenticates nobody any more.
+    async fn authenticated(&mut self) -> Result<(), Closing> {
+        match self.state.live.credentials.viewer_of_token(&self.token_hash).await {
+            Ok(v) => {
+                if self.viewer.as_deref() != Some(&v) {
+                    self.viewer = Some(Arc::new(v));
+                }
+                Ok(())
+            }
+            Err(DomainError::Unauthenticated) => {
+                Err(Closing::new(4403, "Forbidden: the token of this connection no longer authenticates"))
+            }
+            // The database cannot say now: keep what we know, and ask again next time.
+            Err(e) => {
+                tracing::warn!(error = ?e, connection = %self.log_id, "checking a connection's credentials failed");
+                Ok(())
+            }
+        }
+    }
+
+    /// The messages that refuse operation `id` with `err`.
+    fn refuse(&self, id: &str, err: DomainError) -> Vec<Message> {
+        let error = async_graphql::Error::from(ApiError(err)).into_server_error(async_graphql::Pos::default());
+        let mut errors = vec![error];
+        finalize_errors(&mut errors, &self.log_id, &self.state.limits.graphql);
+        let errors = errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect();
+        failure(self.protocol, id, errors).into_iter().map(|t| Message::Text(t.into())).collect()
+    }
+
+    async fn start(&mut self, id: String, request: async_graphql::Request) -> Result<Vec<Message>, Closing> {
+        if self.viewer.is_none() {
             return Err(Closing::new(4401, "Unauthorized: send connection_init first"));
-        };
+        }
         if self.operations.contains_key(&id) {
             return Err(Closing::new(4409, format!("Subscriber for {id} already exists")));
         }
+        // Every operation runs with the credentials as they are now.
+        self.authenticated().await?;
+        let Some(viewer) = self.viewer.clone() else {
+            return Err(Closing::new(4401, "Unauthorized: send connection_init first"));
+        };
         let max = self.state.limits.ws.max_subscriptions_per_connection;
         if self.operations.len() >= max {
             let error = json!({
@@ -351,12 +505,35 @@ impl Connection {
             });
             return Ok(failure(self.protocol, &id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
         }
+        // A subscription is one of the user's share of them; a query or a mutation one of
+        // the requests the server answers at once, as over HTTP.
+        let held = if subscription {
+            match self.state.live.shares.take(viewer.user_id, Share::Subscription) {
+                Ok(share) => Hold::Share(share),
+                Err(e) => return Ok(self.refuse(&id, e)),
+            }
+        } else {
+            match self.state.in_flight.clone().try_acquire_owned() {
+                Ok(permit) => Hold::InFlight(permit),
+                Err(_) => {
+                    let max = self.state.limits.max_in_flight;
+                    let error = json!({
+                        "message": format!("the server is answering as many requests as it may at once ({max}); retry after {} s", super::RETRY_AFTER_SECONDS),
+                        "extensions": {"code": UNAVAILABLE},
+                    });
+                    return Ok(failure(self.protocol, &id, vec![error])
+                        .into_iter()
+                        .map(|t| Message::Text(t.into()))
+                        .collect());
+                }
+            }
+        };
         // Queries and mutations get the time limit they have over HTTP; a subscription runs
         // until it ends or is stopped.
         let timeout = (!subscription).then(|| Duration::from_millis(self.state.limits.request_timeout_ms));
         self.generation += 1;
         let generation = self.generation;
-        let request = prepare_long_lived(request, &self.state.db, (*viewer).clone());
+        let request = prepare_long_lived(request, &self.state.db, (*viewer).clone(), &self.state.limits.graphql);
         let stream = self.state.schema.execute_stream(request);
         let run = Run {
             tx: self.out_tx.clone(),
@@ -367,6 +544,7 @@ impl Connection {
         };
         let log_id = self.log_id.clone();
         let task = tokio::spawn(async move {
+            let _held = held;
             match timeout {
                 None => run.forward(stream, &log_id).await,
                 Some(limit) => {
@@ -383,6 +561,14 @@ impl Connection {
         self.operations.insert(id, (generation, task.abort_handle()));
         Ok(Vec::new())
     }
+}
+
+/// What a running operation holds until it ends.
+enum Hold {
+    /// A subscription: one of the user's share.
+    Share(#[allow(dead_code)] Held),
+    /// A query or mutation: one of the requests answered at once.
+    InFlight(#[allow(dead_code)] OwnedSemaphorePermit),
 }
 
 /// One running operation's way to its connection.

@@ -176,6 +176,15 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--max-query-fields", "SESSIOND_MAX_QUERY_FIELDS", Some("10000")),
     ("--max-root-fields", "SESSIOND_MAX_ROOT_FIELDS", Some("32")),
     ("--max-aliases", "SESSIOND_MAX_ALIASES", Some("200")),
+    ("--max-aggregates", "SESSIOND_MAX_AGGREGATES", Some("8")),
+    ("--max-aggregate-rows", "SESSIOND_MAX_AGGREGATE_ROWS", Some("1000000")),
+    ("--max-ws-connections-per-user", "SESSIOND_MAX_WS_CONNECTIONS_PER_USER", Some("32")),
+    ("--max-subscriptions-per-user", "SESSIOND_MAX_SUBSCRIPTIONS_PER_USER", Some("200")),
+    ("--max-terminals-per-user", "SESSIOND_MAX_TERMINALS_PER_USER", Some("8")),
+    ("--max-replays-per-user", "SESSIOND_MAX_REPLAYS_PER_USER", Some("4")),
+    ("--max-ws-unauthenticated", "SESSIOND_MAX_WS_UNAUTHENTICATED", Some("256")),
+    ("--replay-connections", "SESSIOND_REPLAY_CONNECTIONS", Some("2")),
+    ("--replay-rows-per-second", "SESSIOND_REPLAY_ROWS_PER_SECOND", Some("5000")),
     ("--ws-init-timeout-ms", "SESSIOND_WS_INIT_TIMEOUT_MS", Some("3000")),
     ("--ws-keepalive-ms", "SESSIOND_WS_KEEPALIVE_MS", Some("15000")),
     ("--ws-keepalive-timeout-ms", "SESSIOND_WS_KEEPALIVE_TIMEOUT_MS", Some("45000")),
@@ -193,6 +202,9 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--local-agent", "SESSIOND_LOCAL_AGENT", Some("local")),
     ("--local-resource-group", "SESSIOND_LOCAL_RESOURCE_GROUP", Some("local")),
     ("--terminate-grace-ms", "SESSIOND_TERMINATE_GRACE_MS", Some("5000")),
+    ("--work-dir-limit", "SESSIOND_WORK_DIR_LIMIT", Some("10737418240")),
+    ("--log-retention-days", "SESSIOND_LOG_RETENTION_DAYS", Some("30")),
+    ("--log-lines-per-user", "SESSIOND_LOG_LINES_PER_USER", Some("1000000")),
 ];
 
 #[test]
@@ -357,6 +369,77 @@ async fn a_killed_server_finds_its_local_sessions_ended_as_they_really_did(app: 
     assert_eq!((session["status"].as_str(), session["exitCode"].as_i64()), (Some("TERMINATED"), Some(7)), "{s}");
     assert_eq!(session["statusInfo"], "exit 7");
     assert!(session["logs"].as_array().is_some_and(|l| l.iter().any(|l| l == "finished")), "{s}");
+}
+
+/// Finding: sessions inherited the server's open descriptors (started holding one on a
+/// secret file, a batch session printed it). The server and each supervisor close what
+/// they inherited: the session finds nothing on that descriptor.
+async fn a_session_gets_no_descriptor_of_the_server(app: TestApp) {
+    let Some((url, _dir)) = fresh_database(app.backend).await else { return };
+    let runtime = tempfile::tempdir().expect("runtime directory");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(runtime.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    }
+    let secret = runtime.path().join("secret");
+    std::fs::write(&secret, "top-secret-of-the-host\n").expect("a secret");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    // The probe of `serve_or_skip_sandbox`, without starting anything.
+    let probe = tempfile::tempdir().expect("tempdir");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(probe.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    }
+    if let Err(why) = sessiond::domain::runtime::local::sandbox::probe(&probe.path().join("probe")) {
+        if std::env::var("SESSIOND_REQUIRE_SANDBOX").is_ok_and(|v| v == "1") {
+            panic!("the local runtime is required but cannot run: {why}");
+        }
+        return;
+    }
+    // The server starts holding descriptor 7 on the secret, as a careless parent leaves it.
+    let script = format!(
+        "exec 7< '{}'; exec '{BIN}' serve --demo --runtime local --bind {addr} --database-url '{url}' --scheduler-interval-ms 50",
+        secret.display()
+    );
+    let runtime_dir = runtime.path().join("runtime");
+    let child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .env("SESSIOND_RUNTIME_DIR", &runtime_dir)
+        .env("SESSIOND_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sessiond");
+    let _server = Server(child, runtime);
+    let client = reqwest::Client::new();
+    for _ in 0..200 {
+        if post(&client, &base, "demo-alice", "{ __typename }").await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let project = encode(NodeKind::Project, demo_project_id("default/default")).0;
+    let launch = format!(
+        r#"mutation {{ launchSession(input: {{name: "inherits-nothing", projectId: "{project}", image: "python:3.12", type: BATCH, resourceGroup: "local", startupCommand: "cat <&7; echo cat-says $?; echo fds $(ls /proc/self/fd)", resources: [{{slot: "cpu", amount: 1}}, {{slot: "mem", amount: 536870912}}]}}) {{ session {{ id }} }} }}"#
+    );
+    let resp = post(&client, &base, "demo-alice", &launch).await.expect("launch");
+    let id = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    let status = format!(r#"{{ session(id: "{id}") {{ status logs }} }}"#);
+    let mut s = Value::Null;
+    for _ in 0..400 {
+        s = post(&client, &base, "demo-alice", &status).await.expect("status");
+        if s["data"]["session"]["status"] == "TERMINATED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let logs = s["data"]["session"]["logs"].to_string();
+    assert_eq!(s["data"]["session"]["status"], "TERMINATED", "{s}");
+    assert!(!logs.contains("top-secret"), "the secret reached the session: {logs}");
+    assert!(logs.contains("cat-says 1") || logs.contains("cat-says 2"), "descriptor 7 is not open: {logs}");
 }
 
 /// [`serve`], unless no sandbox can start here (`--runtime local` then refuses to start):
@@ -624,6 +707,7 @@ db_tests!(
     sigterm_leaves_a_complete_database_file,
     sigkill_keeps_what_was_acknowledged_and_no_half_batch,
     a_killed_server_finds_its_local_sessions_ended_as_they_really_did,
+    a_session_gets_no_descriptor_of_the_server,
     environment_variables_configure_serve,
     token_create_prints_a_working_token
 );

@@ -17,19 +17,19 @@ const SESSION: &str = "query($id: ID!) { session(id: $id) { status statusInfo re
 
 /// The machine's runtime directory for one test; on drop, every session still running is
 /// asked to stop, and the directory goes once its supervisors are done.
-struct Machine {
+pub(crate) struct Machine {
     dir: tempfile::TempDir,
 }
 
 impl Machine {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
         // The sessions' unprivileged uid must be able to reach its work directory.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
         Self { dir }
     }
-    fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.path().join("runtime")
     }
     fn sessions(&self) -> Vec<PathBuf> {
@@ -54,7 +54,7 @@ impl Drop for Machine {
     }
 }
 
-fn input(name: &str, command: &str, mem_mib: i64, extra: Value) -> Value {
+pub(crate) fn input(name: &str, command: &str, mem_mib: i64, extra: Value) -> Value {
     let mut input = json!({
         "projectId": project("default/default"), "name": name, "image": "python:3.12", "type": "BATCH",
         "resourceGroup": "local", "startupCommand": command,
@@ -66,12 +66,12 @@ fn input(name: &str, command: &str, mem_mib: i64, extra: Value) -> Value {
     input
 }
 
-async fn launch(app: &TestApp, token: &str, input: Value) -> String {
+pub(crate) async fn launch(app: &TestApp, token: &str, input: Value) -> String {
     let resp = app.gql(Some(token), LAUNCH, json!({"input": input})).await;
     resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("launched: {resp}")).to_owned()
 }
 
-async fn until(app: &TestApp, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn until(app: &TestApp, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     until_as(app, "demo-alice", id, done).await
 }
 
@@ -80,11 +80,11 @@ async fn until_as(app: &TestApp, token: &str, id: &str, done: impl Fn(&Value) ->
     resp["data"]["session"].clone()
 }
 
-fn ended(s: &Value) -> bool {
+pub(crate) fn ended(s: &Value) -> bool {
     ["TERMINATED", "ERROR"].contains(&s["status"].as_str().unwrap_or(""))
 }
 
-fn logs(s: &Value) -> String {
+pub(crate) fn logs(s: &Value) -> String {
     s["logs"].as_array().map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n")).unwrap_or_default()
 }
 
@@ -96,7 +96,7 @@ fn path_of(s: &Value) -> Vec<String> {
 }
 
 /// Processes of this machine whose command line is `command`.
-fn processes_with(command: &str) -> Vec<u32> {
+pub(crate) fn processes_with(command: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -118,7 +118,12 @@ async fn a_batch_job_ends_with_its_real_exit_code_and_output(mut app: TestApp) {
     let runtime = app.gql(Some("demo-alice"), "{ runtime { kind agent enforcedLimits } }", json!({})).await;
     assert_eq!(runtime["data"]["runtime"]["kind"], "LOCAL", "{runtime}");
     assert_eq!(runtime["data"]["runtime"]["agent"], "local");
-    assert!(runtime["data"]["runtime"]["enforcedLimits"].as_array().is_some_and(|l| l.len() == 3), "{runtime}");
+    let limits = runtime["data"]["runtime"]["enforcedLimits"].as_array().cloned().unwrap_or_default();
+    assert_eq!(limits.len(), 4, "cpu, memory, processes and disk: {runtime}");
+    assert!(
+        limits[3].as_str().is_some_and(|l| l.starts_with("disk: the work directory at most 10.0 GiB")),
+        "{runtime}"
+    );
 
     let id =
         launch(&app, "demo-alice", input("exit-three", "echo $GREETING; echo oops >&2; exit 3", 512, json!({}))).await;
@@ -228,6 +233,20 @@ async fn a_memory_hog_is_killed_and_the_host_is_unharmed(mut app: TestApp) {
     assert!(!logs(&s).contains("survived"), "{s}");
     let me = app.gql(Some("demo-alice"), "{ viewer { user { email } } }", json!({})).await;
     assert_eq!(me["data"]["viewer"]["user"]["email"], "alice@example.com", "the server is unharmed");
+    assert_eq!(cgroups_left(&id).await, Vec::<PathBuf>::new(), "its cgroups are gone");
+}
+
+/// The cgroups of session `id` that still exist, once they had a few seconds to go.
+pub(crate) async fn cgroups_left(id: &str) -> Vec<PathBuf> {
+    let uuid = uuid::Uuid::parse_str(&session_uuid(id)).expect("a uuid");
+    let dirs = sessiond::domain::runtime::local::limits::Enforcement::detect().dirs(uuid);
+    for _ in 0..100 {
+        if dirs.iter().all(|d| !d.exists()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    dirs.into_iter().filter(|d| d.exists()).collect()
 }
 
 async fn terminating_ends_every_process_within_the_grace_period(mut app: TestApp) {
@@ -423,7 +442,7 @@ async fn session_logs_streams_lines_printed_after_subscribing(mut app: TestApp) 
 
 /// Opens the terminal at `url` (a path) as `token`; the socket after `connection_ack`, or
 /// the close code and reason.
-async fn terminal(
+pub(crate) async fn terminal(
     addr: std::net::SocketAddr,
     url: &str,
     token: &str,
@@ -496,7 +515,7 @@ async fn the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only(mut app: Te
     assert_eq!(closed, Some(1000), "the shell ended");
 }
 
-fn session_uuid(id: &str) -> String {
+pub(crate) fn session_uuid(id: &str) -> String {
     sessiond::graphql::ids::decode(id).expect("a session id").1
 }
 

@@ -165,12 +165,14 @@ async fn every_close_code_of_the_protocol(app: TestApp) {
     // 4406: no subprotocol we speak.
     let mut ws = Ws::connect(addr, None).await;
     assert_eq!(ws.closed().await.0, 4406);
-    // 1013: over --max-ws-connections (3); a slot frees when a connection closes.
+    // 1013: over --max-ws-connections (3), counted once authenticated; a slot frees when a
+    // connection closes.
     let mut open = Vec::new();
     for _ in 0..3 {
         open.push(Ws::open(addr, "demo-alice").await);
     }
     let mut ws = Ws::connect(addr, Some(TRANSPORT_WS)).await;
+    ws.send(init("demo-bob")).await;
     let (code, reason) = ws.closed().await;
     assert_eq!(code, 1013, "{reason}");
     assert!(reason.contains("at most 3"), "{reason}");

@@ -50,14 +50,8 @@ const MAX_BYTES: u64 = 8 << 20;
 /// The sources at `path`: the file itself, or every `*.toml` file of the directory in name
 /// order.
 pub fn sources(path: &Path) -> Result<Vec<Source>, String> {
-    let read = |p: &Path| -> Result<Source, String> {
-        let meta = std::fs::metadata(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-        if meta.len() > MAX_BYTES {
-            return Err(format!("{} is larger than {MAX_BYTES} bytes", p.display()));
-        }
-        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-        Ok(Source { name: p.display().to_string(), text })
-    };
+    let read =
+        |p: &Path| -> Result<Source, String> { Ok(Source { name: p.display().to_string(), text: read_text(p)? }) };
     if !path.is_dir() {
         return Ok(vec![read(path)?]);
     }
@@ -76,6 +70,29 @@ pub fn sources(path: &Path) -> Result<Vec<Source>, String> {
         return Err(format!("the files of {} are larger than {MAX_BYTES} bytes together", path.display()));
     }
     Ok(sources)
+}
+
+/// The text of the declaration file at `p`: a regular file (not a device, a FIFO or a
+/// directory) of at most [`MAX_BYTES`], of which at most one byte more is read.
+pub fn read_text(p: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", p.display());
+    // Without blocking: opening a FIFO would wait for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(p)
+        .map_err(cannot)?;
+    if !file.metadata().map_err(cannot)?.is_file() {
+        return Err(format!("{} is not a regular file", p.display()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(format!("{} is larger than {MAX_BYTES} bytes", p.display()));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("cannot read {}: it is not UTF-8 text", p.display()))
 }
 
 const SECTIONS: &[&str] = &["domains", "projects", "users", "keypair_policies", "resource_groups", "agents", "images"];

@@ -235,6 +235,9 @@ pub async fn apply(
     if options.dry_run || plan.changes.is_empty() {
         txn.rollback().await?;
     } else {
+        // Users, roles, keypairs or memberships may have changed: open connections check
+        // their credentials again.
+        crate::domain::credentials::changed(&txn).await?;
         txn.commit().await?;
     }
     Ok(plan)

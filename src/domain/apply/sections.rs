@@ -253,10 +253,28 @@ pub(super) fn read_local(e: &mut Entry<'_, '_, '_, '_>) -> LocalImage {
     let root = e.string("root");
     if let Some(r) = &root
         && r != "host"
-        && !Path::new(r).is_absolute()
     {
         let span = e.span_of("root");
-        e.bad("root", span, format!("is \"host\" or an absolute directory, not {r:?}"));
+        let path = Path::new(r);
+        // The root sessions see, read-only: never the host's own (that is "host", which
+        // binds only its system directories), and a directory that is there.
+        let why = if !path.is_absolute() {
+            Some(format!("is \"host\" or an absolute directory, not {r:?}"))
+        } else if r.contains('\0') {
+            Some("may not contain a NUL character".to_owned())
+        } else if std::fs::canonicalize(path).is_ok_and(|p| p == Path::new("/")) {
+            Some(
+                "may not be / (the host's whole file system); \"host\" gives sessions its system directories"
+                    .to_owned(),
+            )
+        } else if !path.is_dir() {
+            Some(format!("{r:?} is not a directory on this machine"))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            e.bad("root", span, why);
+        }
     }
     let command = e.string("command");
     let prepare = e.string("prepare");
@@ -265,9 +283,20 @@ pub(super) fn read_local(e: &mut Entry<'_, '_, '_, '_>) -> LocalImage {
         match v.get_ref() {
             DeValue::Table(t) => {
                 for (k, val) in t {
+                    let name: &str = k.get_ref().as_ref();
+                    if !crate::domain::launch::validate::valid_env_name(name) {
+                        let key = format!("env.{}", quoted(k.get_ref()));
+                        let why = "is not a variable name (letters, digits and `_`, not starting with a digit)";
+                        e.bad(&key, k.span(), why.to_owned());
+                        continue;
+                    }
                     match val.get_ref() {
+                        DeValue::String(s) if s.contains('\0') => {
+                            let key = format!("env.{}", quoted(k.get_ref()));
+                            e.bad(&key, val.span(), "may not contain a NUL character".to_owned());
+                        }
                         DeValue::String(s) => {
-                            env.insert(k.get_ref().as_ref().to_owned(), s.as_ref().to_owned());
+                            env.insert(name.to_owned(), s.as_ref().to_owned());
                         }
                         other => {
                             let key = format!("env.{}", quoted(k.get_ref()));

@@ -263,7 +263,12 @@ impl Writer<'_> {
     ) -> Result<(), ApplyError> {
         let stored: BTreeMap<String, user::Model> =
             user::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.email.to_lowercase(), m)).collect();
-        let members = project_member::Entity::find().all(self.txn).await?;
+        // Each user's memberships, grouped once: looking them up per user stays linear.
+        let mut members: BTreeMap<Uuid, Vec<Uuid>> = BTreeMap::new();
+        for m in project_member::Entity::find().all(self.txn).await? {
+            members.entry(m.user_id).or_default().push(m.project_id);
+        }
+        let no_members = Vec::new();
         let declared_projects: BTreeMap<Uuid, &str> = project_ids.iter().map(|(k, id)| (*id, k.as_str())).collect();
         let project_domains: BTreeMap<Uuid, Uuid> =
             project::Entity::find().all(self.txn).await?.into_iter().map(|p| (p.id, p.domain_id)).collect();
@@ -307,18 +312,16 @@ impl Writer<'_> {
                 }
             };
             let want: BTreeSet<String> = u.projects.iter().map(|p| format!("{}/{p}", u.domain)).collect();
-            let have: BTreeSet<String> = members
-                .iter()
-                .filter(|m| m.user_id == id)
-                .filter_map(|m| declared_projects.get(&m.project_id).map(|k| (*k).to_owned()))
-                .collect();
+            let of_user = members.get(&id).unwrap_or(&no_members);
+            let have: BTreeSet<String> =
+                of_user.iter().filter_map(|p| declared_projects.get(p).map(|k| (*k).to_owned())).collect();
             // A user belongs to projects of its own domain only: memberships of another
             // domain's projects that the files do not declare (after a move) go too.
-            let elsewhere: Vec<Uuid> = members
+            let elsewhere: Vec<Uuid> = of_user
                 .iter()
-                .filter(|m| m.user_id == id && !declared_projects.contains_key(&m.project_id))
-                .filter(|m| project_domains.get(&m.project_id).is_some_and(|d| *d != domain_id))
-                .map(|m| m.project_id)
+                .filter(|p| !declared_projects.contains_key(p))
+                .filter(|p| project_domains.get(p).is_some_and(|d| *d != domain_id))
+                .copied()
                 .collect();
             if !elsewhere.is_empty() {
                 project_member::Entity::delete_many()

@@ -43,7 +43,8 @@ pub fn valid_name(name: &str) -> bool {
         && name.chars().last().is_some_and(edge)
 }
 
-fn valid_env_name(name: &str) -> bool {
+/// Whether `name` is a variable name a session (or an image) may set.
+pub(crate) fn valid_env_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 128
         && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')

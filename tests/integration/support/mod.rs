@@ -40,6 +40,8 @@ pub struct TestApp {
     pub statements: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// The app's event bus: subscribe to see what it publishes.
     pub bus: sessiond::domain::events::EventBus,
+    /// The app's live feeds (the bus among them): replays, logs, credentials, shares.
+    pub live: sessiond::domain::live::Live,
     pub limits: HttpLimits,
     /// The metrics `/metrics` reports; the workers `start_workers` starts record into them.
     pub metrics: sessiond::http::metrics::Metrics,
@@ -172,11 +174,16 @@ impl TestApp {
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
         let url = args.database_url.clone();
         let (mut db, seeded) = open_database(&args, true).await.expect("open the test database");
-        // The event feed reads on its own clone, taken before the counter below is attached:
-        // it runs when it likes, so its statements would blur the counts tests assert.
-        let bus = sessiond::domain::events::EventBus::start(db.clone(), limits.ws.subscription_buffer)
+        // The live feeds read on their own clone, taken before the counter below is
+        // attached: they run when they like, so their statements would blur the counts tests
+        // assert. Replays read on a pool of their own, as in the server.
+        let replays = sessiond::db::connect_replays(&args, limits.shares.replay_connections, &db)
             .await
-            .expect("start the event feed");
+            .expect("open the replays' pool");
+        let live = sessiond::domain::live::Live::start(db.clone(), replays, limits.live_options())
+            .await
+            .expect("start the live feeds");
+        let bus = live.bus.clone();
         let statements = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = statements.clone();
         // SESSIOND_TEST_SQL=1 prints each statement, numbered: for checking the statement
@@ -192,8 +199,21 @@ impl TestApp {
         let metrics = sessiond::http::metrics::Metrics::default();
         let runtime = sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime");
         let router =
-            app(AppState::with_metrics(db.clone(), bus.clone(), limits.clone(), launch, metrics.clone(), runtime));
-        TestApp { backend, url, db, router, seeded, statements, bus, limits, metrics, workers: Vec::new(), _dir: dir }
+            app(AppState::with_metrics(db.clone(), live.clone(), limits.clone(), launch, metrics.clone(), runtime));
+        TestApp {
+            backend,
+            url,
+            db,
+            router,
+            seeded,
+            statements,
+            bus,
+            live,
+            limits,
+            metrics,
+            workers: Vec::new(),
+            _dir: dir,
+        }
     }
 
     /// Starts the scheduler and the simulated runtime (20 ms steps, 1.5 s batch runs).
@@ -208,6 +228,19 @@ impl TestApp {
     /// start here, unless `SESSIOND_REQUIRE_SANDBOX=1` (set by `.ci/run`) makes that a
     /// failure. `Query.runtime` then reports the local runtime.
     pub async fn start_local_runtime(&mut self, dir: &std::path::Path, grace_ms: u64, images: Option<&str>) -> bool {
+        let limit = sessiond::domain::runtime::local::files::DEFAULT_WORK_DIR_LIMIT;
+        self.start_local_runtime_with(dir, grace_ms, images, limit).await
+    }
+
+    /// [`Self::start_local_runtime`], each session's work directory holding at most
+    /// `work_dir_limit` bytes.
+    pub async fn start_local_runtime_with(
+        &mut self,
+        dir: &std::path::Path,
+        grace_ms: u64,
+        images: Option<&str>,
+        work_dir_limit: u64,
+    ) -> bool {
         let images_file = images.map(|text| {
             let f = dir.with_extension("images.toml");
             std::fs::write(&f, text).expect("write the images file");
@@ -218,6 +251,7 @@ impl TestApp {
             images_file,
             runtime_dir: dir.to_owned(),
             terminate_grace_ms: grace_ms,
+            work_dir_limit,
             ..sessiond::config::RuntimeArgs::default()
         };
         let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_sessiond"));
@@ -236,7 +270,7 @@ impl TestApp {
         let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
         self.router = app(AppState::with_metrics(
             self.db.clone(),
-            self.bus.clone(),
+            self.live.clone(),
             self.limits.clone(),
             launch,
             self.metrics.clone(),

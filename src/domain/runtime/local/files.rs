@@ -12,6 +12,7 @@
 //!                             supervisor.log  the supervisor's own messages
 //!                             bwrap.json   the sandbox's status lines (child pid, exit code)
 //!                             work/        the session's working directory, its home
+//!                             prepare/     where the image's prepare step runs (empty)
 //! <runtime dir>/images/<name>.ready  the image's prepare step has run on this machine
 //! ```
 
@@ -58,6 +59,9 @@ impl SessionDir {
     pub fn work(&self) -> PathBuf {
         self.root.join("work")
     }
+    pub fn prepare_dir(&self) -> PathBuf {
+        self.root.join("prepare")
+    }
     pub fn read_state(&self) -> Option<State> {
         read_json(&self.state())
     }
@@ -89,7 +93,12 @@ pub struct Spec {
     /// The shell command of a batch session; an interactive one runs the image's command.
     pub command: String,
     pub batch: bool,
+    /// The session's environment: the image's variables, then the session's own.
     pub env: Vec<(String, String)>,
+    /// The image's variables alone: all its prepare step gets (never what the launching
+    /// user set).
+    #[serde(default)]
+    pub image_env: Vec<(String, String)>,
     /// The root the sandbox sees: `None` the host's system directories, read-only; else a
     /// directory (read-only).
     pub root: Option<PathBuf>,
@@ -120,7 +129,18 @@ pub struct Limits {
     pub memory: u64,
     /// Processes and threads.
     pub pids: u64,
+    /// Bytes the work directory may hold (and the largest file the session may write).
+    #[serde(default = "default_disk")]
+    pub disk: u64,
 }
+
+/// The work directory's limit of a spec written before there was one.
+fn default_disk() -> u64 {
+    DEFAULT_WORK_DIR_LIMIT
+}
+
+/// The work directory's limit unless configured (`--work-dir-limit`): 10 GiB.
+pub const DEFAULT_WORK_DIR_LIMIT: u64 = 10 << 30;
 
 /// Where a supervisor is in running its session.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
@@ -184,6 +204,9 @@ pub struct Exit {
     pub stopped: bool,
     /// The sandbox (or the prepare step) failed before the command ran.
     pub failed: Option<String>,
+    /// Its work directory grew past the limit: it was ended.
+    #[serde(default)]
+    pub disk_exceeded: bool,
 }
 
 /// What a supervisor reports.

@@ -46,7 +46,7 @@ impl Images {
     /// Reads the `[images]` section of a declaration file; the error names the file, the
     /// line and the key of every problem.
     pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = crate::domain::apply::file::read_text(path)?;
         Self::parse(&path.display().to_string(), &text)
     }
 
@@ -80,14 +80,30 @@ mod tests {
 
     #[test]
     fn an_images_file_reads_and_names_its_mistakes() {
+        let dir = tempfile::tempdir().expect("a root");
+        let root = dir.path().display().to_string();
         let images = Images::parse(
             "f.toml",
-            "[images.\"python:3.12\"]\nprepare = \"python3 --version\"\nenv = { A = \"1\" }\n[images.\"x\"]\nroot = \"/srv/x\"\n",
+            &format!("[images.\"python:3.12\"]\nprepare = \"python3 --version\"\nenv = {{ A = \"1\" }}\n[images.\"x\"]\nroot = \"{root}\"\n"),
         )
         .expect("valid");
         assert_eq!(images.get("python:3.12").prepare.as_deref(), Some("python3 --version"));
         assert_eq!(images.get("python:3.12").env["A"], "1");
-        assert_eq!(images.get("x").root_dir(), Some(PathBuf::from("/srv/x")));
+        assert_eq!(images.get("x").root_dir(), Some(PathBuf::from(&root)));
+        // Never the host's whole file system, nor a directory that is not there.
+        let e = Images::parse("f.toml", "[images.a]\nroot = \"/\"\n").expect_err("the host's root");
+        assert!(e.contains("may not be /"), "{e}");
+        let e = Images::parse("f.toml", "[images.a]\nroot = \"/usr/..\"\n").expect_err("the host's root again");
+        assert!(e.contains("may not be /"), "{e}");
+        let e = Images::parse("f.toml", "[images.a]\nroot = \"/no/such/root\"\n").expect_err("missing");
+        assert!(e.contains("not a directory"), "{e}");
+        // Variable names as a launch takes them.
+        for bad in ["\"A=B\"", "\"\"", "\"1X\"", "\"A\\u0000\""] {
+            let e = Images::parse("f.toml", &format!("[images.a]\nenv = {{ {bad} = \"x\" }}\n")).expect_err(bad);
+            assert!(e.contains("is not a variable name"), "{bad}: {e}");
+        }
+        let e = Images::parse("f.toml", "[images.a]\nenv = { A = \"x\\u0000y\" }\n").expect_err("NUL in a value");
+        assert!(e.contains("NUL"), "{e}");
         assert_eq!(images.get("unknown"), LocalImage::default(), "an image without an entry runs on the host");
         assert_eq!(images.get("unknown").interactive_command(), KEEP_RUNNING);
 

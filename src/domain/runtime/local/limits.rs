@@ -162,12 +162,41 @@ impl Enforcement {
         }
     }
 
-    /// Removes a session's cgroups once they are empty.
-    pub fn remove(&self, session: Uuid) {
-        for d in self.dirs(session) {
-            std::fs::remove_dir(&d).ok();
+    /// Removes a session's cgroups once they are empty. Just after its processes were
+    /// killed the kernel may still hold them a moment (the removal then fails as busy):
+    /// tries again for up to two seconds. Blocks: for the supervisor, or a blocking task.
+    pub fn remove_when_empty(&self, session: Uuid) {
+        for _ in 0..40 {
+            if self.remove(session) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
+
+    /// Removes a session's cgroups now; whether none is left.
+    pub fn remove(&self, session: Uuid) -> bool {
+        let mut gone = true;
+        for d in self.dirs(session) {
+            match std::fs::remove_dir(&d) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => gone = false,
+                _ => {}
+            }
+        }
+        gone
+    }
+}
+
+/// How the work directory's limit is enforced, in words.
+pub fn disk_line(bytes: u64) -> String {
+    let size = if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+    } else {
+        format!("{} MiB", bytes >> 20)
+    };
+    format!(
+        "disk: the work directory at most {size} (no larger file may be written; a watchdog ends the session past it)"
+    )
 }
 
 fn make_dir(dir: &Path) -> std::io::Result<()> {

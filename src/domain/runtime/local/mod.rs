@@ -17,6 +17,7 @@
 //! lines, `output` copies the output, `machine` is this machine's capacity and the
 //! session directories, [`terminal`] the shell inside a running session.
 
+pub mod enter;
 pub mod files;
 pub mod images;
 pub mod limits;
@@ -75,6 +76,8 @@ pub struct LocalConfig {
     /// The `sessiond` executable that runs `supervise`.
     pub executable: PathBuf,
     pub tick: Duration,
+    /// Bytes each session's work directory may hold.
+    pub work_dir_limit: u64,
 }
 
 pub struct LocalRuntime {
@@ -104,11 +107,12 @@ impl LocalRuntime {
             kind: RuntimeKind::Local,
             reason: "sessions run in bubblewrap sandboxes on this machine".to_owned(),
             agent: Some(config.agent.clone()),
-            enforced: enforcement.describe(),
+            enforced: [enforcement.describe(), vec![limits::disk_line(config.work_dir_limit)]].concat(),
             local: Some(terminal::LocalAccess {
                 agent: config.agent.clone(),
                 dir: config.dir.clone(),
                 enforcement: enforcement.clone(),
+                executable: config.executable.clone(),
             }),
         };
         Ok((Self { config, enforcement, hurry: false.into(), stored: Default::default() }, info))
@@ -233,7 +237,8 @@ impl LocalRuntime {
         }
         let image = self.image(&s.image);
         let batch = s.session_type == SessionType::Batch.as_str();
-        let mut env: Vec<(String, String)> = image.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let image_env: Vec<(String, String)> = image.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut env = image_env.clone();
         env.extend(env_vars(s));
         let marker = files::image_ready(&self.config.dir, &s.image);
         let slots = &s.requested_slots;
@@ -245,6 +250,7 @@ impl LocalRuntime {
             command: if batch { s.startup_command.clone().unwrap_or_default() } else { image.interactive_command() },
             batch,
             env,
+            image_env,
             root: image.root_dir(),
             prepare: image.prepare.clone().filter(|_| !marker.exists()).map(|command| Prepare { command, marker }),
             limits: Limits {
@@ -252,6 +258,7 @@ impl LocalRuntime {
                 cores: u32::try_from(cpu.ceil().max(1.0) as u64).unwrap_or(u32::MAX),
                 memory: if memory > 0.0 { memory as u64 } else { 512 << 20 },
                 pids: MAX_PIDS,
+                disk: self.config.work_dir_limit,
             },
             batch_timeout_seconds: s.batch_timeout_seconds,
             grace_ms: u64::try_from(self.config.grace.as_millis()).unwrap_or(u64::MAX),
@@ -425,6 +432,9 @@ impl LocalRuntime {
             }
             if let Some(dir) = p.remove {
                 remove_session_dir(&self.config.dir, &dir);
+                // Its supervisor removes the session's cgroups; one that could not (killed
+                // itself) leaves them to this.
+                self.enforcement.remove(p.session.id);
             }
         }
         Ok(changed)

@@ -69,6 +69,9 @@ fn steps(from: SessionStatus, to: SessionStatus, pulled: bool) -> Vec<SessionSta
     order[a + 1..=b.max(a)].iter().copied().filter(|s| *s != Pulling || pulled || to == Pulling).collect()
 }
 
+/// The reason of a session ended for its work directory's size.
+pub const DISK_LIMIT_EXCEEDED: &str = "disk limit exceeded";
+
 /// How a session that ended is recorded: status, reason, result and exit code.
 fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String, SessionResult, Option<i32>) {
     if let Some(why) = &exit.failed {
@@ -81,6 +84,9 @@ fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String, SessionRes
     }
     if exit.oom_killed {
         return (SessionStatus::Terminated, "OOM killed".to_owned(), SessionResult::Failure, code);
+    }
+    if exit.disk_exceeded {
+        return (SessionStatus::Terminated, DISK_LIMIT_EXCEEDED.to_owned(), SessionResult::Failure, code);
     }
     if exit.stopped {
         let reason = s.status_info.clone().unwrap_or_else(|| "stopped".to_owned());

@@ -36,8 +36,9 @@ pub struct Wrapping {
     pub cpus: Option<String>,
     /// Drop to [`NOBODY`] first (the server runs as root).
     pub drop_privileges: bool,
-    /// Share the host's network (the image's prepare step may download).
-    pub network: bool,
+    /// The image's prepare step: the host's network (it may download), the image's
+    /// variables only, and an empty directory of its own instead of the session's.
+    pub prepare: bool,
 }
 
 /// Whether this process runs as root.
@@ -57,10 +58,12 @@ pub fn command(spec: &Spec, work: &Path, status_file: &Path, script: &str, wrapp
         words.extend(["taskset".into(), "-c".into(), cpus.clone()]);
         words.extend(["prlimit".into(), "--core=0".into(), "--nofile=1024:1024".into(), "--".into()]);
     }
+    // No file larger than the work directory's limit (the watchdog holds the total).
+    words.extend(["prlimit".into(), format!("--fsize={}", spec.limits.disk.max(1)), "--".into()]);
     if wrapping.drop_privileges {
         words.extend(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"].map(str::to_owned));
     }
-    words.extend(bwrap_args(spec, work, wrapping.network));
+    words.extend(bwrap_args(spec, work, wrapping.prepare));
     words.extend(["/bin/sh".into(), "-c".into(), script.to_owned()]);
     for w in &words {
         outer.push(' ');
@@ -71,7 +74,8 @@ pub fn command(spec: &Spec, work: &Path, status_file: &Path, script: &str, wrapp
     c
 }
 
-fn bwrap_args(spec: &Spec, work: &Path, network: bool) -> Vec<String> {
+fn bwrap_args(spec: &Spec, work: &Path, prepare: bool) -> Vec<String> {
+    let network = prepare;
     let mut a: Vec<String> =
         ["bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--hostname", "session"]
             .map(str::to_owned)
@@ -103,7 +107,7 @@ fn bwrap_args(spec: &Spec, work: &Path, network: bool) -> Vec<String> {
         ("USER".into(), "nobody".into()),
         ("LANG".into(), "C.UTF-8".into()),
     ];
-    env.extend(spec.env.iter().cloned());
+    env.extend(if prepare { &spec.image_env } else { &spec.env }.iter().cloned());
     for (k, v) in env {
         a.extend(["--setenv".into(), k, v]);
     }
@@ -158,16 +162,17 @@ pub fn probe(scratch: &Path) -> Result<(), String> {
         command: "true".into(),
         batch: true,
         env: Vec::new(),
+        image_env: Vec::new(),
         root: None,
         prepare: None,
-        limits: super::files::Limits { cores: 1, memory: 64 << 20, pids: 64 },
+        limits: super::files::Limits { cores: 1, memory: 64 << 20, pids: 64, disk: 64 << 20 },
         batch_timeout_seconds: None,
         grace_ms: 0,
         devices: Vec::new(),
         enforcement: super::limits::Enforcement::Watchdog,
     };
     let status = scratch.join("probe.json");
-    let wrapping = Wrapping { join: Vec::new(), cpus: None, drop_privileges: root, network: false };
+    let wrapping = Wrapping { join: Vec::new(), cpus: None, drop_privileges: root, prepare: false };
     let out = command(&spec, &work, &status, "exit 7", &wrapping)
         .output()
         .map_err(|e| format!("cannot start /bin/sh: {e}"))?;

@@ -2,11 +2,13 @@
 //! starts it in a process group of its own, so it outlives a restart (or a crash) of the
 //! server; it reports through the session directory's files ([`super::files`]) only.
 //!
-//! It sets the limits up, runs the image's prepare step when due, starts the sandbox, copies
-//! its output (size-capped) to `output.log`, ends it on a `stop` file or at its batch
-//! timeout (SIGTERM, a grace period, then everything killed), and writes the exit record:
-//! the real exit code, whether the kernel (or the watchdog) killed it for memory, whether
-//! it was stopped or timed out, or why the sandbox never started.
+//! It closes every descriptor it inherited but its standard ones (nothing of the server's
+//! reaches a session), sets the limits up, runs the image's prepare step when due, starts
+//! the sandbox, copies its output (size-capped) to `output.log`, ends it on a `stop` file,
+//! at its batch timeout (SIGTERM, a grace period, then everything killed) or when its work
+//! directory grows past its limit, and writes the exit record: the real exit code, whether
+//! the kernel (or the watchdog) killed it for memory, whether it was stopped, timed out or
+//! over its disk, or why the sandbox never started (or failed while setting up).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -25,6 +27,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// Runs the session of `dir` to its end. `Err` only when there is nothing to report to
 /// (no readable spec, no writable state).
 pub fn supervise(dir: &Path) -> Result<(), String> {
+    close_inherited_descriptors();
     let sd = SessionDir { root: dir.to_path_buf() };
     let spec = sd.read_spec().ok_or_else(|| format!("no readable spec in {}", dir.display()))?;
     let enforcement = &spec.enforcement;
@@ -34,7 +37,7 @@ pub fn supervise(dir: &Path) -> Result<(), String> {
         supervisor: me,
         child: None,
         pulled: false,
-        enforced: enforcement.describe(),
+        enforced: [enforcement.describe(), vec![super::limits::disk_line(spec.limits.disk)]].concat(),
         exit: None,
     };
     let report = |state: &State| write_json(&sd.state(), state).map_err(|e| format!("cannot write the state: {e}"));
@@ -42,7 +45,7 @@ pub fn supervise(dir: &Path) -> Result<(), String> {
 
     let exit = run(&sd, &spec, enforcement, &mut state, &report);
     enforcement.kill_all(spec.session_id);
-    enforcement.remove(spec.session_id);
+    enforcement.remove_when_empty(spec.session_id);
     state.phase = Phase::Exited;
     state.exit = Some(exit);
     report(&state)
@@ -62,11 +65,11 @@ fn run(
     if let Err(e) = enforcement.create(spec.session_id, &spec.limits) {
         return failed(format!("cannot set the session's limits: {e}"));
     }
-    let wrapping = |network: bool| Wrapping {
+    let wrapping = |prepare: bool| Wrapping {
         join: enforcement.join_files(spec.session_id),
         cpus: matches!(enforcement, Enforcement::Watchdog).then(|| cpu_list(spec.limits.cores)),
         drop_privileges: sandbox::is_root(),
-        network,
+        prepare,
     };
     if let Some(prepare) = &spec.prepare
         && !prepare.marker.exists()
@@ -75,7 +78,15 @@ fn run(
         state.pulled = true;
         report(state).ok();
         let status_file = sd.root.join("prepare.json");
-        let cmd = sandbox::command(spec, &sd.work(), &status_file, &prepare.command, &wrapping(true));
+        // An empty directory of its own: nothing the session's user put anywhere can
+        // change what an image's preparation (shared by every later session) does.
+        let scratch = sd.prepare_dir();
+        if let Err(e) = std::fs::create_dir_all(&scratch)
+            .and_then(|()| if sandbox::is_root() { super::prepare_dirs(&sd.root, &scratch) } else { Ok(()) })
+        {
+            return failed(format!("cannot create the prepare step's directory: {e}"));
+        }
+        let cmd = sandbox::command(spec, &scratch, &status_file, &prepare.command, &wrapping(true));
         match watch(sd, spec, enforcement, cmd, &status_file, None, |_| {}) {
             Ok(o) if o.stopped => return Exit { stopped: true, ..Exit::default() },
             Ok(o) if o.code == Some(0) => {
@@ -106,12 +117,14 @@ fn run(
         Ok(o) if !o.started && !o.stopped => {
             failed(format!("the sandbox could not start ({}); see the session's log", describe_code(o.code)))
         }
+        Ok(o) if o.setup_failed => failed("the sandbox failed while setting up; see the session's log".to_owned()),
         Ok(o) => Exit {
             code: if o.timed_out { Some(TIMEOUT_EXIT_CODE) } else { o.code },
             oom_killed: o.oom || enforcement.oom_killed(spec.session_id),
             timed_out: o.timed_out,
             stopped: o.stopped,
             failed: None,
+            disk_exceeded: o.disk,
         },
     }
 }
@@ -133,11 +146,62 @@ pub fn describe_code(code: Option<i32>) -> String {
 struct Outcome {
     /// The sandbox's command started.
     started: bool,
+    /// The sandbox started (it has a pid) but ended without running the command: one of
+    /// its mounts, its working directory or the command itself failed (bubblewrap reports
+    /// an exit code only for a command that ran).
+    setup_failed: bool,
     code: Option<i32>,
     stopped: bool,
     timed_out: bool,
     /// The watchdog killed it for memory.
     oom: bool,
+    /// Its work directory grew past the limit.
+    disk: bool,
+}
+
+/// How often the work directory's size is measured.
+const DISK_EVERY: Duration = Duration::from_secs(1);
+/// Entries a measurement walks at most: past them the directory counts as over its limit
+/// (a tree of millions of empty files is no better than a full disk).
+const DISK_MAX_ENTRIES: u64 = 1_000_000;
+
+/// The bytes the files under `dir` take on disk; `None` past [`DISK_MAX_ENTRIES`].
+fn disk_usage(dir: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let (mut bytes, mut entries) = (0u64, 0u64);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(list) = std::fs::read_dir(&d) else { continue };
+        for e in list.flatten() {
+            entries += 1;
+            if entries > DISK_MAX_ENTRIES {
+                return None;
+            }
+            let Ok(meta) = e.path().symlink_metadata() else { continue };
+            bytes += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    Some(bytes)
+}
+
+/// Closes every descriptor this process inherited but standard input, output and error,
+/// so that nothing the server (or whoever started it) had open reaches a session.
+pub fn close_inherited_descriptors() {
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    // The directory's own descriptor is closed by now: closing its number again fails
+    // harmlessly.
+    for fd in fds {
+        nix::unistd::close(fd).ok();
+    }
 }
 
 /// Starts `cmd`, copies its output, and waits for its end, stopping it on a `stop` file, at
@@ -160,7 +224,16 @@ fn watch(
     let copier = thread::spawn(move || copy_capped(reader, &output));
 
     let begun = Instant::now();
-    let mut o = Outcome { started: false, code: None, stopped: false, timed_out: false, oom: false };
+    let mut o = Outcome {
+        started: false,
+        setup_failed: false,
+        code: None,
+        stopped: false,
+        timed_out: false,
+        oom: false,
+        disk: false,
+    };
+    let mut measured = Instant::now();
     let mut sandbox_pid = None;
     let mut stopping: Option<Instant> = None;
     let status = loop {
@@ -185,10 +258,13 @@ fn watch(
                 && signal::resident(&signal::tree(child.id())) > spec.limits.memory
             {
                 o.oom = true;
+            } else if measured.elapsed() >= DISK_EVERY {
+                measured = Instant::now();
+                o.disk = disk_usage(&sd.work()).is_none_or(|used| used > spec.limits.disk);
             }
-            if o.stopped || o.timed_out || o.oom {
-                if o.oom {
-                    // Over its memory: no grace.
+            if o.stopped || o.timed_out || o.oom || o.disk {
+                if o.oom || o.disk {
+                    // Over its memory or its disk: no grace.
                     let now = Instant::now();
                     stopping = Some(now.checked_sub(Duration::from_millis(spec.grace_ms)).unwrap_or(now));
                 } else {
@@ -223,6 +299,8 @@ fn watch(
         o.started = true;
         on_start(Process { pid, started: 0 });
     }
+    o.setup_failed =
+        sandbox.child_pid.is_some() && sandbox.exit_code.is_none() && !(o.stopped || o.timed_out || o.oom || o.disk);
     o.code = sandbox.exit_code.or_else(|| {
         use std::os::unix::process::ExitStatusExt;
         status.code().or_else(|| status.signal().map(|s| 128 + s))

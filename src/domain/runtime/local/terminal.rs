@@ -1,19 +1,30 @@
 //! A shell inside a running session's sandbox, under a pseudo-terminal: the `terminal` app.
 //!
-//! The shell enters the sandbox's namespaces (`nsenter`: its user, mount, pid, network, IPC
-//! and host-name namespaces, its root and working directory) as the session's uid, with a
-//! clean environment, after entering the session's cgroups: it sees and may do exactly what
-//! the session's own processes may. Only the session's owner may open it.
+//! The shell is started by `sessiond enter` ([`super::enter`]), which joins the session's
+//! cgroups, enters the sandbox's namespaces, root and working directory, and takes the
+//! confinement of the session's own processes before it runs anything: the session's uid
+//! and gid, no capabilities, an empty bounding set, `no_new_privs`, a clean environment.
+//! The shell sees and may do exactly what the session's processes may. Only the session's
+//! owner may open it.
+//!
+//! The pseudo-terminal is read and written without blocking ([`Pty`]): an open terminal
+//! holds no thread, and its descriptor is closed as soon as the terminal is. Closing hangs
+//! up ([`Shell::hang_up`]): SIGHUP to everything the shell started in its session, then
+//! SIGKILL to the shell and the jobs it still leads; a process started to outlive the
+//! terminal (`nohup`, `setsid`) stays, within the session's limits.
 
-use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use portable_pty::{Child, CommandBuilder, MasterPty, PtySize, native_pty_system};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
 use uuid::Uuid;
 
 use super::files::{Phase, SessionDir};
 use super::limits::Enforcement;
-use super::sandbox::{HOME, NOBODY, quote};
 use crate::domain::auth::Viewer;
 use crate::domain::model::SessionType;
 use crate::domain::status::SessionStatus;
@@ -25,14 +36,100 @@ pub struct LocalAccess {
     pub agent: String,
     pub dir: PathBuf,
     pub enforcement: Enforcement,
+    /// The `sessiond` executable, whose `enter` starts the shell.
+    pub executable: PathBuf,
 }
 
-/// An open shell: write to `input`, read from `output`, resize through `pty`.
+/// How long a hung-up shell has to end before it is killed.
+pub const HANG_UP_GRACE: Duration = Duration::from_secs(1);
+
+/// The master side of a pseudo-terminal, non-blocking: one descriptor to read, one to
+/// write (both of the same terminal), one to resize.
+pub struct Pty {
+    output: tokio::sync::Mutex<pipe::Receiver>,
+    input: tokio::sync::Mutex<pipe::Sender>,
+    control: OwnedFd,
+}
+
+impl Pty {
+    /// Reads what the shell wrote: `Ok(0)` once nothing can write any more.
+    pub async fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.output.lock().await.read(buf).await {
+            // The last writer closed the other side.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error()) => Ok(0),
+            other => other,
+        }
+    }
+
+    /// Writes some of `bytes` (the count), waiting until the terminal takes any.
+    pub async fn write(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.input.lock().await.write(bytes).await
+    }
+
+    /// Changes the terminal's size.
+    pub fn resize(&self, cols: u16, rows: u16) {
+        let size = rustix::termios::Winsize { ws_row: rows.max(1), ws_col: cols.max(1), ws_xpixel: 0, ws_ypixel: 0 };
+        rustix::termios::tcsetwinsize(&self.control, size).ok();
+    }
+}
+
+/// An open shell.
 pub struct Shell {
-    pub pty: Box<dyn MasterPty + Send>,
-    pub child: Box<dyn Child + Send + Sync>,
-    pub output: Box<dyn Read + Send>,
-    pub input: Box<dyn Write + Send>,
+    pub pty: Pty,
+    /// `nsenter`, the leader of the shell's session (its pid is the session's id).
+    pub child: tokio::process::Child,
+}
+
+impl Shell {
+    /// Hangs the terminal up: SIGHUP to every process of the shell's session at once; after
+    /// [`HANG_UP_GRACE`], SIGKILL to the shell and the process groups it leads. Returns at
+    /// once; the rest happens in the background.
+    pub fn hang_up(self) {
+        let Shell { pty, mut child } = self;
+        drop(pty); // the descriptor goes now
+        let Some(leader) = child.id() else { return };
+        for p in processes().into_iter().filter(|p| p.session == leader) {
+            super::signal::kill(p.pid, nix::sys::signal::Signal::SIGHUP);
+        }
+        tokio::spawn(async move {
+            if tokio::time::timeout(HANG_UP_GRACE, child.wait()).await.is_err() {
+                child.start_kill().ok();
+            }
+            let all = processes();
+            // The shell's own groups: `nsenter`'s, and those of the shell it started (the
+            // shell's jobs stay in the shell's session, with groups of their own).
+            let mut groups: Vec<u32> = vec![leader];
+            groups.extend(all.iter().filter(|p| p.parent == leader).map(|p| p.group));
+            for p in all.iter().filter(|p| p.session == leader && groups.contains(&p.group)) {
+                super::signal::kill(p.pid, super::signal::KILL);
+            }
+            child.wait().await.ok();
+        });
+    }
+}
+
+/// A process as `/proc/<pid>/stat` shows it.
+struct Proc {
+    pid: u32,
+    parent: u32,
+    group: u32,
+    session: u32,
+}
+
+/// Every process of this machine.
+fn processes() -> Vec<Proc> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let f: Vec<u32> = after.split_whitespace().skip(1).take(3).filter_map(|v| v.parse().ok()).collect();
+        if let [parent, group, session] = f[..] {
+            out.push(Proc { pid, parent, group, session });
+        }
+    }
+    out
 }
 
 /// Whether a session offers its terminal now: interactive, RUNNING on this machine.
@@ -40,6 +137,20 @@ pub fn offered(access: Option<&LocalAccess>, s: &entity::session::Model) -> bool
     access.is_some_and(|a| s.agent_id.as_deref() == Some(a.agent.as_str()))
         && s.session_type == SessionType::Interactive.as_str()
         && s.status == SessionStatus::Running.as_str()
+}
+
+/// Whether `viewer` may (still) use the terminal of session `id`: they see it and own it.
+/// A session that is not theirs is not found.
+pub async fn allowed(
+    db: &sea_orm::DatabaseConnection,
+    viewer: &Viewer,
+    id: Uuid,
+) -> DomainResult<entity::session::Model> {
+    let s = visibility::visible_session(db, viewer, id).await?;
+    if s.owner_id != viewer.user_id {
+        return Err(DomainError::NotFound("session")); // an administrator sees it, but it is not theirs
+    }
+    Ok(s)
 }
 
 /// Opens a shell in session `id` for `viewer`, `cols` × `rows`. A session the viewer may
@@ -53,60 +164,58 @@ pub async fn open(
     cols: u16,
     rows: u16,
 ) -> DomainResult<Shell> {
-    let s = visibility::visible_session(db, viewer, id).await?;
-    if s.owner_id != viewer.user_id {
-        return Err(DomainError::NotFound("session")); // an administrator sees it, but it is not theirs
-    }
-    let not_offered = || {
-        DomainError::bad_input(
-            "NOT_RUNNING",
-            None,
-            "the terminal is open while an interactive session runs on this machine".to_owned(),
-        )
-    };
-    let access = access.filter(|_| offered(access, &s)).ok_or_else(not_offered)?;
-    let state = SessionDir::of(&access.dir, id).read_state().ok_or_else(not_offered)?;
+    let s = allowed(db, viewer, id).await?;
+    let not_offered = |why: &str| DomainError::bad_input("NOT_RUNNING", None, why.to_owned());
+    let running = "the terminal is open while an interactive session runs on this machine";
+    let access = access.filter(|_| offered(access, &s)).ok_or_else(|| not_offered(running))?;
+    let state = SessionDir::of(&access.dir, id).read_state().ok_or_else(|| not_offered(running))?;
     let pid = match (state.phase, state.child, state.exit) {
         // Still that process: a pid alone may have been reused since.
         (Phase::Running, Some(sandbox), None) if sandbox.alive() => sandbox.pid,
-        _ => return Err(not_offered()),
+        _ => return Err(not_offered(running)),
     };
-    let mut script = String::new();
-    for f in access.enforcement.join_files(id) {
-        script.push_str(&format!("echo $$ > {} || exit 125\n", quote(&f.to_string_lossy())));
+    if !Path::new(&format!("/proc/{pid}/root/bin/sh")).exists() {
+        return Err(not_offered("this session's image has no /bin/sh for the terminal"));
     }
-    // As root, the shell becomes the session's uid; otherwise it already is (the sandbox
-    // maps the server's uid to it) and nsenter may not change its groups.
-    let credentials = if super::sandbox::is_root() {
-        format!("--setuid {NOBODY} --setgid {NOBODY}")
-    } else {
-        "--preserve-credentials".to_owned()
+    let mut args: Vec<String> = vec!["enter".into(), "--pid".into(), pid.to_string()];
+    for f in access.enforcement.join_files(id) {
+        args.extend(["--join".into(), f.to_string_lossy().into_owned()]);
+    }
+    args.extend(["--".into(), "/bin/sh".into(), "-i".into()]);
+    spawn(&access.executable, &args, cols, rows)
+        .map_err(|e| DomainError::invariant(format!("opening a terminal failed: {e}")))
+}
+
+/// Runs `program` with `args` as the leader of a new session whose controlling terminal is
+/// a new pseudo-terminal of `cols` × `rows`.
+fn spawn(program: &Path, args: &[String], cols: u16, rows: u16) -> std::io::Result<Shell> {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    grantpt(&master)?;
+    unlockpt(&master)?;
+    let name = ptsname(&master, Vec::new())?;
+    let slave = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32)
+            .open(OsStr::from_bytes(name.as_bytes()))?
     };
-    script.push_str(&format!(
-        "exec nsenter --target {pid} --user --mount --pid --net --ipc --uts --root --wd {credentials} \
-         -- /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME={HOME} USER=nobody \
-         LANG=C.UTF-8 TERM=xterm-256color /bin/sh -i"
-    ));
-    spawn(&script, cols, rows).map_err(|e| DomainError::invariant(format!("opening a terminal failed: {e}")))
-}
-
-fn spawn(script: &str, cols: u16, rows: u16) -> Result<Shell, String> {
-    let pair = native_pty_system()
-        .openpty(PtySize { rows: rows.max(1), cols: cols.max(1), pixel_width: 0, pixel_height: 0 })
-        .map_err(|e| e.to_string())?;
-    let mut cmd = CommandBuilder::new("/bin/sh");
-    cmd.arg("-c");
-    cmd.arg(script);
-    cmd.env_clear();
-    cmd.env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-    let child = pair.slave.spawn_command(cmd).map_err(|e| e.to_string())?;
-    drop(pair.slave);
-    let output = pair.master.try_clone_reader().map_err(|e| e.to_string())?;
-    let input = pair.master.take_writer().map_err(|e| e.to_string())?;
-    Ok(Shell { pty: pair.master, child, output, input })
-}
-
-/// Changes the terminal's size.
-pub fn resize(pty: &dyn MasterPty, cols: u16, rows: u16) {
-    pty.resize(PtySize { rows: rows.max(1), cols: cols.max(1), pixel_width: 0, pixel_height: 0 }).ok();
+    let size = rustix::termios::Winsize { ws_row: rows.max(1), ws_col: cols.max(1), ws_xpixel: 0, ws_ypixel: 0 };
+    rustix::termios::tcsetwinsize(&master, size)?;
+    rustix::io::ioctl_fionbio(&master, true)?;
+    let mut cmd = tokio::process::Command::new("setsid");
+    // `--ctty`: the terminal on its standard input becomes the new session's.
+    cmd.arg("--ctty").arg(program).args(args);
+    cmd.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+    cmd.stdin(slave.try_clone()?).stdout(slave.try_clone()?).stderr(slave);
+    cmd.kill_on_drop(false);
+    let child = cmd.spawn()?;
+    drop(cmd); // its copies of the terminal's other side
+    // Not a pipe, but read and written the same way: without blocking, woken by epoll.
+    let output = pipe::Receiver::from_owned_fd_unchecked(master.try_clone()?)?;
+    let input = pipe::Sender::from_owned_fd_unchecked(master.try_clone()?)?;
+    let pty = Pty { output: output.into(), input: input.into(), control: master };
+    Ok(Shell { pty, child })
 }

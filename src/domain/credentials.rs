@@ -1,0 +1,160 @@
+//! Credentials that can change while a connection stays open: a token revoked, a user
+//! deleted or given another role, a membership lost. Whatever changes them (`sessiond token
+//! revoke`, `sessiond apply`, on any replica or from the command line) moves the
+//! `credentials` revision in the same transaction ([`changed`]). Every server polls that
+//! revision ([`POLL`]); when it moves, the cache of viewers is dropped and every long-lived
+//! operation (WebSocket connections, subscriptions, terminals) is told through
+//! [`Credentials::changes`] to check its viewer again, and ends if it may no longer go on.
+//!
+//! Between changes, operations on an open connection authenticate through a cache of a few
+//! seconds ([`TTL`]): one statement per token every few seconds, however many operations.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::auth::{self, Viewer};
+use super::{DomainError, DomainResult};
+
+/// How long a viewer read for a token is used without reading it again.
+pub const TTL: Duration = Duration::from_secs(5);
+/// How often each server reads the revision.
+pub const POLL: Duration = Duration::from_secs(1);
+/// Viewers cached at most; past it the cache starts afresh.
+const MAX_CACHED: usize = 10_000;
+
+const REVISION: &str = "credentials";
+
+/// Says, inside the transaction that changes them, that credentials changed: every server
+/// sees it within [`POLL`] once the transaction commits.
+pub async fn changed(txn: &impl ConnectionTrait) -> DomainResult<()> {
+    let backend = txn.get_database_backend();
+    let bump = Query::update()
+        .table(Alias::new("revisions"))
+        .value(Alias::new("value"), Expr::col(Alias::new("value")).add(1))
+        .and_where(Expr::col(Alias::new("name")).eq(REVISION))
+        .to_owned();
+    txn.execute_raw(backend.build(&bump)).await?;
+    Ok(())
+}
+
+/// The current revision of credentials.
+pub async fn revision(db: &impl ConnectionTrait) -> DomainResult<i64> {
+    let backend = db.get_database_backend();
+    let select = Query::select()
+        .column(Alias::new("value"))
+        .from(Alias::new("revisions"))
+        .and_where(Expr::col(Alias::new("name")).eq(REVISION))
+        .to_owned();
+    let row = db.query_one_raw(backend.build(&select)).await?;
+    Ok(match row {
+        Some(row) => row.try_get::<i64>("", "value")?,
+        None => 0,
+    })
+}
+
+type Cache<K> = Mutex<HashMap<K, (Option<Viewer>, Instant)>>;
+
+/// The viewers of tokens and keypairs, cached for a few seconds, and the news that they
+/// changed. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Credentials(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    db: DatabaseConnection,
+    by_token: Cache<String>,
+    by_keypair: Cache<Uuid>,
+    revision: watch::Sender<i64>,
+}
+
+impl Credentials {
+    /// Credentials read from `db`, with a task that polls the revision until the last clone
+    /// is dropped.
+    pub async fn start(db: DatabaseConnection) -> DomainResult<Self> {
+        let first = revision(&db).await?;
+        let inner = Arc::new(Inner {
+            db: db.clone(),
+            by_token: Mutex::default(),
+            by_keypair: Mutex::default(),
+            revision: watch::channel(first).0,
+        });
+        tokio::spawn(poll(db, Arc::downgrade(&inner)));
+        Ok(Self(inner))
+    }
+
+    /// The viewer of the token whose hash is `token_hash`; `Unauthenticated` when it
+    /// authenticates nobody (unknown, revoked, its user gone).
+    pub async fn viewer_of_token(&self, token_hash: &str) -> DomainResult<Viewer> {
+        if let Some(v) = fresh(&self.0.by_token, token_hash) {
+            return v.ok_or(DomainError::Unauthenticated);
+        }
+        let found = match auth::authenticate_hash(&self.0.db, token_hash).await {
+            Ok(v) => Some(v),
+            Err(DomainError::Unauthenticated) => None,
+            Err(e) => return Err(e),
+        };
+        keep(&self.0.by_token, token_hash.to_owned(), found.clone());
+        found.ok_or(DomainError::Unauthenticated)
+    }
+
+    /// The viewer of an active keypair, by id; `None` once it authenticates nobody.
+    pub async fn viewer_of_keypair(&self, keypair_id: Uuid) -> DomainResult<Option<Viewer>> {
+        if let Some(v) = fresh(&self.0.by_keypair, &keypair_id) {
+            return Ok(v);
+        }
+        let found = auth::keypair_viewer(&self.0.db, keypair_id).await?;
+        keep(&self.0.by_keypair, keypair_id, found.clone());
+        Ok(found)
+    }
+
+    /// Moves (to the new revision) whenever credentials changed anywhere.
+    pub fn changes(&self) -> watch::Receiver<i64> {
+        self.0.revision.subscribe()
+    }
+
+    /// Forgets every cached viewer and tells every watcher: credentials changed.
+    fn moved(&self, to: i64) {
+        self.0.by_token.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        self.0.by_keypair.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        self.0.revision.send_replace(to);
+    }
+}
+
+/// The cached viewer of `key`, when read less than [`TTL`] ago.
+fn fresh<K, Q>(cache: &Cache<K>, key: &Q) -> Option<Option<Viewer>>
+where
+    K: std::borrow::Borrow<Q> + Eq + std::hash::Hash,
+    Q: Eq + std::hash::Hash + ?Sized,
+{
+    let cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    cache.get(key).filter(|(_, at)| at.elapsed() < TTL).map(|(v, _)| v.clone())
+}
+
+fn keep<K: Eq + std::hash::Hash>(cache: &Cache<K>, key: K, viewer: Option<Viewer>) {
+    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if cache.len() >= MAX_CACHED {
+        cache.clear();
+    }
+    cache.insert(key, (viewer, Instant::now()));
+}
+
+/// Reads the revision every [`POLL`] and says when it moved.
+async fn poll(db: DatabaseConnection, inner: std::sync::Weak<Inner>) {
+    let mut ticks = tokio::time::interval(POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        match revision(&db).await {
+            Ok(now) if now != *inner.revision.borrow() => Credentials(inner).moved(now),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = ?e, "reading the credentials revision failed; retrying"),
+        }
+    }
+}

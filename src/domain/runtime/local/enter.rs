@@ -1,0 +1,130 @@
+//! `sessiond enter`: runs a program inside a running session's sandbox, confined exactly as
+//! the session's own processes are. The terminal starts its shell through it.
+//!
+//! In order: every inherited descriptor but the standard ones is closed; the process joins
+//! the session's cgroups; as root, it leaves every supplementary group and takes the
+//! session's gid; it enters the sandbox's user namespace (which gives it, there only, the
+//! capabilities to enter the rest), then its cgroup, IPC, host-name, network, pid and mount
+//! namespaces, its root and working directory; it empties its capability bounding set, sets
+//! `no_new_privs`, becomes the session's uid and clears every capability. Only then does it
+//! start the program (a child, so that it is inside the sandbox's pid namespace) and wait
+//! for it. The program runs with a clean environment: no capabilities, nothing in its
+//! bounding set, `no_new_privs`, the session's uid and gid, in the session's cgroups.
+//! Nothing of the host's file system is needed inside the sandbox but the program itself.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use nix::sched::CloneFlags;
+use nix::unistd::{Gid, Uid};
+
+use super::sandbox::{HOME, NOBODY, is_root};
+
+/// What to enter, and what to run there.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    /// The sandbox's init (its host pid).
+    pub pid: u32,
+    /// `cgroup.procs` files of the session's cgroups.
+    pub join: &'a [PathBuf],
+    /// The program and its arguments.
+    pub command: &'a [String],
+}
+
+/// Enters, runs the program, and returns its exit code (128 + n when signal n ended it).
+/// `Err` says which step failed; nothing has run then.
+pub fn enter(e: &Entry<'_>) -> Result<i32, String> {
+    super::supervisor::close_inherited_descriptors();
+    let program = e.command.first().ok_or("no program to run")?;
+    let ns = |name: &str| -> Result<File, String> {
+        File::open(format!("/proc/{}/ns/{name}", e.pid))
+            .map_err(|err| format!("cannot open its {name} namespace: {err}"))
+    };
+    // Everything is opened from the host's view first: once inside, it is out of sight.
+    let (user, cgroup, ipc, uts, net, pid, mnt) =
+        (ns("user")?, ns("cgroup")?, ns("ipc")?, ns("uts")?, ns("net")?, ns("pid")?, ns("mnt")?);
+    let open_dir = |what: &str| -> Result<File, String> {
+        File::open(format!("/proc/{}/{what}", e.pid)).map_err(|err| format!("cannot open its {what}: {err}"))
+    };
+    let (root, cwd) = (open_dir("root")?, open_dir("cwd")?);
+    let me = std::process::id().to_string();
+    for f in e.join {
+        std::fs::write(f, &me).map_err(|err| format!("cannot join the cgroup {}: {err}", f.display()))?;
+    }
+    let nobody = (Uid::from_raw(NOBODY), Gid::from_raw(NOBODY));
+    if is_root() {
+        // Not root's groups, nor its gid: the session's, as its processes have.
+        nix::unistd::setgroups(&[]).map_err(|err| format!("cannot leave the supplementary groups: {err}"))?;
+        nix::unistd::setresgid(nobody.1, nobody.1, nobody.1).map_err(|err| format!("cannot set the gid: {err}"))?;
+    }
+    // As nsenter does: every namespace that can be entered from here first (all of them,
+    // as root), then the user namespace, then the rest (whose owner it is, unprivileged).
+    let others = [
+        (&cgroup, CloneFlags::CLONE_NEWCGROUP, "cgroup"),
+        (&ipc, CloneFlags::CLONE_NEWIPC, "IPC"),
+        (&uts, CloneFlags::CLONE_NEWUTS, "host-name"),
+        (&net, CloneFlags::CLONE_NEWNET, "network"),
+        (&pid, CloneFlags::CLONE_NEWPID, "pid"),
+        (&mnt, CloneFlags::CLONE_NEWNS, "mount"),
+    ];
+    let mut later = Vec::new();
+    for (f, kind, name) in others {
+        match nix::sched::setns(f, kind) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EPERM) => later.push((f, kind, name)),
+            Err(err) => return Err(format!("cannot enter its {name} namespace: {err}")),
+        }
+    }
+    nix::sched::setns(&user, CloneFlags::CLONE_NEWUSER)
+        .map_err(|err| format!("cannot enter its user namespace: {err}"))?;
+    for (f, kind, name) in later {
+        nix::sched::setns(f, kind).map_err(|err| format!("cannot enter its {name} namespace: {err}"))?;
+    }
+    nix::unistd::fchdir(&root).map_err(|err| format!("cannot reach its root: {err}"))?;
+    nix::unistd::chroot(".").map_err(|err| format!("cannot take its root: {err}"))?;
+    nix::unistd::fchdir(&cwd).map_err(|err| format!("cannot take its working directory: {err}"))?;
+    drop((user, cgroup, ipc, uts, net, pid, mnt, root, cwd));
+    confine(nobody.0)?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(&e.command[1..]).env_clear();
+    for (k, v) in [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", HOME),
+        ("USER", "nobody"),
+        ("LANG", "C.UTF-8"),
+        ("TERM", "xterm-256color"),
+    ] {
+        cmd.env(k, v);
+    }
+    // A child: only it is inside the sandbox's pid namespace.
+    let status = cmd.status().map_err(|err| format!("cannot start {program}: {err}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1))
+}
+
+/// The confinement of the session's processes: an empty bounding set, `no_new_privs`,
+/// the session's uid, no capability at all.
+fn confine(uid: Uid) -> Result<(), String> {
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(40)
+        .min(63);
+    for cap in 0..=last {
+        let one = CapabilitySet::from_bits_retain(1 << cap);
+        rustix::thread::remove_capability_from_bounding_set(one)
+            .map_err(|err| format!("cannot empty the capability bounding set: {err}"))?;
+    }
+    rustix::thread::set_no_new_privs(true).map_err(|err| format!("cannot set no_new_privs: {err}"))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(|err| format!("cannot set the uid: {err}"))?;
+    let none = CapabilitySet::empty();
+    rustix::thread::set_capabilities(None, CapabilitySets { effective: none, permitted: none, inheritable: none })
+        .map_err(|err| format!("cannot drop the capabilities: {err}"))?;
+    Ok(())
+}
+
+/// Whether `pid` names a process this machine has (its namespaces can be entered).
+pub fn exists(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}/ns/user")).exists()
+}

@@ -1,0 +1,159 @@
+//! Fair shares: what one user may hold at once of what every user shares (open WebSocket
+//! connections, subscriptions, terminals, replays of missed events). One user holding many
+//! of them is refused the next one; nobody else notices. The count is per user, over all
+//! of their tokens: a second token buys no second share.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use uuid::Uuid;
+
+use super::{DomainError, DomainResult};
+
+/// What is shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    /// An open WebSocket: the GraphQL one or a terminal.
+    Connection,
+    /// A running subscription.
+    Subscription,
+    /// An open terminal.
+    Terminal,
+    /// A subscription replaying missed events.
+    Replay,
+}
+
+impl Share {
+    const ALL: [Share; 4] = [Share::Connection, Share::Subscription, Share::Terminal, Share::Replay];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn plural(self) -> &'static str {
+        match self {
+            Share::Connection => "open WebSocket connections",
+            Share::Subscription => "running subscriptions",
+            Share::Terminal => "open terminals",
+            Share::Replay => "subscriptions replaying missed events at once",
+        }
+    }
+}
+
+/// How many of each share one user may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PerUser {
+    pub connections: usize,
+    pub subscriptions: usize,
+    pub terminals: usize,
+    pub replays: usize,
+}
+
+impl PerUser {
+    fn max(&self, share: Share) -> usize {
+        match share {
+            Share::Connection => self.connections,
+            Share::Subscription => self.subscriptions,
+            Share::Terminal => self.terminals,
+            Share::Replay => self.replays,
+        }
+    }
+}
+
+/// The shares every user holds now. Cheap to clone; clones count together.
+#[derive(Clone, Debug)]
+pub struct Shares(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    limits: PerUser,
+    held: Mutex<HashMap<Uuid, [usize; Share::ALL.len()]>>,
+}
+
+impl Shares {
+    pub fn new(limits: PerUser) -> Self {
+        Self(Arc::new(Inner { limits, held: Mutex::default() }))
+    }
+
+    pub fn limits(&self) -> PerUser {
+        self.0.limits
+    }
+
+    /// One `share` for `user`, held until the returned guard is dropped; `LIMIT_EXCEEDED`
+    /// when the user holds their maximum already.
+    pub fn take(&self, user: Uuid, share: Share) -> DomainResult<Held> {
+        let max = self.0.limits.max(share);
+        let mut held = self.0.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let counts = held.entry(user).or_default();
+        if counts[share.index()] >= max {
+            if counts.iter().all(|n| *n == 0) {
+                held.remove(&user);
+            }
+            return Err(DomainError::LimitExceeded(format!(
+                "at most {max} {} per user; end one first",
+                share.plural()
+            )));
+        }
+        counts[share.index()] += 1;
+        Ok(Held { shares: self.clone(), user, share })
+    }
+
+    /// How many of `share` `user` holds now.
+    pub fn held(&self, user: Uuid, share: Share) -> usize {
+        let held = self.0.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.get(&user).map_or(0, |c| c[share.index()])
+    }
+
+    fn give_back(&self, user: Uuid, share: Share) {
+        let mut held = self.0.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(counts) = held.get_mut(&user) {
+            counts[share.index()] = counts[share.index()].saturating_sub(1);
+            if counts.iter().all(|n| *n == 0) {
+                held.remove(&user);
+            }
+        }
+    }
+}
+
+/// One share, given back when dropped.
+#[derive(Debug)]
+pub struct Held {
+    shares: Shares,
+    user: Uuid,
+    share: Share,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.shares.give_back(self.user, self.share);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_at_the_limit_is_refused_and_others_are_not() {
+        let shares = Shares::new(PerUser { connections: 2, subscriptions: 1, terminals: 1, replays: 1 });
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let first = shares.take(a, Share::Connection).expect("first");
+        let _second = shares.take(a, Share::Connection).expect("second");
+        let refused = shares.take(a, Share::Connection).expect_err("third");
+        assert!(matches!(refused, DomainError::LimitExceeded(ref m) if m.contains("at most 2")), "{refused:?}");
+        shares.take(b, Share::Connection).expect("another user is not affected");
+        shares.take(a, Share::Subscription).expect("another share is not affected");
+        drop(first);
+        assert_eq!(shares.held(a, Share::Connection), 1);
+        let _third = shares.take(a, Share::Connection).expect("given back, taken again");
+    }
+
+    #[test]
+    fn nothing_is_kept_for_a_user_who_holds_nothing() {
+        let shares = Shares::new(PerUser { connections: 0, subscriptions: 1, terminals: 1, replays: 1 });
+        let a = Uuid::from_u128(1);
+        assert!(shares.take(a, Share::Connection).is_err());
+        drop(shares.take(a, Share::Terminal).expect("one"));
+        assert!(shares.0.held.lock().expect("lock").is_empty());
+    }
+}
