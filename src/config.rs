@@ -71,9 +71,18 @@ pub enum Command {
         /// The host pid of the sandbox's init.
         #[arg(long)]
         pid: u32,
+        /// Its start time (clock ticks after boot), checked: a pid may be reused.
+        #[arg(long)]
+        started: u64,
         /// A `cgroup.procs` file of the session's cgroups to join first.
         #[arg(long)]
         join: Vec<PathBuf>,
+        /// The largest file the program may write (bytes).
+        #[arg(long)]
+        max_file: u64,
+        /// Where no cgroup limits the session: the cores the program is pinned to.
+        #[arg(long)]
+        watchdog_cores: Option<u32>,
         /// The program and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -415,9 +424,10 @@ pub struct ShareLimits {
     /// Database connections replays read on: a pool of their own, never the requests'.
     #[arg(long, env = "SESSIOND_REPLAY_CONNECTIONS", default_value_t = 2)]
     pub replay_connections: u32,
-    /// Rows replays may read per second, over all of them: a replay from an old cursor is
-    /// paced, never a flood.
-    #[arg(long, env = "SESSIOND_REPLAY_ROWS_PER_SECOND", default_value_t = 5_000)]
+    /// Rows replays may look through per second, over all of them (each statement is
+    /// charged the events it examined, whether or not they were the replay's): a replay from
+    /// an old cursor is paced, never a flood.
+    #[arg(long, env = "SESSIOND_REPLAY_ROWS_PER_SECOND", default_value_t = 20_000)]
     pub replay_rows_per_second: u32,
 }
 
@@ -430,7 +440,7 @@ impl Default for ShareLimits {
             max_replays_per_user: 4,
             max_ws_unauthenticated: 256,
             replay_connections: 2,
-            replay_rows_per_second: 5_000,
+            replay_rows_per_second: 20_000,
         }
     }
 }

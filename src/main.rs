@@ -31,9 +31,16 @@ fn main() -> ExitCode {
     // A supervisor is a small synchronous process, one per running session: no runtime.
     let result = if let Command::Supervise { dir } = &cli.command {
         domain::runtime::local::supervisor::supervise(dir).map_err(Into::into)
-    } else if let Command::Enter { pid, join, command } = &cli.command {
+    } else if let Command::Enter { pid, started, join, max_file, watchdog_cores, command } = &cli.command {
         // Single-threaded, as entering a user namespace requires: no runtime.
-        let entry = domain::runtime::local::enter::Entry { pid: *pid, join, command };
+        let entry = domain::runtime::local::enter::Entry {
+            pid: *pid,
+            started: *started,
+            join,
+            max_file: *max_file,
+            watchdog_cores: *watchdog_cores,
+            command,
+        };
         return match domain::runtime::local::enter::enter(&entry) {
             Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
             Err(why) => {

@@ -11,7 +11,7 @@ use crate::config::{DbArgs, RuntimeArgs, RuntimeChoice, ServeArgs, Timings};
 use crate::db;
 use crate::domain::events::EventBus;
 use crate::domain::launch::LaunchLimits;
-use crate::domain::live::Live;
+use crate::domain::live::{Live, LiveConnections};
 use crate::domain::runtime::local::images::Images;
 use crate::domain::runtime::local::{LocalConfig, LocalRuntime};
 use crate::domain::runtime::{self, RuntimeInfo, SimulatedRuntime};
@@ -58,15 +58,22 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ),
         None => tracing::warn!("runtime: simulated, nothing really runs ({})", runtime_info.reason),
     }
+    // Each of the server's own readers and writers on a connection of its own, none on the
+    // requests' pool: the workers (scheduler, runtimes, event feed), the live readers (the
+    // log feed, the credentials' poll), the replays, and log retention.
     let background = db::connect_workers(&args.db, &conn).await?;
+    let readers = db::connect_workers(&args.db, &conn).await?;
     let replays = db::connect_replays(&args.db, args.http.shares.replay_connections, &conn).await?;
-    let live = Live::start(background.clone(), replays.clone(), args.http.live_options())
+    let retention = db::connect_workers(&args.db, &conn).await?;
+    let connections =
+        LiveConnections { events: background.clone(), readers: readers.clone(), replays: replays.clone() };
+    let live = Live::start(connections, args.http.live_options())
         .await
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let metrics = Metrics::default();
     let mut workers = spawn_workers(&background, &live.bus, &args.timings, &metrics, local);
     workers.push(tokio::spawn(crate::domain::logs::retire_forever(
-        background.clone(),
+        retention.clone(),
         args.retention.retention(),
         Duration::from_secs(3600),
     )));
@@ -78,8 +85,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         w.abort();
     }
     if !db::in_memory(&args.db.database_url) {
-        background.close().await.ok();
-        replays.close().await.ok();
+        for pool in [background, readers, replays, retention] {
+            pool.close().await.ok();
+        }
     }
     db::close(conn, Duration::from_secs(5)).await;
     tracing::info!("sessiond stopped");

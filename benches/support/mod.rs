@@ -125,7 +125,8 @@ impl Bench {
         // The live feeds read on their own clone, taken before the counter is attached: they
         // run when they like, so their statements would blur the counts.
         let options = HttpLimits::default().live_options();
-        let live = sessiond::domain::live::Live::start(db.clone(), db.clone(), options).await.expect("live feeds");
+        let connections = sessiond::domain::live::LiveConnections::shared(&db);
+        let live = sessiond::domain::live::Live::start(connections, options).await.expect("live feeds");
         let statements = Arc::new(AtomicUsize::new(0));
         let counter = statements.clone();
         db.set_metric_callback(move |_| {

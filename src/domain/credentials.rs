@@ -27,6 +27,8 @@ pub const TTL: Duration = Duration::from_secs(5);
 pub const POLL: Duration = Duration::from_secs(1);
 /// Viewers cached at most; past it the cache starts afresh.
 const MAX_CACHED: usize = 10_000;
+/// Over how long the checks that follow a change are spread ([`Credentials::spread`]).
+pub const SPREAD: Duration = Duration::from_secs(2);
 
 const REVISION: &str = "credentials";
 
@@ -58,6 +60,7 @@ pub async fn revision(db: &impl ConnectionTrait) -> DomainResult<i64> {
     })
 }
 
+/// Viewers by key, each with when it was read.
 type Cache<K> = Mutex<HashMap<K, (Option<Viewer>, Instant)>>;
 
 /// The viewers of tokens and keypairs, cached for a few seconds, and the news that they
@@ -94,12 +97,13 @@ impl Credentials {
         if let Some(v) = fresh(&self.0.by_token, token_hash) {
             return v.ok_or(DomainError::Unauthenticated);
         }
+        let read_at = *self.0.revision.borrow();
         let found = match auth::authenticate_hash(&self.0.db, token_hash).await {
             Ok(v) => Some(v),
             Err(DomainError::Unauthenticated) => None,
             Err(e) => return Err(e),
         };
-        keep(&self.0.by_token, token_hash.to_owned(), found.clone());
+        self.keep(&self.0.by_token, token_hash.to_owned(), found.clone(), read_at);
         found.ok_or(DomainError::Unauthenticated)
     }
 
@@ -108,9 +112,31 @@ impl Credentials {
         if let Some(v) = fresh(&self.0.by_keypair, &keypair_id) {
             return Ok(v);
         }
+        let read_at = *self.0.revision.borrow();
         let found = auth::keypair_viewer(&self.0.db, keypair_id).await?;
-        keep(&self.0.by_keypair, keypair_id, found.clone());
+        self.keep(&self.0.by_keypair, keypair_id, found.clone(), read_at);
         Ok(found)
+    }
+
+    /// Caches what a read begun at revision `read_at` found, unless credentials moved
+    /// meanwhile: a read that began before a revocation committed may have found the old
+    /// viewer, and must not be kept after the cache was emptied for it.
+    fn keep<K: Eq + std::hash::Hash>(&self, cache: &Cache<K>, key: K, viewer: Option<Viewer>, read_at: i64) {
+        let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+        // Checked under the cache's lock, which `moved` takes to empty it.
+        if *self.0.revision.borrow() != read_at {
+            return;
+        }
+        if cache.len() >= MAX_CACHED {
+            cache.clear();
+        }
+        cache.insert(key, (viewer, Instant::now()));
+    }
+
+    /// A pause before a long-lived operation checks its credentials again after a change,
+    /// different for each: thousands of them do not ask the database all at once.
+    pub fn spread() -> Duration {
+        Duration::from_millis(rand::random_range(0..SPREAD.as_millis() as u64))
     }
 
     /// Moves (to the new revision) whenever credentials changed anywhere.
@@ -120,8 +146,11 @@ impl Credentials {
 
     /// Forgets every cached viewer and tells every watcher: credentials changed.
     fn moved(&self, to: i64) {
-        self.0.by_token.lock().unwrap_or_else(PoisonError::into_inner).clear();
-        self.0.by_keypair.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        let mut tokens = self.0.by_token.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut keypairs = self.0.by_keypair.lock().unwrap_or_else(PoisonError::into_inner);
+        tokens.clear();
+        keypairs.clear();
+        // Under both locks: a read that began before cannot be kept after this.
         self.0.revision.send_replace(to);
     }
 }
@@ -134,14 +163,6 @@ where
 {
     let cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
     cache.get(key).filter(|(_, at)| at.elapsed() < TTL).map(|(v, _)| v.clone())
-}
-
-fn keep<K: Eq + std::hash::Hash>(cache: &Cache<K>, key: K, viewer: Option<Viewer>) {
-    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
-    if cache.len() >= MAX_CACHED {
-        cache.clear();
-    }
-    cache.insert(key, (viewer, Instant::now()));
 }
 
 /// Reads the revision every [`POLL`] and says when it moved.

@@ -70,6 +70,8 @@ struct Shared {
     projects: Vec<Uuid>,
     resource_groups: Vec<String>,
     images: Vec<String>,
+    /// Where they load, when not on the asker's connection.
+    db: Option<DatabaseConnection>,
     loaded: tokio::sync::OnceCell<Relations>,
 }
 
@@ -88,6 +90,7 @@ impl Shared {
             projects: projects.into_iter().collect(),
             resource_groups: groups.into_iter().collect(),
             images: images.into_iter().collect(),
+            db: None,
             loaded: tokio::sync::OnceCell::new(),
         }
     }
@@ -110,8 +113,9 @@ impl SessionEvent {
     /// The records the event's session refers to. Loaded (four statements on `db`) by the
     /// first consumer of any event of the same read that asks, and shared by every other:
     /// a thousand subscribers of one change cost one load, not a thousand.
-    pub async fn relations(&self, db: &impl ConnectionTrait) -> DomainResult<&Relations> {
+    pub async fn relations(&self, db: &DatabaseConnection) -> DomainResult<&Relations> {
         let r = &self.related;
+        let db = r.db.as_ref().unwrap_or(db);
         r.loaded
             .get_or_try_init(|| async {
                 let (users, projects, resource_groups, images) = tokio::try_join!(
@@ -144,12 +148,15 @@ pub struct Read {
 
 /// Up to `limit` committed transitions with a sequence number in `(after, up_to]` whose
 /// session matches `sessions`, in sequence order, as events.
+/// `relations_on`: where the events' relations load when asked for (else on the
+/// connection of whoever asks first).
 pub async fn read_after(
     db: &impl ConnectionTrait,
     after: i64,
     up_to: Option<i64>,
     sessions: Condition,
     limit: u64,
+    relations_on: Option<&DatabaseConnection>,
 ) -> DomainResult<Read> {
     let mut query = transition::Entity::find()
         .find_also_related(session::Entity)
@@ -163,7 +170,9 @@ pub async fn read_after(
     let rows = query.all(db).await?;
     let full = rows.len() as u64 == limit;
     let last_row = rows.last().map(|(t, _)| t.id);
-    let related = Arc::new(Shared::of(rows.iter().filter_map(|(_, s)| s.as_ref())));
+    let mut related = Shared::of(rows.iter().filter_map(|(_, s)| s.as_ref()));
+    related.db = relations_on.cloned();
+    let related = Arc::new(related);
     let events = rows.into_iter().filter_map(|(t, s)| SessionEvent::of(t, Arc::new(s?), related.clone())).collect();
     Ok(Read { events, last_row, full })
 }
@@ -264,7 +273,7 @@ async fn feed(db: DatabaseConnection, bus: std::sync::Weak<Inner>, poke: Arc<Not
         }
         loop {
             let after = inner.fanned_out.load(Ordering::Acquire);
-            let read = match read_after(&db, after, None, Condition::all(), READ_BATCH).await {
+            let read = match read_after(&db, after, None, Condition::all(), READ_BATCH, None).await {
                 Ok(read) => read,
                 Err(e) => {
                     tracing::error!(error = ?e, "reading new status transitions failed; retrying");

@@ -33,19 +33,31 @@ pub struct Live {
 }
 
 impl Live {
-    /// Starts the feeds on `background` (the workers' connection) and the replays on
-    /// `replays` (a pool of their own).
-    pub async fn start(
-        background: DatabaseConnection,
-        replays: DatabaseConnection,
-        options: LiveOptions,
-    ) -> DomainResult<Self> {
+    /// Starts the event feed on `connections.events` (the workers' connection), the log
+    /// feed and the credentials' poll on `connections.readers`, and the replays on
+    /// `connections.replays` (each a pool of its own in a server: none waits for another).
+    pub async fn start(connections: LiveConnections, options: LiveOptions) -> DomainResult<Self> {
         Ok(Self {
-            bus: EventBus::start(background.clone(), options.buffer).await?,
-            replays: Replays::new(replays, options.replays),
-            logs: LogFeed::start(background.clone()),
-            credentials: Credentials::start(background).await?,
+            bus: EventBus::start(connections.events, options.buffer).await?,
+            replays: Replays::new(connections.replays, options.replays),
+            logs: LogFeed::start(connections.readers.clone()),
+            credentials: Credentials::start(connections.readers).await?,
             shares: Shares::new(options.per_user),
         })
+    }
+}
+
+/// The connections the live parts read on.
+#[derive(Clone, Debug)]
+pub struct LiveConnections {
+    pub events: DatabaseConnection,
+    pub readers: DatabaseConnection,
+    pub replays: DatabaseConnection,
+}
+
+impl LiveConnections {
+    /// All on one connection (or pool): for tests and benchmarks.
+    pub fn shared(db: &DatabaseConnection) -> Self {
+        Self { events: db.clone(), readers: db.clone(), replays: db.clone() }
     }
 }

@@ -44,6 +44,8 @@ const FOLLOW_BATCH: u64 = 500;
 const PROBE_BATCH: usize = 256;
 /// Batches of lines a follower may fall behind before it misses some (it is told so).
 const FOLLOWER_BUFFER: usize = 256;
+/// Reads of one live session's new lines in one look at most: 20 000 lines a second.
+const MAX_READS: u32 = 10;
 
 /// What the log feed tells the followers of one session.
 #[derive(Clone, Debug)]
@@ -106,11 +108,13 @@ impl LogFeed {
         f.news.subscribe()
     }
 
-    /// The feed starts reading `session_id` after line `after`, unless it reads it already.
+    /// The feed reads `session_id` after line `after` at the latest: a follower that read
+    /// its tail earlier than another gets the lines in between too (each follower drops
+    /// those it has shown).
     fn read_after(&self, session_id: Uuid, after: i64) {
         let mut followed = self.0.followed.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(f) = followed.get_mut(&session_id) {
-            f.after.get_or_insert(after);
+            f.after = Some(f.after.map_or(after, |a| a.min(after)));
         }
     }
 }
@@ -149,6 +153,7 @@ async fn look(db: &DatabaseConnection, inner: &FeedInner) -> DomainResult<()> {
                 None => (true, None), // gone
             };
             let mut after = *after;
+            let mut reads = 0;
             if newest.is_some_and(|n| n > after) {
                 loop {
                     let lines = session_log::Entity::find()
@@ -165,8 +170,10 @@ async fn look(db: &DatabaseConnection, inner: &FeedInner) -> DomainResult<()> {
                     }
                     let lines: Arc<[(i64, String)]> = lines.into_iter().map(|l| (l.id, l.line)).collect();
                     tell(inner, *id, Some(after), News::Lines(lines));
-                    // An ended session's log is read to its end; a live one's next time.
-                    if !(full && ended) {
+                    reads += 1;
+                    // An ended session's log is read to its end; a live one's up to
+                    // MAX_READS batches a look (faster than any session writes).
+                    if !full || (!ended && reads >= MAX_READS) {
                         break;
                     }
                 }
@@ -240,6 +247,9 @@ pub async fn follow(
     let tail = u64::try_from(tail).ok().filter(|n| *n <= u64::from(MAX_TAIL)).ok_or_else(|| {
         DomainError::bad_input("OUT_OF_RANGE", Some("tail".to_owned()), format!("`tail` is between 0 and {MAX_TAIL}"))
     })?;
+    // Before the check: a change of credentials from here on is seen, and checked again.
+    let mut changes = live.credentials.changes();
+    changes.mark_unchanged();
     super::visibility::visible_session(db, viewer, session_id).await?;
     // Subscribe first: every line committed after the tail below reaches the receiver.
     let mut news = live.logs.subscribe(session_id);
@@ -257,8 +267,6 @@ pub async fn follow(
     let db = db.clone();
     let credentials = live.credentials.clone();
     let keypair = viewer.keypair_id;
-    let mut changes = credentials.changes();
-    changes.mark_unchanged();
     let new_lines = async_stream_lines(move |out| async move {
         let mut seen = shown_to;
         loop {
@@ -269,14 +277,21 @@ pub async fn follow(
                         return;
                     }
                     // Credentials changed somewhere: may this viewer still see the session?
+                    // (A little later, spread among all followers; the database failing to
+                    // say is no refusal.)
+                    tokio::time::sleep(super::credentials::Credentials::spread()).await;
+                    changes.mark_unchanged();
                     let still = match credentials.viewer_of_keypair(keypair).await {
                         Ok(Some(v)) => super::visibility::visible_session(&db, &v, session_id).await.map(drop),
                         Ok(None) => Err(DomainError::Unauthenticated),
                         Err(e) => Err(e),
                     };
-                    if let Err(e) = still {
-                        let _ = out.send(Err(e)).await;
-                        return;
+                    match still {
+                        Ok(()) | Err(DomainError::Unavailable(_) | DomainError::Internal(_)) => {}
+                        Err(e) => {
+                            let _ = out.send(Err(e)).await;
+                            return;
+                        }
                     }
                     continue;
                 }
@@ -341,6 +356,8 @@ pub struct Retention {
 
 /// Lines one retention statement deletes at most: a long log goes in short transactions.
 const RETIRE_BATCH: u64 = 10_000;
+/// Between two such statements.
+const RETIRE_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Deletes what `retention` no longer keeps of finished sessions' logs (a live session's
 /// log is never touched: it is capped as it is written). Returns the lines deleted.
@@ -370,6 +387,8 @@ pub async fn retire(
             if n < batch {
                 break;
             }
+            // Room for the rest of the server's work between two batches.
+            tokio::time::sleep(RETIRE_PAUSE).await;
         }
         Ok(gone)
     };
@@ -391,8 +410,10 @@ pub async fn retire(
     };
     if let Some(days) = retention.days {
         let cutoff = now - chrono::TimeDelta::days(i64::from(days));
-        let old =
-            lines_of(None).and_where(Expr::col((session::Entity, session::Column::TerminatedAt)).lt(cutoff)).to_owned();
+        // Since it became finished (`terminated_at` says so too, where it is set).
+        let old = lines_of(None)
+            .and_where(Expr::col((session::Entity, session::Column::StatusChangedAt)).lt(cutoff))
+            .to_owned();
         deleted += delete_all(old, u64::MAX).await?;
     }
     if let Some(budget) = retention.lines_per_user {

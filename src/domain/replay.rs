@@ -21,8 +21,8 @@ use super::events::{self, Read};
 pub struct ReplayBudget {
     /// Statements running at once (the size of the replays' pool).
     pub connections: usize,
-    /// Rows read per second, over all replays: each statement is charged the rows it may
-    /// read (its limit), whether or not they match.
+    /// Rows examined per second, over all replays: each statement is charged the
+    /// transitions it looked through, whether or not they matched.
     pub rows_per_second: u32,
 }
 
@@ -81,38 +81,68 @@ impl Replays {
         self.0.charged.load(Ordering::Relaxed)
     }
 
-    /// [`events::read_after`] under the budget: waits for a statement's turn and for the
-    /// rows it may read.
+    /// [`events::read_after`] under the budget: waits for a statement's turn and until the
+    /// budget is out of debt, reads, then charges what the statement examined (every
+    /// transition of its window up to its last row, matching or not); the next read waits
+    /// for that. The relations of what it read load on the replays' pool too.
     pub(super) async fn read(&self, after: i64, up_to: i64, sessions: Condition, limit: u64) -> DomainResult<Read> {
         let inner = &self.0;
         // Waiting in line (first come, first served); a dropped waiter leaves the line.
         let _turn = inner.statements.acquire().await.map_err(super::DomainError::internal)?;
-        self.charge(limit).await;
+        self.wait_for_budget().await;
         let running = inner.running.fetch_add(1, Ordering::AcqRel) + 1;
         inner.peak.fetch_max(running, Ordering::AcqRel);
-        let read = events::read_after(&inner.db, after, Some(up_to), sessions, limit).await;
+        let read = events::read_after(&inner.db, after, Some(up_to), sessions, limit, Some(&inner.db)).await;
         inner.running.fetch_sub(1, Ordering::AcqRel);
-        read
+        let read = read?;
+        let examined = match (read.full, read.last_row) {
+            (true, Some(last)) => last - after,
+            _ => up_to - after,
+        };
+        self.charge(u64::try_from(examined).unwrap_or(0).max(1));
+        Ok(read)
     }
 
-    /// Waits until `rows` may be read (at most a second's worth at once).
-    async fn charge(&self, rows: u64) {
-        let inner = &self.0;
-        let rate = f64::from(inner.budget.rows_per_second);
-        let want = (rows as f64).min(rate);
-        inner.charged.fetch_add(rows, Ordering::Relaxed);
-        let mut bucket = inner.bucket.lock().await;
+    /// Waits while the budget is in debt (rows examined beyond what its rate allowed).
+    async fn wait_for_budget(&self) {
+        let rate = f64::from(self.0.budget.rows_per_second);
         loop {
-            let now = Instant::now();
-            bucket.rows = (bucket.rows + now.duration_since(bucket.at).as_secs_f64() * rate).min(rate);
-            bucket.at = now;
-            if bucket.rows >= want {
-                bucket.rows -= want;
-                return;
-            }
-            // Holding the lock: the next in line is served first.
-            tokio::time::sleep(Duration::from_secs_f64((want - bucket.rows) / rate)).await;
+            let wait = {
+                let mut bucket = self.0.bucket.lock().await;
+                bucket.refill(rate);
+                if bucket.rows >= 0.0 {
+                    return;
+                }
+                -bucket.rows / rate
+            };
+            tokio::time::sleep(Duration::from_secs_f64(wait)).await;
         }
+    }
+
+    /// Charges `rows` to the budget (which may go into debt: the next read waits).
+    fn charge(&self, rows: u64) {
+        self.0.charged.fetch_add(rows, Ordering::Relaxed);
+        if let Ok(mut bucket) = self.0.bucket.try_lock() {
+            bucket.refill(f64::from(self.0.budget.rows_per_second));
+            bucket.rows -= rows as f64;
+        } else {
+            // Another holder is only ever waiting to read: charge once it is done.
+            let this = self.clone();
+            tokio::spawn(async move {
+                let mut bucket = this.0.bucket.lock().await;
+                bucket.refill(f64::from(this.0.budget.rows_per_second));
+                bucket.rows -= rows as f64;
+            });
+        }
+    }
+}
+
+impl Bucket {
+    /// Adds what the rate gave since the last look, up to a second's worth.
+    fn refill(&mut self, rate: f64) {
+        let now = Instant::now();
+        self.rows = (self.rows + now.duration_since(self.at).as_secs_f64() * rate).min(rate);
+        self.at = now;
     }
 }
 
@@ -125,12 +155,13 @@ mod tests {
         let db = sea_orm::DatabaseConnection::default();
         let replays = Replays::new(db, ReplayBudget { connections: 1, rows_per_second: 1000 });
         let start = tokio::time::Instant::now();
-        // A second's worth at once, then a second for each further 1000 rows.
+        // A second's worth at once, then a second for each further 1000 rows examined.
         for _ in 0..30 {
-            replays.charge(100).await;
+            replays.wait_for_budget().await;
+            replays.charge(100);
         }
         let took = start.elapsed();
-        assert!(took >= Duration::from_millis(1990), "{took:?}");
+        assert!(took >= Duration::from_millis(1890), "{took:?}");
         assert!(took <= Duration::from_millis(2100), "{took:?}");
         assert_eq!(replays.rows_charged(), 3000);
     }

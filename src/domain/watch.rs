@@ -57,9 +57,10 @@ pub async fn watch(
     viewer: &Viewer,
     request: WatchRequest,
 ) -> DomainResult<impl Stream<Item = DomainResult<SessionEvent>> + Send + 'static> {
-    let sessions = admitted(db, viewer, &request).await?;
+    // Before the first check: a change from here on is seen, and checked again.
     let mut changes = live.credentials.changes();
     changes.mark_unchanged();
+    let sessions = admitted(db, viewer, &request).await?;
     // Subscribe first: whatever commits from now on reaches the receiver.
     let rx = live.bus.subscribe();
     let last = events::last_sequence(db).await?;
@@ -142,15 +143,34 @@ struct Feed {
 }
 
 impl Feed {
-    /// After credentials changed: the viewer as they are now, and whether they may still
-    /// watch.
+    /// After credentials changed (a little later, spread among all feeds): the viewer as
+    /// they are now, and whether they may still watch. The database failing to say is no
+    /// refusal: the feed goes on, and checks again with its next event.
     async fn check_again(&mut self) -> DomainResult<()> {
+        tokio::time::sleep(Credentials::spread()).await;
+        self.changes.mark_unchanged();
         self.checked = Instant::now();
-        let viewer =
-            self.credentials.viewer_of_keypair(self.viewer.keypair_id).await?.ok_or(DomainError::Unauthenticated)?;
-        self.sessions = admitted(&self.db, &viewer, &self.request).await?;
-        self.viewer = viewer;
-        Ok(())
+        let checked = async {
+            let viewer = self
+                .credentials
+                .viewer_of_keypair(self.viewer.keypair_id)
+                .await?
+                .ok_or(DomainError::Unauthenticated)?;
+            let sessions = admitted(&self.db, &viewer, &self.request).await?;
+            Ok::<_, DomainError>((viewer, sessions))
+        };
+        match checked.await {
+            Ok((viewer, sessions)) => {
+                self.viewer = viewer;
+                self.sessions = sessions;
+                Ok(())
+            }
+            Err(DomainError::Unavailable(_) | DomainError::Internal(_)) => {
+                self.checked = Instant::now().checked_sub(RECHECK).unwrap_or_else(Instant::now);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn wants(&self, e: &SessionEvent) -> bool {
@@ -175,6 +195,12 @@ impl Feed {
                 self.replay_to = None;
                 self.replaying = None;
                 break;
+            }
+            // A replay may take a while: it stops too when the viewer may no longer watch.
+            if self.changes.has_changed().unwrap_or(false)
+                && let Err(e) = self.check_again().await
+            {
+                return self.end(e);
             }
             let mut condition = self.sessions.condition();
             if let Some(id) = self.request.session_id {
@@ -213,6 +239,7 @@ impl Feed {
                 self.checked = Instant::now();
                 match admitted(&self.db, &self.viewer, &self.request).await {
                     Ok(sessions) => self.sessions = sessions,
+                    Err(DomainError::Unavailable(_) | DomainError::Internal(_)) => {}
                     Err(e) => return self.end(e),
                 }
             }

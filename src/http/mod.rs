@@ -73,7 +73,7 @@ pub struct AppState {
 impl AppState {
     /// A state with live feeds of its own (on `db`) and the default launch limits.
     pub async fn start(db: DatabaseConnection, limits: HttpLimits) -> crate::domain::DomainResult<Self> {
-        let live = Live::start(db.clone(), db.clone(), limits.live_options()).await?;
+        let live = Live::start(crate::domain::live::LiveConnections::shared(&db), limits.live_options()).await?;
         Ok(Self::with(db, live, limits, LaunchLimits { max_count: DEFAULT_MAX_LAUNCH_COUNT }))
     }
 

@@ -83,6 +83,9 @@ async fn serve(state: &AppState, id: &str, socket: &mut WebSocket) -> Result<(),
     ))?;
     let token = first["payload"]["authorization"].as_str().and_then(bearer_token).ok_or((4403, "Forbidden".into()))?;
     let credentials = &state.live.credentials;
+    // Before the first check: a change from here on is seen, and checked again.
+    let mut changes = credentials.changes();
+    changes.mark_unchanged();
     let viewer =
         credentials.viewer_of_token(&auth::hash_token(token)).await.map_err(|_| (4403, "Forbidden".to_owned()))?;
     drop(arrival);
@@ -106,8 +109,6 @@ async fn serve(state: &AppState, id: &str, socket: &mut WebSocket) -> Result<(),
             }
         },
     )?;
-    let mut changes = credentials.changes();
-    changes.mark_unchanged();
     let ended = match socket.send(Message::Text(json!({"type": "connection_ack"}).to_string().into())).await {
         Ok(()) => pump(state, &viewer, session, &shell, socket, &mut changes).await,
         Err(_) => Ok(()),
@@ -127,13 +128,16 @@ async fn pump(
     changes: &mut tokio::sync::watch::Receiver<i64>,
 ) -> Result<(), Refusal> {
     let mut output = vec![0u8; 8192];
+    let silence = Duration::from_millis(state.limits.ws.ws_keepalive_timeout_ms.max(1));
     // Input the shell has not read yet: while it is full, the socket is not read.
     let mut pending: VecDeque<u8> = VecDeque::new();
     loop {
         tokio::select! {
             read = shell.pty.read(&mut output) => match read {
                 Ok(n) if n > 0 => {
-                    if socket.send(Message::Binary(output[..n].to_vec().into())).await.is_err() {
+                    // A client that reads nothing for the keepalive timeout is gone.
+                    let send = socket.send(Message::Binary(output[..n].to_vec().into()));
+                    if !matches!(tokio::time::timeout(silence, send).await, Ok(Ok(()))) {
                         return Ok(());
                     }
                 }
@@ -163,6 +167,7 @@ async fn pump(
             },
             Ok(()) = changes.changed() => {
                 // Credentials changed somewhere: is this still the owner's, with a valid token?
+                changes.mark_unchanged();
                 let still = match state.live.credentials.viewer_of_keypair(viewer.keypair_id).await {
                     Ok(Some(v)) => terminal::allowed(&state.db, &v, session).await.map(drop),
                     Ok(None) => Err(DomainError::Unauthenticated),

@@ -43,6 +43,7 @@ use tokio::time::Instant;
 
 use crate::domain::DomainError;
 use crate::domain::auth::{self, Viewer};
+use crate::domain::credentials::Credentials;
 use crate::domain::shares::{Held, Share};
 use crate::graphql::errors::{
     ApiError, BAD_USER_INPUT, INTERNAL_MESSAGE, LIMIT_EXCEEDED, UNAVAILABLE, finalize_errors,
@@ -266,6 +267,9 @@ async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket
         let mut evicted = conn.arrival.as_mut().and_then(|a| a.evicted.take());
         let mut changes = conn.state.live.credentials.changes();
         changes.mark_unchanged();
+        let recheck = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(recheck);
+        let mut rechecking = false;
         let closing = loop {
             let outgoing = tokio::select! {
                 incoming = socket.recv() => {
@@ -302,7 +306,14 @@ async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket
                     break Closing::new(EVICTED.0, EVICTED.1);
                 }
                 Ok(()) = changes.changed(), if conn.viewer.is_some() => {
-                    // Credentials changed somewhere: does this token still authenticate?
+                    // Credentials changed somewhere: check this token again a little later
+                    // (spread among all connections, so they do not all ask at once).
+                    recheck.as_mut().reset(Instant::now() + Credentials::spread());
+                    rechecking = true;
+                    Vec::new()
+                }
+                () = &mut recheck, if rechecking => {
+                    rechecking = false;
                     match conn.authenticated().await {
                         Ok(()) => Vec::new(),
                         Err(closing) => break closing,

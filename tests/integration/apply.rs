@@ -184,6 +184,38 @@ async fn a_bad_declaration_reports_every_problem_and_writes_nothing(app: TestApp
     assert_eq!(entity::domain::Entity::find().count(&app.db).await.expect("count"), 2, "only the demo's");
 }
 
+/// Findings: apply read `/dev/zero` until memory ran out and hung on a FIFO. It reads
+/// regular files only, at most its cap and a byte.
+async fn only_regular_files_within_the_cap_are_read(app: TestApp) {
+    let dir = tempfile::tempdir().expect("dir");
+    let fifo = dir.path().join("pipe.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let big = dir.path().join("big.toml");
+    std::fs::write(&big, "# ".repeat(5 << 20)).expect("a file over 8 MiB");
+    for (path, why) in [
+        (fifo.clone(), "is not a regular file"),
+        (std::path::PathBuf::from("/dev/zero"), "is not a regular file"),
+        (big.clone(), "larger than"),
+    ] {
+        let read = tokio::time::timeout(std::time::Duration::from_secs(10), apply::read(&app.db, &path))
+            .await
+            .unwrap_or_else(|_| panic!("{} was read for ever", path.display()));
+        match read {
+            Err(ApplyInputError::Unreadable(e)) => assert!(e.contains(why), "{}: {e}", path.display()),
+            other => panic!("{}: {other:?}", path.display()),
+        }
+    }
+    // A directory: the FIFO among its files is refused the same way.
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), apply::read(&app.db, dir.path()))
+        .await
+        .expect("not for ever");
+    assert!(
+        matches!(read, Err(ApplyInputError::Unreadable(ref e)) if e.contains("not a regular file") || e.contains("larger than")),
+        "{read:?}"
+    );
+}
+
 async fn the_configuration_is_for_superadministrators(app: TestApp) {
     session_row("alice@example.com", "default/default", "held", "RUNNING", json!({"cpu": 3}))
         .insert(&app.db)
@@ -404,5 +436,6 @@ db_tests!(
     a_changed_limit_is_what_the_panel_and_the_scheduler_use_next,
     prune_refuses_what_live_sessions_use_and_then_writes_nothing,
     a_bad_declaration_reports_every_problem_and_writes_nothing,
+    only_regular_files_within_the_cap_are_read,
     the_configuration_is_for_superadministrators
 );

@@ -184,7 +184,7 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--max-replays-per-user", "SESSIOND_MAX_REPLAYS_PER_USER", Some("4")),
     ("--max-ws-unauthenticated", "SESSIOND_MAX_WS_UNAUTHENTICATED", Some("256")),
     ("--replay-connections", "SESSIOND_REPLAY_CONNECTIONS", Some("2")),
-    ("--replay-rows-per-second", "SESSIOND_REPLAY_ROWS_PER_SECOND", Some("5000")),
+    ("--replay-rows-per-second", "SESSIOND_REPLAY_ROWS_PER_SECOND", Some("20000")),
     ("--ws-init-timeout-ms", "SESSIOND_WS_INIT_TIMEOUT_MS", Some("3000")),
     ("--ws-keepalive-ms", "SESSIOND_WS_KEEPALIVE_MS", Some("15000")),
     ("--ws-keepalive-timeout-ms", "SESSIOND_WS_KEEPALIVE_TIMEOUT_MS", Some("45000")),

@@ -415,7 +415,9 @@ async fn finished_logs_are_retired(app: TestApp) {
         [("old-one", "TERMINATED", Some(40)), ("recent", "TERMINATED", Some(2)), ("live", "RUNNING", None)]
     {
         let mut row = session_row("alice@example.com", "default/default", name, status, json!({"cpu": 1}));
-        row.terminated_at = Set(ended_days_ago.map(|d| now - chrono::TimeDelta::days(d)));
+        let ended = ended_days_ago.map(|d| now - chrono::TimeDelta::days(d));
+        row.terminated_at = Set(ended);
+        row.status_changed_at = Set(ended.unwrap_or(now));
         let s = row.insert(&app.db).await.expect("a session");
         for i in 0..10 {
             session_log::ActiveModel {

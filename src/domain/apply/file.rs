@@ -59,7 +59,7 @@ pub fn sources(path: &Path) -> Result<Vec<Source>, String> {
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
     if files.is_empty() {
@@ -107,7 +107,7 @@ pub fn parse(sources: &[Source], known_slots: &BTreeSet<String>) -> Result<Decla
     let mut refs: Vec<Ref> = Vec::new();
     for source in sources {
         let (doc, errors) = DeTable::parse_recoverable(&source.text);
-        let mut r = Reader { source, problems: &mut problems, known_slots };
+        let mut r = Reader::new(source, &mut problems, known_slots);
         for e in errors {
             let line = e.span().map_or(1, |s| r.line(s.start));
             r.problem_at(line, "", format!("not valid TOML: {}", e.message()));
@@ -222,7 +222,7 @@ pub fn local_images(source: &Source) -> Result<BTreeMap<String, LocalImage>, Vec
     let mut out = BTreeMap::new();
     let (doc, errors) = DeTable::parse_recoverable(&source.text);
     let none = BTreeSet::new();
-    let mut r = Reader { source, problems: &mut problems, known_slots: &none };
+    let mut r = Reader::new(source, &mut problems, &none);
     for e in errors {
         let line = e.span().map_or(1, |s| r.line(s.start));
         r.problem_at(line, "", format!("not valid TOML: {}", e.message()));

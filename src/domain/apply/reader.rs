@@ -23,13 +23,22 @@ pub(super) struct Reader<'a> {
     pub(super) source: &'a Source,
     pub(super) problems: &'a mut Vec<Problem>,
     pub(super) known_slots: &'a BTreeSet<String>,
+    /// Where each line break of the source is: a line number is a binary search, so
+    /// reading stays linear in the size of the declaration.
+    breaks: Vec<usize>,
 }
 
 pub(super) type Table<'t> = DeTable<'t>;
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    pub(super) fn new(source: &'a Source, problems: &'a mut Vec<Problem>, known_slots: &'a BTreeSet<String>) -> Self {
+        let breaks = source.text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect();
+        Self { source, problems, known_slots, breaks }
+    }
+
+    /// The line (from 1) of byte `offset` of the source.
     pub(super) fn line(&self, offset: usize) -> usize {
-        self.source.text[..offset.min(self.source.text.len())].matches('\n').count() + 1
+        self.breaks.partition_point(|b| *b < offset) + 1
     }
 
     pub(super) fn problem_at(&mut self, line: usize, key: &str, message: String) {

@@ -180,7 +180,9 @@ impl TestApp {
         let replays = sessiond::db::connect_replays(&args, limits.shares.replay_connections, &db)
             .await
             .expect("open the replays' pool");
-        let live = sessiond::domain::live::Live::start(db.clone(), replays, limits.live_options())
+        let connections =
+            sessiond::domain::live::LiveConnections { replays, ..sessiond::domain::live::LiveConnections::shared(&db) };
+        let live = sessiond::domain::live::Live::start(connections, limits.live_options())
             .await
             .expect("start the live feeds");
         let bus = live.bus.clone();

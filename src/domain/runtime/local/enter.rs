@@ -13,7 +13,7 @@
 //! Nothing of the host's file system is needed inside the sandbox but the program itself.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use nix::sched::CloneFlags;
 use nix::unistd::{Gid, Uid};
@@ -23,10 +23,17 @@ use super::sandbox::{HOME, NOBODY, is_root};
 /// What to enter, and what to run there.
 #[derive(Debug)]
 pub struct Entry<'a> {
-    /// The sandbox's init (its host pid).
+    /// The sandbox's init (its host pid), and its start time: a pid alone may have been
+    /// reused since.
     pub pid: u32,
+    pub started: u64,
     /// `cgroup.procs` files of the session's cgroups.
     pub join: &'a [PathBuf],
+    /// The largest file the session may write (its work directory's limit).
+    pub max_file: u64,
+    /// Where no cgroup limits the session: the cores it may run on (as its processes are
+    /// pinned), and no core files, 1 024 open files (as theirs).
+    pub watchdog_cores: Option<u32>,
     /// The program and its arguments.
     pub command: &'a [String],
 }
@@ -34,19 +41,37 @@ pub struct Entry<'a> {
 /// Enters, runs the program, and returns its exit code (128 + n when signal n ended it).
 /// `Err` says which step failed; nothing has run then.
 pub fn enter(e: &Entry<'_>) -> Result<i32, String> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::Mode;
     super::supervisor::close_inherited_descriptors();
     let program = e.command.first().ok_or("no program to run")?;
-    let ns = |name: &str| -> Result<File, String> {
-        File::open(format!("/proc/{}/ns/{name}", e.pid))
-            .map_err(|err| format!("cannot open its {name} namespace: {err}"))
+    // The sandbox's init, held by its `/proc` directory: everything below is opened through
+    // it, and it still is that process (a pid reused since would not be) once its start
+    // time is checked through it too.
+    let proc = nix::fcntl::open(
+        format!("/proc/{}", e.pid).as_str(),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|err| format!("the sandbox is gone: {err}"))?;
+    let open = |what: &str, flags: OFlag| -> Result<File, String> {
+        nix::fcntl::openat(&proc, what, flags | OFlag::O_CLOEXEC, Mode::empty())
+            .map(File::from)
+            .map_err(|err| format!("cannot open its {what}: {err}"))
     };
+    let stat = std::io::read_to_string(open("stat", OFlag::O_RDONLY)?)
+        .map_err(|err| format!("cannot read its stat: {err}"))?;
+    if super::files::parse_start_time(&stat) != Some(e.started) {
+        return Err("the sandbox is gone (its pid names another process now)".to_owned());
+    }
     // Everything is opened from the host's view first: once inside, it is out of sight.
+    let ns = |name: &str| open(&format!("ns/{name}"), OFlag::O_RDONLY);
     let (user, cgroup, ipc, uts, net, pid, mnt) =
         (ns("user")?, ns("cgroup")?, ns("ipc")?, ns("uts")?, ns("net")?, ns("pid")?, ns("mnt")?);
-    let open_dir = |what: &str| -> Result<File, String> {
-        File::open(format!("/proc/{}/{what}", e.pid)).map_err(|err| format!("cannot open its {what}: {err}"))
-    };
-    let (root, cwd) = (open_dir("root")?, open_dir("cwd")?);
+    let dir = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
+    let (root, cwd) = (open("root", dir)?, open("cwd", dir)?);
+    drop(proc);
+    limit(e)?;
     let me = std::process::id().to_string();
     for f in e.join {
         std::fs::write(f, &me).map_err(|err| format!("cannot join the cgroup {}: {err}", f.display()))?;
@@ -102,6 +127,30 @@ pub fn enter(e: &Entry<'_>) -> Result<i32, String> {
     Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1))
 }
 
+/// The resource limits of the session's processes that are not cgroups: the largest file,
+/// and where a watchdog stands in for cgroups, the cores, no core files and 1 024 files.
+fn limit(e: &Entry<'_>) -> Result<(), String> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    // Never above what this process may have already (lowering is always allowed).
+    let lower = |resource: Resource, to: u64, what: &str| -> Result<(), String> {
+        let (_, hard) = getrlimit(resource).map_err(|err| format!("cannot read the {what} limit: {err}"))?;
+        let to = to.min(hard);
+        setrlimit(resource, to, to).map_err(|err| format!("cannot limit {what}: {err}"))
+    };
+    lower(Resource::RLIMIT_FSIZE, e.max_file.max(1), "the file size")?;
+    if let Some(cores) = e.watchdog_cores {
+        lower(Resource::RLIMIT_CORE, 0, "core files")?;
+        lower(Resource::RLIMIT_NOFILE, 1024, "open files")?;
+        let mut set = nix::sched::CpuSet::new();
+        for cpu in 0..cores.max(1) as usize {
+            set.set(cpu).map_err(|err| format!("cannot pin to cpu {cpu}: {err}"))?;
+        }
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+            .map_err(|err| format!("cannot pin to the session's cores: {err}"))?;
+    }
+    Ok(())
+}
+
 /// The confinement of the session's processes: an empty bounding set, `no_new_privs`,
 /// the session's uid, no capability at all.
 fn confine(uid: Uid) -> Result<(), String> {
@@ -122,9 +171,4 @@ fn confine(uid: Uid) -> Result<(), String> {
     rustix::thread::set_capabilities(None, CapabilitySets { effective: none, permitted: none, inheritable: none })
         .map_err(|err| format!("cannot drop the capabilities: {err}"))?;
     Ok(())
-}
-
-/// Whether `pid` names a process this machine has (its namespaces can be entered).
-pub fn exists(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}/ns/user")).exists()
 }

@@ -183,7 +183,11 @@ impl Process {
 /// A process's start time in clock ticks since boot (`/proc/<pid>/stat`, field 22), unless
 /// it is gone or a zombie.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The start time a `/proc/<pid>/stat` text gives, unless its process is a zombie.
+pub fn parse_start_time(stat: &str) -> Option<u64> {
     // The command name (field 2) is in parentheses and may hold spaces: read after it.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -36,6 +36,19 @@ pub fn tree(root: u32) -> Vec<u32> {
     out
 }
 
+/// Every process whose pid namespace is `ns` (as `/proc/<pid>/ns/pid` links to it).
+pub fn in_namespace(ns: &std::path::Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            (std::fs::read_link(e.path().join("ns/pid")).ok()? == ns).then_some(pid)
+        })
+        .collect()
+}
+
 /// Resident memory of the processes, in bytes (`VmRSS`).
 pub fn resident(pids: &[u32]) -> u64 {
     pids.iter()

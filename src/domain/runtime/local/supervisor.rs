@@ -87,7 +87,7 @@ fn run(
             return failed(format!("cannot create the prepare step's directory: {e}"));
         }
         let cmd = sandbox::command(spec, &scratch, &status_file, &prepare.command, &wrapping(true));
-        match watch(sd, spec, enforcement, cmd, &status_file, None, |_| {}) {
+        match watch(sd, spec, enforcement, cmd, &status_file, &scratch, None, |_| {}) {
             Ok(o) if o.stopped => return Exit { stopped: true, ..Exit::default() },
             Ok(o) if o.code == Some(0) => {
                 if let Some(parent) = prepare.marker.parent() {
@@ -107,7 +107,7 @@ fn run(
     let cmd = sandbox::command(spec, &sd.work(), &status_file, &spec.command, &wrapping(false));
     let timeout =
         spec.batch_timeout_seconds.filter(|t| *t > 0).and_then(|t| u64::try_from(t).ok()).map(Duration::from_secs);
-    let outcome = watch(sd, spec, enforcement, cmd, &status_file, timeout, |child| {
+    let outcome = watch(sd, spec, enforcement, cmd, &status_file, &sd.work(), timeout, |child| {
         state.phase = Phase::Running;
         state.child = Some(child);
         report(state).ok();
@@ -117,7 +117,9 @@ fn run(
         Ok(o) if !o.started && !o.stopped => {
             failed(format!("the sandbox could not start ({}); see the session's log", describe_code(o.code)))
         }
-        Ok(o) if o.setup_failed => failed("the sandbox failed while setting up; see the session's log".to_owned()),
+        Ok(o) if o.setup_failed && !enforcement.oom_killed(spec.session_id) => {
+            failed("the sandbox failed while setting up; see the session's log".to_owned())
+        }
         Ok(o) => Exit {
             code: if o.timed_out { Some(TIMEOUT_EXIT_CODE) } else { o.code },
             oom_killed: o.oom || enforcement.oom_killed(spec.session_id),
@@ -159,32 +161,77 @@ struct Outcome {
     disk: bool,
 }
 
-/// How often the work directory's size is measured.
+/// How often the memory watchdog (where no cgroup limits memory) adds up the session's use.
+const MEMORY_EVERY: Duration = Duration::from_millis(200);
+
+/// How often the work directory's size is measured at most: every second, or ten times
+/// the last measurement's length if that is longer (a huge tree is measured less often).
 const DISK_EVERY: Duration = Duration::from_secs(1);
 /// Entries a measurement walks at most: past them the directory counts as over its limit
-/// (a tree of millions of empty files is no better than a full disk).
-const DISK_MAX_ENTRIES: u64 = 1_000_000;
+/// (a tree of hundreds of thousands of empty files is no better than a full disk).
+const DISK_MAX_ENTRIES: u64 = 200_000;
+/// Directories deep a measurement goes at most (one descriptor open per level); deeper
+/// counts as over the limit.
+const DISK_MAX_DEPTH: usize = 128;
 
-/// The bytes the files under `dir` take on disk; `None` past [`DISK_MAX_ENTRIES`].
+/// The bytes the files under `dir` take on disk; `None` past [`DISK_MAX_ENTRIES`] or
+/// [`DISK_MAX_DEPTH`]. Walked by descriptors, each directory opened relative to its parent
+/// and never through a symbolic link: a session swapping a directory for a link cannot
+/// make this walk anything outside its own tree.
 fn disk_usage(dir: &Path) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
+    use nix::dir::Dir;
+    use nix::fcntl::{AtFlags, OFlag};
+    use nix::sys::stat::{Mode, SFlag, fstatat};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let names = |d: &mut Dir| -> Vec<std::ffi::CString> {
+        d.iter()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_owned())
+            .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+            .collect()
+    };
+    let mut root = Dir::open(dir, flags, Mode::empty()).ok()?;
+    let first = names(&mut root);
+    let mut stack = vec![(root, first)];
     let (mut bytes, mut entries) = (0u64, 0u64);
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(list) = std::fs::read_dir(&d) else { continue };
-        for e in list.flatten() {
-            entries += 1;
-            if entries > DISK_MAX_ENTRIES {
+    loop {
+        let depth = stack.len();
+        let Some((d, pending)) = stack.last_mut() else { break };
+        let Some(name) = pending.pop() else {
+            stack.pop();
+            continue;
+        };
+        entries += 1;
+        if entries > DISK_MAX_ENTRIES {
+            return None;
+        }
+        let Ok(st) = fstatat(&*d, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else { continue };
+        bytes += u64::try_from(st.st_blocks).unwrap_or(0) * 512;
+        if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFDIR.bits() {
+            if depth >= DISK_MAX_DEPTH {
                 return None;
             }
-            let Ok(meta) = e.path().symlink_metadata() else { continue };
-            bytes += meta.blocks() * 512;
-            if meta.is_dir() {
-                stack.push(e.path());
+            if let Ok(mut sub) = Dir::openat(&*d, name.as_c_str(), flags, Mode::empty()) {
+                let inside = names(&mut sub);
+                stack.push((sub, inside));
             }
         }
     }
     Some(bytes)
+}
+
+/// The session's processes, for the memory watchdog: everything below `child`, and
+/// everything in the sandbox's pid namespace (a terminal's shell enters it from outside).
+fn session_processes(child: u32, sandbox: Option<Process>) -> Vec<u32> {
+    let mut pids = signal::tree(child);
+    if let Some(ns) =
+        sandbox.filter(Process::alive).and_then(|s| std::fs::read_link(format!("/proc/{}/ns/pid", s.pid)).ok())
+    {
+        pids.extend(signal::in_namespace(&ns));
+        pids.sort_unstable();
+        pids.dedup();
+    }
+    pids
 }
 
 /// Closes every descriptor this process inherited but standard input, output and error,
@@ -206,12 +253,15 @@ pub fn close_inherited_descriptors() {
 
 /// Starts `cmd`, copies its output, and waits for its end, stopping it on a `stop` file, at
 /// `timeout`, or (with the watchdog) over its memory.
+/// `measure`: the directory held to the disk limit (the one mounted as the sandbox's home).
+#[allow(clippy::too_many_arguments)]
 fn watch(
     sd: &SessionDir,
     spec: &Spec,
     enforcement: &Enforcement,
     mut cmd: std::process::Command,
     status_file: &Path,
+    measure: &Path,
     timeout: Option<Duration>,
     mut on_start: impl FnMut(Process),
 ) -> Result<Outcome, String> {
@@ -234,6 +284,8 @@ fn watch(
         disk: false,
     };
     let mut measured = Instant::now();
+    let mut measure_every = DISK_EVERY;
+    let mut memory_checked = Instant::now();
     let mut sandbox_pid = None;
     let mut stopping: Option<Instant> = None;
     let status = loop {
@@ -254,13 +306,16 @@ fn watch(
                 o.stopped = true;
             } else if timeout.is_some_and(|t| begun.elapsed() >= t) {
                 o.timed_out = true;
-            } else if matches!(enforcement, Enforcement::Watchdog)
-                && signal::resident(&signal::tree(child.id())) > spec.limits.memory
-            {
+            } else if matches!(enforcement, Enforcement::Watchdog) && memory_checked.elapsed() >= MEMORY_EVERY && {
+                memory_checked = Instant::now();
+                signal::resident(&session_processes(child.id(), sandbox_pid)) > spec.limits.memory
+            } {
                 o.oom = true;
-            } else if measured.elapsed() >= DISK_EVERY {
+            } else if measured.elapsed() >= measure_every {
+                let began = Instant::now();
+                o.disk = disk_usage(measure).is_none_or(|used| used > spec.limits.disk);
                 measured = Instant::now();
-                o.disk = disk_usage(&sd.work()).is_none_or(|used| used > spec.limits.disk);
+                measure_every = DISK_EVERY.max(began.elapsed() * 10);
             }
             if o.stopped || o.timed_out || o.oom || o.disk {
                 if o.oom || o.disk {
@@ -299,8 +354,13 @@ fn watch(
         o.started = true;
         on_start(Process { pid, started: 0 });
     }
-    o.setup_failed =
-        sandbox.child_pid.is_some() && sandbox.exit_code.is_none() && !(o.stopped || o.timed_out || o.oom || o.disk);
+    // bubblewrap reports an exit code only for a command that ran; a sandbox that started
+    // (it has a pid) and ended with bubblewrap's own failure (exit 1) never got that far. A
+    // sandbox killed from outside (the kernel's OOM killer takes bubblewrap too) is not that.
+    o.setup_failed = sandbox.child_pid.is_some()
+        && sandbox.exit_code.is_none()
+        && status.code() == Some(1)
+        && !(o.stopped || o.timed_out || o.oom || o.disk);
     o.code = sandbox.exit_code.or_else(|| {
         use std::os::unix::process::ExitStatusExt;
         status.code().or_else(|| status.signal().map(|s| 128 + s))

@@ -86,23 +86,30 @@ impl Shell {
     /// once; the rest happens in the background.
     pub fn hang_up(self) {
         let Shell { pty, mut child } = self;
-        drop(pty); // the descriptor goes now
+        drop(pty); // the descriptors go now
         let Some(leader) = child.id() else { return };
-        for p in processes().into_iter().filter(|p| p.session == leader) {
-            super::signal::kill(p.pid, nix::sys::signal::Signal::SIGHUP);
-        }
+        // Reading `/proc` is blocking work: off the request's worker.
         tokio::spawn(async move {
+            let hang_up = move || {
+                for p in processes().into_iter().filter(|p| p.session == leader) {
+                    super::signal::kill(p.pid, nix::sys::signal::Signal::SIGHUP);
+                }
+            };
+            tokio::task::spawn_blocking(hang_up).await.ok();
             if tokio::time::timeout(HANG_UP_GRACE, child.wait()).await.is_err() {
                 child.start_kill().ok();
             }
-            let all = processes();
-            // The shell's own groups: `nsenter`'s, and those of the shell it started (the
-            // shell's jobs stay in the shell's session, with groups of their own).
-            let mut groups: Vec<u32> = vec![leader];
-            groups.extend(all.iter().filter(|p| p.parent == leader).map(|p| p.group));
-            for p in all.iter().filter(|p| p.session == leader && groups.contains(&p.group)) {
-                super::signal::kill(p.pid, super::signal::KILL);
-            }
+            let kill = move || {
+                let all = processes();
+                // The shell's own groups: `enter`'s, and the shell's (the shell's jobs stay
+                // in its session, with groups of their own).
+                let mut groups: Vec<u32> = vec![leader];
+                groups.extend(all.iter().filter(|p| p.parent == leader).map(|p| p.group));
+                for p in all.iter().filter(|p| p.session == leader && groups.contains(&p.group)) {
+                    super::signal::kill(p.pid, super::signal::KILL);
+                }
+            };
+            tokio::task::spawn_blocking(kill).await.ok();
             child.wait().await.ok();
         });
     }
@@ -168,18 +175,27 @@ pub async fn open(
     let not_offered = |why: &str| DomainError::bad_input("NOT_RUNNING", None, why.to_owned());
     let running = "the terminal is open while an interactive session runs on this machine";
     let access = access.filter(|_| offered(access, &s)).ok_or_else(|| not_offered(running))?;
-    let state = SessionDir::of(&access.dir, id).read_state().ok_or_else(|| not_offered(running))?;
-    let pid = match (state.phase, state.child, state.exit) {
+    let sd = SessionDir::of(&access.dir, id);
+    let (state, spec) = sd.read_state().zip(sd.read_spec()).ok_or_else(|| not_offered(running))?;
+    let sandbox = match (state.phase, state.child, state.exit) {
         // Still that process: a pid alone may have been reused since.
-        (Phase::Running, Some(sandbox), None) if sandbox.alive() => sandbox.pid,
+        (Phase::Running, Some(sandbox), None) if sandbox.alive() => sandbox,
         _ => return Err(not_offered(running)),
     };
+    let pid = sandbox.pid;
     if !Path::new(&format!("/proc/{pid}/root/bin/sh")).exists() {
         return Err(not_offered("this session's image has no /bin/sh for the terminal"));
     }
     let mut args: Vec<String> = vec!["enter".into(), "--pid".into(), pid.to_string()];
+    args.extend(["--started".into(), sandbox.started.to_string()]);
+    args.extend(["--max-file".into(), spec.limits.disk.to_string()]);
     for f in access.enforcement.join_files(id) {
         args.extend(["--join".into(), f.to_string_lossy().into_owned()]);
+    }
+    if matches!(access.enforcement, Enforcement::Watchdog) {
+        // The supervisor's memory watchdog counts the shell too (it is in the sandbox's pid
+        // namespace); the cores and file limits are set here, as for the session.
+        args.extend(["--watchdog-cores".into(), spec.limits.cores.to_string()]);
     }
     args.extend(["--".into(), "/bin/sh".into(), "-i".into()]);
     spawn(&access.executable, &args, cols, rows)
