@@ -6,14 +6,14 @@
 
 use std::time::Duration;
 
-use sea_orm::{ActiveModelTrait, Set, TransactionTrait};
+use sea_orm::{ActiveModelTrait, Set};
 use serde_json::{Value, json};
 
 use sessiond::config::{GraphqlLimits, HttpLimits, ShareLimits, WsLimits};
 
 use crate::db_tests;
 use crate::support::ws::{EVENTS, TRANSPORT_WS, Ws, codes};
-use crate::support::{TestApp, error_codes, launch_input, project, session_row};
+use crate::support::{TestApp, error_codes, hold_the_in_flight_cap, launch_input, project, session_row};
 
 const LAUNCH: &str = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
 
@@ -362,27 +362,7 @@ async fn the_edges_refuse_with_their_codes(app: TestApp) {
     // A query over the WebSocket while the one request allowed in flight waits (for a
     // database connection: the test holds them all).
     let mut ws = Ws::open(addr, "demo-alice").await;
-    let mut held = Vec::new();
-    for _ in 0..4 {
-        held.push(app.db.begin().await.expect("hold a connection"));
-    }
-    let wait = || {
-        let app = app.clone();
-        tokio::spawn(async move { app.gql(Some("demo-alice"), "{ viewer { user { email } } }", json!({})).await })
-    };
-    let mut waiting = wait();
-    let mut in_flight = false;
-    for _ in 0..500 {
-        if waiting.is_finished() {
-            waiting = wait();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        if app.get("/graphiql").await.0 == axum::http::StatusCode::SERVICE_UNAVAILABLE {
-            in_flight = true;
-            break;
-        }
-    }
-    assert!(in_flight, "the HTTP request holds the in-flight cap");
+    let (_, held, waiting) = hold_the_in_flight_cap(&app).await;
     ws.subscribe("q", "{ viewer { user { email } } }", json!({})).await;
     let refused = ws.recv().await;
     assert_eq!(refused["type"], "error", "{refused}");

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -13,7 +12,7 @@ use tokio::net::TcpStream;
 use sessiond::config::HttpLimits;
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes};
+use crate::support::{TestApp, error_codes, hold_the_in_flight_cap};
 
 /// Reads until the peer closes the connection (at most `patience`, else panics); returns
 /// what arrived.
@@ -69,33 +68,9 @@ async fn slow_and_idle_connections_are_closed_and_capped(app: TestApp) {
 async fn requests_over_the_in_flight_cap_are_shed(app: TestApp) {
     let limits = HttpLimits { max_in_flight: 1, ..HttpLimits::default() };
     let app = std::sync::Arc::new(app.reopen_with(limits).await);
-    // Hold every pooled connection (4 in tests): a GraphQL request then waits for one,
-    // in flight.
-    let mut held = Vec::new();
-    for _ in 0..4 {
-        held.push(app.db.begin().await.expect("hold a connection"));
-    }
-    let wait = || {
-        let app = app.clone();
-        tokio::spawn(async move { app.gql(Some("demo-alice"), "{ viewer { user { email } } }", json!({})).await })
-    };
-    let mut waiting = wait();
-    // Another request is refused at once, with a code and a time to retry after.
-    let mut refused = None;
-    for _ in 0..500 {
-        if waiting.is_finished() {
-            // It came second and was the one shed: send it again, to wait in flight.
-            waiting = wait();
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let (status, headers, body) = app.get("/graphiql").await;
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            refused = Some((headers, body));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let (headers, body) = refused.expect("a request over the cap is shed");
+    // A request waits in flight: another is refused at once, with a code and a time to
+    // retry after.
+    let ((_, headers, body), held, waiting) = hold_the_in_flight_cap(&app).await;
     assert_eq!(headers[header::RETRY_AFTER], "1");
     let body: Value = serde_json::from_slice(&body).expect("JSON");
     assert_eq!(error_codes(&body), ["UNAVAILABLE"], "{body}");

@@ -363,6 +363,38 @@ impl Drop for TestApp {
     }
 }
 
+/// With `--max-in-flight` at 1: holds every pooled connection (4 in tests) and sends a
+/// GraphQL request that then waits for one, in flight, until the returned transactions are
+/// dropped. Returns once another request is refused for the cap (its status, headers and
+/// body), with the held transactions and the waiting request.
+pub async fn hold_the_in_flight_cap(
+    app: &std::sync::Arc<TestApp>,
+) -> ((StatusCode, HeaderMap, Vec<u8>), Vec<sea_orm::DatabaseTransaction>, tokio::task::JoinHandle<Value>) {
+    use sea_orm::TransactionTrait;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(app.db.begin().await.expect("hold a connection"));
+    }
+    let wait = || {
+        let app = app.clone();
+        tokio::spawn(async move { app.gql(Some("demo-alice"), "{ viewer { user { email } } }", json!({})).await })
+    };
+    let mut waiting = wait();
+    for _ in 0..500 {
+        if waiting.is_finished() {
+            // It came second and was the one refused: send it again, to wait in flight.
+            waiting = wait();
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let refused = app.get("/graphiql").await;
+        if refused.0 == StatusCode::SERVICE_UNAVAILABLE {
+            return (refused, held, waiting);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no request was ever held in flight");
+}
+
 /// A session row of the demo user `email` in the demo project `project` (`domain/name`),
 /// requesting `slots` and holding them unless it is PENDING, for tests that need sessions
 /// in a given state without driving them there.
