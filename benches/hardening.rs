@@ -320,16 +320,34 @@ async fn terminal_attacker(base: String, id: String, stop: Arc<AtomicBool>, atta
     }
 }
 
-/// A watcher: one connection, the project's status changes, counted.
-async fn watcher(base: String, n: usize, stop: Arc<AtomicBool>, events: Arc<AtomicU64>) {
+/// A watcher: one connection, the project's status changes, counted. As the page does, it
+/// resumes after the last cursor it got when its subscription ends (fallen behind:
+/// `LAGGED`), and counts that.
+async fn watcher(base: String, n: usize, stop: Arc<AtomicBool>, events: Arc<AtomicU64>, resumed: Arc<AtomicU64>) {
     let token: &'static str = Box::leak(format!("watch-{n}").into_boxed_str());
     let Some(mut ws) = open(&base, token).await else { return };
-    let q = "subscription($p: ID!) { sessionEvents(projectId: $p, scope: PROJECT) { cursor toStatus } }";
-    subscribe(&mut ws, "s", q, json!({"p": project("default/default")})).await;
+    let q = "subscription($p: ID!, $after: String) { sessionEvents(projectId: $p, scope: PROJECT, after: $after) { cursor toStatus } }";
+    let p = project("default/default");
+    subscribe(&mut ws, "s", q, json!({"p": p})).await;
+    let mut last: Option<String> = None;
     while !stop.load(Ordering::Relaxed) {
         match tokio::time::timeout(Duration::from_millis(500), ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) if t.as_str().contains("\"next\"") => {
-                events.fetch_add(1, Ordering::Relaxed);
+            Ok(Some(Ok(Message::Text(t)))) => {
+                let m: Value = serde_json::from_str(t.as_str()).unwrap_or(Value::Null);
+                match m["type"].as_str() {
+                    Some("next") => {
+                        events.fetch_add(1, Ordering::Relaxed);
+                        last = m["payload"]["data"]["sessionEvents"]["cursor"].as_str().map(str::to_owned);
+                    }
+                    Some("error" | "complete") => {
+                        resumed.fetch_add(1, Ordering::Relaxed);
+                        let after =
+                            m["payload"][0]["extensions"]["cursor"].as_str().map(str::to_owned).or(last.clone());
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        subscribe(&mut ws, "s", q, json!({"p": p, "after": after})).await;
+                    }
+                    _ => {}
+                }
             }
             Ok(Some(Ok(_))) | Err(_) => {}
             Ok(Some(Err(_)) | None) => return,
@@ -348,6 +366,8 @@ struct Phase {
     codes: std::collections::BTreeMap<String, u64>,
     health_p99_ms: f64,
     events: u64,
+    /// Times the watchers resumed after falling behind.
+    resumed: u64,
     /// RssAnon MiB, threads and open descriptors: before, at the peak, 60 s after.
     anon: [f64; 3],
     threads: [f64; 3],
@@ -412,9 +432,15 @@ async fn run_once(backend: &str) -> Figures {
         .expect("raise the policy");
         db.close().await.expect("close");
     }
+    // Bob's targets run before any load: an idle session of the simulated agents (its log
+    // is what his followers follow) and one on this machine (its terminal).
+    let targets = Targets {
+        logs: running_session(&server.base, "default").await,
+        terminal: running_session(&server.base, "local").await,
+    };
     let quiet = load_phase(&server, None).await;
     let attacks = Arc::new(Attacks::default());
-    let attacked = load_phase(&server, Some(attacks.clone())).await;
+    let attacked = load_phase(&server, Some((attacks.clone(), &targets))).await;
     let pair = |p: &Counter| (p.0.load(Ordering::Relaxed), p.1.load(Ordering::Relaxed));
     Figures {
         quiet,
@@ -448,7 +474,13 @@ async fn running_session(base: &str, group: &str) -> Option<String> {
     None
 }
 
-async fn load_phase(server: &Server, attackers: Option<Arc<Attacks>>) -> Phase {
+/// Bob's running sessions the attacks aim at (`None` where it could not run).
+struct Targets {
+    logs: Option<String>,
+    terminal: Option<String>,
+}
+
+async fn load_phase(server: &Server, attackers: Option<(Arc<Attacks>, &Targets)>) -> Phase {
     let pid = server.pid();
     let anon = || status_kib(pid, "RssAnon") as f64 / 1024.0;
     let threads = || status_kib(pid, "Threads") as f64; // a count, not KiB: read the same way
@@ -467,7 +499,7 @@ async fn load_phase(server: &Server, attackers: Option<Arc<Attacks>>) -> Phase {
         })
     };
     let mut tasks = Vec::new();
-    if let Some(attacks) = &attackers {
+    if let Some((attacks, targets)) = &attackers {
         let base = server.base.clone();
         tasks.push(tokio::spawn(budget_attacker(base.clone(), stop.clone(), attacks.clone())));
         let events = "subscription($p: ID!, $after: String) { sessionEvents(projectId: $p, after: $after) { cursor toStatus session { id name status } } }";
@@ -502,7 +534,7 @@ async fn load_phase(server: &Server, attackers: Option<Arc<Attacks>>) -> Phase {
             )));
         }
         tasks.push(tokio::spawn(launcher(base.clone(), stop.clone())));
-        if let Some(id) = running_session(&base, "default").await {
+        if let Some(id) = &targets.logs {
             let logs = "subscription($id: ID!) { sessionLogs(sessionId: $id, tail: 10) }";
             for _ in 0..10 {
                 let counters = (attacks.clone(), (|a: &Attacks| &a.logs) as Pick);
@@ -519,14 +551,17 @@ async fn load_phase(server: &Server, attackers: Option<Arc<Attacks>>) -> Phase {
                 )));
             }
         }
-        match running_session(&base, "local").await {
-            Some(id) => tasks.push(tokio::spawn(terminal_attacker(base.clone(), id, stop.clone(), attacks.clone()))),
+        match &targets.terminal {
+            Some(id) => {
+                tasks.push(tokio::spawn(terminal_attacker(base.clone(), id.clone(), stop.clone(), attacks.clone())))
+            }
             None => eprintln!("no sandbox here: the terminal attack does not run"),
         }
     }
-    let events = Arc::new(AtomicU64::new(0));
-    let watchers: Vec<_> =
-        (0..WATCHERS).map(|n| tokio::spawn(watcher(server.base.clone(), n, stop.clone(), events.clone()))).collect();
+    let (events, resumed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let watchers: Vec<_> = (0..WATCHERS)
+        .map(|n| tokio::spawn(watcher(server.base.clone(), n, stop.clone(), events.clone(), resumed.clone())))
+        .collect();
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
     let clients: Vec<_> =
@@ -572,6 +607,7 @@ async fn load_phase(server: &Server, attackers: Option<Arc<Attacks>>) -> Phase {
         codes: tally.codes.lock().expect("lock").clone(),
         health_p99_ms: percentile(&health, 0.99),
         events: events.load(Ordering::Relaxed),
+        resumed: resumed.load(Ordering::Relaxed),
         anon: [start[0], peak(0) / 1024.0, end[0]],
         threads: [start[1], peak(1), end[1]],
         fds: [start[2], peak(2), end[2]],
@@ -587,7 +623,7 @@ async fn main() {
     };
     stamp("cargo bench --bench hardening");
     println!(
-        "| database | load | honest req/s | p50 ms | p99 ms | errors | /healthz p99 ms | events to watchers | RssAnon MiB before / peak / +60 s | threads | open descriptors |"
+        "| database | load | honest req/s | p50 ms | p99 ms | errors | /healthz p99 ms | events to watchers (resumed) | RssAnon MiB before / peak / +60 s | threads | open descriptors |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut granted = Vec::new();
@@ -615,7 +651,7 @@ async fn main() {
             };
             let errors: u64 = phases.iter().map(|p| p.errors).sum();
             println!(
-                "| {backend} | {name} | {:.0} ({}) | {:.1} | {:.1} ({}) | {errors} | {:.1} | {:.0} | {} | {} | {} |",
+                "| {backend} | {name} | {:.0} ({}) | {:.1} | {:.1} ({}) | {errors} | {:.1} | {:.0} ({:.0}) | {} | {} | {} |",
                 med(&|p| p.per_second, 0).0,
                 med(&|p| p.per_second, 0).1,
                 med(&|p| p.p50_ms, 1).0,
@@ -623,6 +659,7 @@ async fn main() {
                 med(&|p| p.p99_ms, 1).1,
                 med(&|p| p.health_p99_ms, 1).0,
                 med(&|p| p.events as f64, 0).0,
+                med(&|p| p.resumed as f64, 0).0,
                 triple(&|p| p.anon),
                 triple(&|p| p.threads),
                 triple(&|p| p.fds),

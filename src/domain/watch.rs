@@ -57,6 +57,10 @@ pub async fn watch(
     viewer: &Viewer,
     request: WatchRequest,
 ) -> DomainResult<impl Stream<Item = DomainResult<SessionEvent>> + Send + 'static> {
+    // A resume point behind what the bus has sent is a replay for sure: one over the
+    // viewer's share is refused before it costs a statement.
+    let share = || live.shares.take(viewer.user_id, Share::Replay);
+    let early = request.after.filter(|after| *after < live.bus.fanned_out()).map(|_| share()).transpose()?;
     // Before the first check: a change from here on is seen, and checked again.
     let mut changes = live.credentials.changes();
     changes.mark_unchanged();
@@ -76,7 +80,11 @@ pub async fn watch(
         // Everything after `last` comes through the receiver.
         Some(after) => (after, (after < last).then_some(last)),
     };
-    let replaying = replay_to.map(|_| live.shares.take(viewer.user_id, Share::Replay)).transpose()?;
+    let replaying = match (replay_to, early) {
+        (None, _) => None,
+        (Some(_), Some(held)) => Some(held),
+        (Some(_), None) => Some(share()?),
+    };
     let state = Feed {
         db: db.clone(),
         replays: live.replays.clone(),
