@@ -331,6 +331,7 @@ impl HttpLimits {
                 subscriptions: s.max_subscriptions_per_user,
                 terminals: s.max_terminals_per_user,
                 replays: s.max_replays_per_user,
+                operations_per_second: s.operations_per_second_per_user,
             },
             replays: crate::domain::replay::ReplayBudget {
                 connections: s.replay_connections as usize,
@@ -417,6 +418,11 @@ pub struct ShareLimits {
     /// Subscriptions per user replaying missed events (`after:`) at once.
     #[arg(long, env = "SESSIOND_MAX_REPLAYS_PER_USER", default_value_t = 4)]
     pub max_replays_per_user: usize,
+    /// Operations a user starts per second over WebSockets (subscriptions, queries,
+    /// mutations; opening a terminal counts 10), twice as many at once; past it their
+    /// connections are read more slowly.
+    #[arg(long, env = "SESSIOND_OPERATIONS_PER_SECOND_PER_USER", default_value_t = 20)]
+    pub operations_per_second_per_user: u32,
     /// WebSocket connections not yet authenticated, over all clients; one more is closed
     /// at once (1013). Each has `--ws-init-timeout-ms` to authenticate.
     #[arg(long, env = "SESSIOND_MAX_WS_UNAUTHENTICATED", default_value_t = 256)]
@@ -438,6 +444,7 @@ impl Default for ShareLimits {
             max_subscriptions_per_user: 200,
             max_terminals_per_user: 8,
             max_replays_per_user: 4,
+            operations_per_second_per_user: 20,
             max_ws_unauthenticated: 256,
             replay_connections: 2,
             replay_rows_per_second: 20_000,

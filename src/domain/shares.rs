@@ -40,14 +40,22 @@ impl Share {
     }
 }
 
-/// How many of each share one user may hold.
+/// How many of each share one user may hold, and how fast they may start operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PerUser {
     pub connections: usize,
     pub subscriptions: usize,
     pub terminals: usize,
     pub replays: usize,
+    /// Operations a second one user starts on long-lived connections (a subscription, a
+    /// query or mutation over a WebSocket; a terminal counts [`TERMINAL_OPERATIONS`]);
+    /// twice as many may come at once.
+    pub operations_per_second: u32,
 }
+
+/// What opening a terminal counts for in [`PerUser::operations_per_second`]: it starts
+/// processes.
+pub const TERMINAL_OPERATIONS: u32 = 10;
 
 impl PerUser {
     fn max(&self, share: Share) -> usize {
@@ -68,11 +76,34 @@ pub struct Shares(Arc<Inner>);
 struct Inner {
     limits: PerUser,
     held: Mutex<HashMap<Uuid, [usize; Share::ALL.len()]>>,
+    /// Each user's operations not yet paid for, and when that was counted (a token bucket
+    /// in debt: past zero, the user waits).
+    pace: Mutex<HashMap<Uuid, (f64, std::time::Instant)>>,
 }
+
+/// Users whose pace is remembered at most; past it the ones fully rested are forgotten.
+const MAX_PACED: usize = 10_000;
 
 impl Shares {
     pub fn new(limits: PerUser) -> Self {
-        Self(Arc::new(Inner { limits, held: Mutex::default() }))
+        Self(Arc::new(Inner { limits, held: Mutex::default(), pace: Mutex::default() }))
+    }
+
+    /// Counts `operations` that `user` starts now; returns how long they must wait first
+    /// to keep within their rate (zero within it). The caller waits before doing the work
+    /// (a WebSocket connection is then read more slowly: the user slows only themselves).
+    pub fn pace(&self, user: Uuid, operations: u32) -> std::time::Duration {
+        let rate = f64::from(self.0.limits.operations_per_second.max(1));
+        let burst = 2.0 * rate;
+        let now = std::time::Instant::now();
+        let mut pace = self.0.pace.lock().unwrap_or_else(PoisonError::into_inner);
+        if pace.len() >= MAX_PACED {
+            pace.retain(|_, (left, at)| *left + now.duration_since(*at).as_secs_f64() * rate < burst);
+        }
+        let (left, at) = pace.entry(user).or_insert((burst, now));
+        *left = (*left + now.duration_since(*at).as_secs_f64() * rate).min(burst) - f64::from(operations);
+        *at = now;
+        if *left >= 0.0 { std::time::Duration::ZERO } else { std::time::Duration::from_secs_f64(-*left / rate) }
     }
 
     pub fn limits(&self) -> PerUser {
@@ -135,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_user_at_the_limit_is_refused_and_others_are_not() {
-        let shares = Shares::new(PerUser { connections: 2, subscriptions: 1, terminals: 1, replays: 1 });
+        let shares = Shares::new(limits());
         let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
         let first = shares.take(a, Share::Connection).expect("first");
         let _second = shares.take(a, Share::Connection).expect("second");
@@ -149,8 +180,26 @@ mod tests {
     }
 
     #[test]
+    fn a_user_past_their_rate_waits_and_others_do_not() {
+        let shares = Shares::new(PerUser { operations_per_second: 10, ..limits() });
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        // Twice the rate at once, then each one waits a tenth of a second more.
+        for _ in 0..20 {
+            assert_eq!(shares.pace(a, 1), std::time::Duration::ZERO);
+        }
+        let waits: Vec<u128> = (0..3).map(|_| shares.pace(a, 1).as_millis()).collect();
+        assert!(waits[0] >= 95 && waits[0] <= 105 && waits[2] >= 295 && waits[2] <= 305, "{waits:?}");
+        assert_eq!(shares.pace(b, 1), std::time::Duration::ZERO, "another user is not slowed");
+        assert!(shares.pace(b, TERMINAL_OPERATIONS * 3) > std::time::Duration::ZERO, "a burst of terminals waits");
+    }
+
+    fn limits() -> PerUser {
+        PerUser { connections: 2, subscriptions: 1, terminals: 1, replays: 1, operations_per_second: 20 }
+    }
+
+    #[test]
     fn nothing_is_kept_for_a_user_who_holds_nothing() {
-        let shares = Shares::new(PerUser { connections: 0, subscriptions: 1, terminals: 1, replays: 1 });
+        let shares = Shares::new(PerUser { connections: 0, ..limits() });
         let a = Uuid::from_u128(1);
         assert!(shares.take(a, Share::Connection).is_err());
         drop(shares.take(a, Share::Terminal).expect("one"));

@@ -491,6 +491,12 @@ impl Connection {
         let Some(viewer) = self.viewer.clone() else {
             return Err(Closing::new(4401, "Unauthorized: send connection_init first"));
         };
+        // A user starting operations faster than their rate waits here: this connection
+        // is not read meanwhile, and nobody else notices.
+        let wait = self.state.live.shares.pace(viewer.user_id, 1);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         let max = self.state.limits.ws.max_subscriptions_per_connection;
         if self.operations.len() >= max {
             let error = json!({

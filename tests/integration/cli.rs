@@ -182,6 +182,7 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--max-subscriptions-per-user", "SESSIOND_MAX_SUBSCRIPTIONS_PER_USER", Some("200")),
     ("--max-terminals-per-user", "SESSIOND_MAX_TERMINALS_PER_USER", Some("8")),
     ("--max-replays-per-user", "SESSIOND_MAX_REPLAYS_PER_USER", Some("4")),
+    ("--operations-per-second-per-user", "SESSIOND_OPERATIONS_PER_SECOND_PER_USER", Some("20")),
     ("--max-ws-unauthenticated", "SESSIOND_MAX_WS_UNAUTHENTICATED", Some("256")),
     ("--replay-connections", "SESSIOND_REPLAY_CONNECTIONS", Some("2")),
     ("--replay-rows-per-second", "SESSIOND_REPLAY_ROWS_PER_SECOND", Some("20000")),
