@@ -2,6 +2,8 @@
 
 pub mod agent;
 pub mod domain;
+pub mod engine;
+pub mod engine_job;
 pub mod idempotency_key;
 pub mod image;
 pub mod keypair;

@@ -12,6 +12,8 @@ pub struct Model {
     pub scheduler: String,
     pub pending_timeout_seconds: Option<i64>,
     pub allowed_session_types: Json,
+    /// The engine that runs its sessions (`engines.name`); none: nothing runs them.
+    pub engine: Option<String>,
     pub created_at: DateTimeUtc,
 }
 

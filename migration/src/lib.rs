@@ -7,6 +7,7 @@ mod m20261129_000002_queue_position;
 mod m20261130_000003_signing_keys;
 mod m20261130_000004_image_environment;
 mod m20261201_000005_revisions;
+mod m20261201_000006_engines;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000003_signing_keys::Migration),
             Box::new(m20261130_000004_image_environment::Migration),
             Box::new(m20261201_000005_revisions::Migration),
+            Box::new(m20261201_000006_engines::Migration),
         ]
     }
 }

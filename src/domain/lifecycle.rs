@@ -83,7 +83,7 @@ pub struct Change {
     pub session: session::Model,
     pub to: SessionStatus,
     pub reason: Option<String>,
-    /// The agent it was scheduled on (with `to: SCHEDULED`).
+    /// The agent it was scheduled on (with `to: SCHEDULED`), or its engine placed it on.
     pub agent: Option<String>,
     /// How it ended (with a terminal `to`): result and exit code.
     pub result: Option<(SessionResult, Option<i32>)>,
@@ -157,6 +157,12 @@ pub async fn apply(
                 .col_expr(session::Column::AgentId, Expr::value(c.agent.clone()))
                 .col_expr(session::Column::PendingReasons, Expr::value(serde_json::json!([])))
                 .col_expr(session::Column::QueuePosition, Expr::value(Option::<i32>::None));
+        }
+        if c.to != SessionStatus::Scheduled
+            && let Some(agent) = &c.agent
+        {
+            // Placed by its engine (Slurm chooses the node).
+            update = update.col_expr(session::Column::AgentId, Expr::value(agent.clone()));
         }
         if c.to.is_terminal() {
             update = update

@@ -14,8 +14,10 @@ use super::reader::{Entry, Reader, Table, quoted};
 
 use super::Declared;
 use super::sections::{
-    IMAGE_KEYS, read_agent, read_domain, read_group, read_image, read_local, read_policy, read_project, read_user,
+    AGENT_ENGINE, IMAGE_KEYS, read_agent, read_domain, read_engine, read_group, read_image, read_local, read_policy,
+    read_project, read_user,
 };
+use crate::domain::runtime::engines::EngineKind;
 use crate::domain::runtime::local::images::LocalImage;
 
 /// One declaration file's text and the name its problems are reported under.
@@ -95,7 +97,8 @@ pub fn read_text(p: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("cannot read {}: it is not UTF-8 text", p.display()))
 }
 
-const SECTIONS: &[&str] = &["domains", "projects", "users", "keypair_policies", "resource_groups", "agents", "images"];
+const SECTIONS: &[&str] =
+    &["domains", "projects", "users", "keypair_policies", "engines", "resource_groups", "agents", "images"];
 
 /// Reads `sources` as one declaration. `known_slots` are the slot names limits may use.
 pub fn parse(sources: &[Source], known_slots: &BTreeSet<String>) -> Result<Declared, Vec<Problem>> {
@@ -144,7 +147,8 @@ pub fn parse(sources: &[Source], known_slots: &BTreeSet<String>) -> Result<Decla
                     "projects" => read_project(&mut e, &name_text, &mut declared, &mut refs),
                     "users" => read_user(&mut e, &identity, &mut declared, &mut refs),
                     "keypair_policies" => read_policy(&mut e, &name_text, &mut declared),
-                    "resource_groups" => read_group(&mut e, &name_text, &mut declared),
+                    "engines" => read_engine(&mut e, &name_text, &mut declared),
+                    "resource_groups" => read_group(&mut e, &name_text, &mut declared, &mut refs),
                     "agents" => read_agent(&mut e, &name_text, &mut declared, &mut refs),
                     _ => read_image(&mut e, &name_text, &mut declared),
                 }
@@ -176,7 +180,32 @@ pub(super) struct Ref {
 
 fn check_references(declared: &Declared, refs: Vec<Ref>, problems: &mut Vec<Problem>) {
     for r in refs {
+        if r.section == AGENT_ENGINE {
+            // An agent with slots runs on its group's engine: one must be named, and it must
+            // be one whose agents are declared (a Slurm group's agents are its nodes).
+            let Some(group) = declared.groups.get(&r.name) else { continue };
+            let engine = group.engine.as_ref().and_then(|e| declared.engines.get(e).map(|d| (e, d.settings.kind())));
+            let message = match engine {
+                None if group.engine.is_none() => Some(format!(
+                    "resource group {} names no engine, so nothing would run this agent's sessions; \
+                     give the group `engine = \"NAME\"` and declare [engines.NAME]",
+                    quoted(&r.name)
+                )),
+                Some((name, EngineKind::Slurm)) => Some(format!(
+                    "resource group {} runs on the Slurm engine {}, whose agents are its partition's nodes, \
+                     discovered; declare none",
+                    quoted(&r.name),
+                    quoted(name)
+                )),
+                _ => None,
+            };
+            if let Some(message) = message {
+                problems.push(Problem { file: r.file, line: r.line, key: r.key, message });
+            }
+            continue;
+        }
         let found = match r.section {
+            "engines" => declared.engines.contains_key(&r.name),
             "domains" => declared.domains.contains_key(&r.name),
             "projects" => declared.projects.contains_key(&r.name),
             "keypair_policies" => declared.policies.contains_key(&r.name),

@@ -88,6 +88,7 @@ pub struct Declared {
     pub users: BTreeMap<String, UserDecl>,
     pub policies: BTreeMap<String, PolicyDecl>,
     pub groups: BTreeMap<String, GroupDecl>,
+    pub engines: BTreeMap<String, EngineDecl>,
     pub agents: BTreeMap<String, AgentDecl>,
     pub images: BTreeMap<String, ImageDecl>,
 }
@@ -139,6 +140,13 @@ pub struct GroupDecl {
     pub scheduler: SchedulerStrategy,
     pub pending_timeout_seconds: Option<i64>,
     pub session_types: Vec<SessionType>,
+    /// The engine that runs its sessions.
+    pub engine: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineDecl {
+    pub settings: crate::domain::runtime::engines::EngineSettings,
 }
 
 #[derive(Clone, Debug, PartialEq)]

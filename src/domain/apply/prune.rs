@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use sea_orm::{ColumnTrait, Condition, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use entity::{agent, domain, image, keypair, keypair_resource_policy, project, resource_group, session, user};
+use entity::{agent, domain, engine, image, keypair, keypair_resource_policy, project, resource_group, session, user};
 
 use super::write::Writer;
 use super::{Action, ApplyError, Declared};
@@ -18,8 +18,16 @@ impl Writer<'_> {
     pub(super) async fn undeclared(&mut self, d: &Declared, prune: bool) -> Result<(), ApplyError> {
         use session::Column as S;
         let mut doomed: Vec<(&'static str, String, Condition, Deletion)> = Vec::new();
+        // A Slurm group's agents are its nodes, discovered by its engine: never declared.
+        let discovered = |group: &str| {
+            d.groups
+                .get(group)
+                .and_then(|g| g.engine.as_ref())
+                .and_then(|e| d.engines.get(e))
+                .is_some_and(|e| e.settings.kind() == crate::domain::runtime::engines::EngineKind::Slurm)
+        };
         for a in agent::Entity::find().all(self.txn).await? {
-            if !d.agents.contains_key(&a.id) {
+            if !d.agents.contains_key(&a.id) && !discovered(&a.resource_group) {
                 doomed.push(("agent", a.id.clone(), S::AgentId.eq(a.id.clone()).into(), Deletion::Agent(a.id)));
             }
         }
@@ -53,6 +61,15 @@ impl Writer<'_> {
                 // after the users deleted before it took theirs with them.
                 let cond = S::Id.is_null().into();
                 doomed.push(("keypair policy", p.name.clone(), cond, Deletion::Policy(p.name)));
+            }
+        }
+        let groups = resource_group::Entity::find().all(self.txn).await?;
+        for e in engine::Entity::find().all(self.txn).await? {
+            if !d.engines.contains_key(&e.name) {
+                // Its groups' sessions use it.
+                let runs = groups.iter().filter(|g| g.engine.as_ref() == Some(&e.name)).map(|g| g.name.clone());
+                let cond = S::ResourceGroup.is_in(runs.collect::<Vec<_>>()).into();
+                doomed.push(("engine", e.name.clone(), cond, Deletion::Engine(e.name)));
             }
         }
         for (id, name) in &domains {
@@ -109,6 +126,7 @@ enum Deletion {
     Group(String),
     Policy(String),
     Domain(Uuid),
+    Engine(String),
 }
 
 impl Deletion {
@@ -126,6 +144,7 @@ impl Deletion {
                 keypair_resource_policy::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop)
             }
             Self::Domain(id) => domain::Entity::find_by_id(*id).lock_exclusive().one(txn).await.map(drop),
+            Self::Engine(name) => engine::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop),
         }
     }
 
@@ -138,6 +157,15 @@ impl Deletion {
             Self::Group(name) => resource_group::Entity::delete_by_id(name).exec(txn).await?,
             Self::Policy(name) => keypair_resource_policy::Entity::delete_by_id(name).exec(txn).await?,
             Self::Domain(id) => domain::Entity::delete_by_id(id).exec(txn).await?,
+            Self::Engine(name) => {
+                // Groups kept that still name it run nothing from now on.
+                resource_group::Entity::update_many()
+                    .col_expr(resource_group::Column::Engine, sea_orm::sea_query::Expr::value(Option::<String>::None))
+                    .filter(resource_group::Column::Engine.eq(name.clone()))
+                    .exec(txn)
+                    .await?;
+                engine::Entity::delete_by_id(name).exec(txn).await?
+            }
         };
         Ok(())
     }

@@ -8,7 +8,13 @@ use toml::de::DeValue;
 
 use super::file::Ref;
 use super::reader::{Entry, quoted};
-use super::{AgentDecl, Declared, DomainDecl, GroupDecl, ImageDecl, KeypairDecl, PolicyDecl, ProjectDecl, UserDecl};
+use super::{
+    AgentDecl, Declared, DomainDecl, EngineDecl, GroupDecl, ImageDecl, KeypairDecl, PolicyDecl, ProjectDecl, UserDecl,
+};
+use crate::domain::runtime::engines::{EngineKind, EngineSettings, SlurmSettings, TokenSource};
+
+/// The pseudo-section of a declared agent's check of its group's engine.
+pub(super) const AGENT_ENGINE: &str = "agent's engine";
 use crate::domain::model::{Role, SchedulerStrategy, SessionType};
 use crate::domain::runtime::local::images::LocalImage;
 
@@ -178,8 +184,87 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
     );
 }
 
-pub(super) fn read_group(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
-    e.only(&["description", "scheduler", "pending_timeout_seconds", "session_types"]);
+const SLURM_KEYS: &[&str] =
+    &["kind", "url", "partition", "user", "token_file", "token_env", "api_version", "output_dir"];
+
+pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
+    let Some(kind_text) = e.required_string("kind") else {
+        e.only(SLURM_KEYS);
+        return;
+    };
+    let Some(kind) = EngineKind::parse(&kind_text.to_lowercase()) else {
+        let span = e.span_of("kind");
+        let kinds: Vec<&str> = EngineKind::ALL.iter().map(|k| k.as_str()).collect();
+        e.bad("kind", span, format!("unknown engine kind {kind_text:?}; the kinds are {}", kinds.join(", ")));
+        return;
+    };
+    let settings = match kind {
+        EngineKind::Simulated => {
+            e.only(&["kind"]);
+            EngineSettings::Simulated
+        }
+        EngineKind::Local => {
+            e.only(&["kind"]);
+            EngineSettings::Local
+        }
+        EngineKind::Slurm => {
+            e.only(SLURM_KEYS);
+            let url = e.required_string("url");
+            if let Some(u) = &url
+                && !(u.starts_with("http://") || u.starts_with("https://"))
+            {
+                let span = e.span_of("url");
+                e.bad("url", span, "slurmrestd's URL starts with http:// or https://".to_owned());
+            }
+            let partition = e.required_string("partition");
+            let user = e.required_string("user");
+            let output_dir = e.required_string("output_dir");
+            if let Some(d) = &output_dir
+                && !d.starts_with('/')
+            {
+                let span = e.span_of("output_dir");
+                e.bad("output_dir", span, "an absolute directory every node and this server see".to_owned());
+            }
+            let api_version = e.string("api_version");
+            let token = match (e.string("token_file"), e.string("token_env")) {
+                (Some(f), None) => Some(TokenSource::File(f)),
+                (None, Some(v)) => Some(TokenSource::Env(v)),
+                (Some(_), Some(_)) => {
+                    let span = e.span_of("token_env");
+                    e.bad("token_env", span, "give token_file or token_env, not both".to_owned());
+                    None
+                }
+                (None, None) => {
+                    let (line, path) = (e.line, e.path.clone());
+                    e.r.problem_at(
+                        line,
+                        &path,
+                        "a Slurm engine needs token_file or token_env (where its JWT is; never the token itself)"
+                            .to_owned(),
+                    );
+                    None
+                }
+            };
+            let (Some(url), Some(partition), Some(user), Some(token), Some(output_dir)) =
+                (url, partition, user, token, output_dir)
+            else {
+                return;
+            };
+            let url = url.trim_end_matches('/').to_owned();
+            EngineSettings::Slurm(SlurmSettings { url, partition, user, token, api_version, output_dir })
+        }
+    };
+    debug_assert_eq!(settings.kind(), kind);
+    declared.engines.insert(name.to_owned(), EngineDecl { settings });
+}
+
+pub(super) fn read_group(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
+    e.only(&["description", "scheduler", "pending_timeout_seconds", "session_types", "engine"]);
+    let engine = e.string("engine");
+    if let Some(engine) = &engine {
+        let span = e.span_of("engine");
+        e.reference(refs, "engine", span, "engines", engine.clone(), "engine");
+    }
     let description = e.string("description").unwrap_or_default();
     let scheduler = match e.string("scheduler") {
         None => SchedulerStrategy::Fifo,
@@ -193,7 +278,7 @@ pub(super) fn read_group(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &m
     let session_types = e.session_types("session_types").unwrap_or_else(|| SessionType::ALL.to_vec());
     declared
         .groups
-        .insert(name.to_owned(), GroupDecl { description, scheduler, pending_timeout_seconds, session_types });
+        .insert(name.to_owned(), GroupDecl { description, scheduler, pending_timeout_seconds, session_types, engine });
 }
 
 pub(super) fn read_agent(e: &mut Entry<'_, '_, '_, '_>, id: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
@@ -216,7 +301,11 @@ pub(super) fn read_agent(e: &mut Entry<'_, '_, '_, '_>, id: &str, declared: &mut
     }
     let Some(group) = e.required_string("resource_group") else { return };
     let span = e.span_of("resource_group");
-    e.reference(refs, "resource_group", span, "resource_groups", group.clone(), "resource group");
+    e.reference(refs, "resource_group", span.clone(), "resource_groups", group.clone(), "resource group");
+    if !this_machine {
+        // Checked once every file is read: its group's engine must run declared agents.
+        e.reference(refs, "resource_group", span, AGENT_ENGINE, group.clone(), "agent");
+    }
     declared.agents.insert(
         id.to_owned(),
         AgentDecl { resource_group: group, slots: (!this_machine).then_some(slots), schedulable },

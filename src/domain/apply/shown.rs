@@ -23,8 +23,13 @@ pub(super) fn diff<T: PartialEq + std::fmt::Display>(details: &mut Vec<String>, 
     }
 }
 
-pub(super) fn diff_opt(details: &mut Vec<String>, label: &str, old: &Option<i64>, new: &Option<i64>) {
-    let show = |v: &Option<i64>| v.map_or_else(|| "none".to_owned(), |n| n.to_string());
+pub(super) fn diff_opt<T: PartialEq + std::fmt::Display>(
+    details: &mut Vec<String>,
+    label: &str,
+    old: &Option<T>,
+    new: &Option<T>,
+) {
+    let show = |v: &Option<T>| v.as_ref().map_or_else(|| "none".to_owned(), |n| n.to_string());
     if old != new {
         details.push(format!("{label}: {} → {}", show(old), show(new)));
     }

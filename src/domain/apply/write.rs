@@ -13,7 +13,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use entity::{
-    agent, domain, image, keypair, keypair_resource_policy, project, project_member, resource_group,
+    agent, domain, engine, image, keypair, keypair_resource_policy, project, project_member, resource_group,
     resource_group_project, user,
 };
 
@@ -35,6 +35,7 @@ pub(super) async fn write(txn: &DatabaseTransaction, d: &Declared, prune: bool) 
     let mut w = Writer { txn, now: clock::now(), plan: Plan::default(), refused: Vec::new() };
     let domain_ids = w.domains(d).await?;
     w.policies(d).await?;
+    w.engines(d).await?;
     w.groups(d).await?;
     let project_ids = w.projects(d, &domain_ids).await?;
     w.users(d, &domain_ids, &project_ids).await?;
@@ -133,6 +134,60 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Engines: their kind and settings (a token's file or variable, never the token).
+    async fn engines(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, engine::Model> =
+            engine::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, e) in &d.engines {
+            let kind = e.settings.kind().as_str().to_owned();
+            let settings = e.settings.to_json();
+            let shown = |v: &Value| {
+                v.as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k} {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                    .collect::<Vec<_>>()
+            };
+            match stored.get(name) {
+                None => {
+                    engine::ActiveModel {
+                        name: Set(name.clone()),
+                        kind: Set(kind.clone()),
+                        settings: Set(settings.clone()),
+                        created_at: Set(self.now),
+                    }
+                    .insert(self.txn)
+                    .await?;
+                    let mut details = vec![format!("kind {kind}")];
+                    details.extend(shown(&settings));
+                    self.change(Action::Create, "engine", name, details);
+                }
+                Some(m) if m.kind != kind || m.settings != settings => {
+                    let mut details = Vec::new();
+                    diff(&mut details, "kind", &m.kind.as_str(), &kind.as_str());
+                    if m.settings != settings {
+                        details.push(format!(
+                            "settings: {} → {}",
+                            shown(&m.settings).join(", "),
+                            shown(&settings).join(", ")
+                        ));
+                    }
+                    engine::ActiveModel {
+                        name: Unchanged(name.clone()),
+                        kind: Set(kind),
+                        settings: Set(settings),
+                        created_at: Unchanged(m.created_at),
+                    }
+                    .update(self.txn)
+                    .await?;
+                    self.change(Action::Update, "engine", name, details);
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
     async fn groups(&mut self, d: &Declared) -> Result<(), ApplyError> {
         let stored: BTreeMap<String, resource_group::Model> =
             resource_group::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
@@ -144,6 +199,7 @@ impl Writer<'_> {
                 scheduler: Set(g.scheduler.as_str().to_owned()),
                 pending_timeout_seconds: Set(g.pending_timeout_seconds),
                 allowed_session_types: Set(Value::from(types.clone())),
+                engine: Set(g.engine.clone()),
                 created_at: Set(self.now),
             };
             let Some(m) = stored.get(name) else {
@@ -156,6 +212,7 @@ impl Writer<'_> {
             diff(&mut details, "scheduler", &m.scheduler.as_str(), &g.scheduler.as_str());
             diff_opt(&mut details, "pending_timeout_seconds", &m.pending_timeout_seconds, &g.pending_timeout_seconds);
             diff_list(&mut details, "session_types", &strings(&m.allowed_session_types), &types);
+            diff_opt(&mut details, "engine", &m.engine, &g.engine);
             if !details.is_empty() {
                 resource_group::ActiveModel {
                     name: Unchanged(name.clone()),

@@ -8,8 +8,12 @@
 //! Which one drives this machine is chosen at start (`--runtime auto|local|simulated`) and
 //! reported by [`RuntimeInfo`], so nothing is silently pretend.
 
+pub mod engines;
 pub mod local;
+pub mod output;
+pub mod reconcile;
 pub mod simulated;
+pub mod slurm;
 
 use std::collections::HashMap;
 use std::future::Future;

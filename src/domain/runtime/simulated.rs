@@ -1,4 +1,6 @@
-//! The simulated runtime: nothing runs. [`SimulatedRuntime`] walks a scheduled session through SCHEDULED → PREPARING → PULLING (only when the agent lacks the
+//! The simulated runtime: nothing runs. It drives the sessions of the resource groups whose
+//! engine is declared `kind = "simulated"` (the demo's, tests'), never any other.
+//! [`SimulatedRuntime`] walks a scheduled session through SCHEDULED → PREPARING → PULLING (only when the agent lacks the
 //! image) → PREPARED → CREATING → RUNNING, one step per `step`, writing log lines; ends
 //! batch sessions after `batch_run` (exit 0, SUCCESS) or at their batch timeout when that
 //! is shorter (exit 124, FAILURE); ends any session past its keypair policy's
@@ -15,16 +17,16 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use sea_orm::sea_query::Query;
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde_json::Value;
 
-use entity::{agent, session, session_log};
+use entity::{agent, engine, resource_group, session};
 
+use super::engines::EngineKind;
+use super::reconcile::{self, Plan};
 use super::{LIFETIME_EXCEEDED, Runtime, TIMEOUT_EXIT_CODE, env_var, lifetimes, outlived};
 use crate::domain::events::EventBus;
-use crate::domain::history::{self, Entry, SchedulingResult};
-use crate::domain::lifecycle::{self, Applied, Change};
 use crate::domain::model::SessionType;
 use crate::domain::status::{SessionResult, SessionStatus};
 use crate::domain::{DomainResult, clock};
@@ -48,7 +50,6 @@ struct Next {
     to: SessionStatus,
     reason: Option<String>,
     result: Option<(SessionResult, Option<i32>)>,
-    phase: &'static str,
     log: String,
 }
 
@@ -64,37 +65,33 @@ impl SimulatedRuntime {
         let status = SessionStatus::parse(&s.status)?;
         let step_due = now - s.status_changed_at >= delta(self.step);
         let agent = s.agent_id.clone().unwrap_or_default();
-        let step = |to: SessionStatus, phase: &'static str, log: String| {
+        let step = |to: SessionStatus, log: String| {
             if env_var(s, FAIL_VARIABLE).as_deref() == Some(to.as_str()) {
                 Next {
                     to: Error,
                     reason: Some(format!("failed to start: injected failure entering {to}")),
                     result: Some((SessionResult::Failure, None)),
-                    phase: "error",
                     log: format!("error: could not enter {to} on agent {agent}"),
                 }
             } else {
-                Next { to, reason: None, result: None, phase, log }
+                Next { to, reason: None, result: None, log }
             }
         };
         let has_image = pulled.get(&agent).is_some_and(|images| images.contains(&s.image));
         match status {
-            Scheduled if step_due => {
-                Some(step(Preparing, "prepare", format!("preparing the environment on agent {agent}")))
-            }
+            Scheduled if step_due => Some(step(Preparing, format!("preparing the environment on agent {agent}"))),
             Preparing if step_due && !has_image => {
-                Some(step(Pulling, "prepare", format!("pulling image {} on agent {agent}", s.image)))
+                Some(step(Pulling, format!("pulling image {} on agent {agent}", s.image)))
             }
             Preparing | Pulling if step_due => {
-                Some(step(Prepared, "prepare", format!("image {} ready on agent {agent}", s.image)))
+                Some(step(Prepared, format!("image {} ready on agent {agent}", s.image)))
             }
-            Prepared if step_due => Some(step(Creating, "start", "creating the container".to_owned())),
-            Creating if step_due => Some(step(Running, "start", "session running".to_owned())),
+            Prepared if step_due => Some(step(Creating, "creating the container".to_owned())),
+            Creating if step_due => Some(step(Running, "session running".to_owned())),
             Terminating if step_due => Some(Next {
                 to: Terminated,
                 reason: s.status_info.clone(),
                 result: None,
-                phase: "terminate",
                 log: "session terminated".to_owned(),
             }),
             Running => {
@@ -104,7 +101,6 @@ impl SimulatedRuntime {
                         to: Terminating,
                         reason: Some(LIFETIME_EXCEEDED.to_owned()),
                         result: None,
-                        phase: "terminate",
                         log: format!("the session reached its maximum lifetime of {limit} s"),
                     });
                 }
@@ -117,14 +113,12 @@ impl SimulatedRuntime {
                         to: Terminated,
                         reason: Some("batch timeout".to_owned()),
                         result: Some((SessionResult::Failure, Some(TIMEOUT_EXIT_CODE))),
-                        phase: "terminate",
                         log: format!("batch job stopped at its timeout; exit code {TIMEOUT_EXIT_CODE}"),
                     }),
                     _ if ran >= run => Some(Next {
                         to: Terminated,
                         reason: Some("batch finished".to_owned()),
                         result: Some((SessionResult::Success, Some(0))),
-                        phase: "terminate",
                         log: "batch job finished; exit code 0".to_owned(),
                     }),
                     _ => None,
@@ -145,8 +139,23 @@ impl Runtime for SimulatedRuntime {
         let now = clock::now();
         let driven = [Scheduled, Preparing, Pulling, Prepared, Creating, Running, Terminating];
         // Read first, outside any transaction: most ticks find nothing due and take no lock.
+        // Only the sessions of groups whose engine is a simulated one.
+        let simulated = Query::select()
+            .column(resource_group::Column::Name)
+            .from(resource_group::Entity)
+            .and_where(
+                resource_group::Column::Engine.in_subquery(
+                    Query::select()
+                        .column(engine::Column::Name)
+                        .from(engine::Entity)
+                        .and_where(engine::Column::Kind.eq(EngineKind::Simulated.as_str()))
+                        .take(),
+                ),
+            )
+            .take();
         let mut sessions = session::Entity::find()
             .filter(session::Column::Status.is_in(driven.iter().map(|s| s.as_str())))
+            .filter(session::Column::ResourceGroup.in_subquery(simulated))
             .all(db)
             .await?;
         if let Some(except) = &self.except_agent {
@@ -172,68 +181,26 @@ impl Runtime for SimulatedRuntime {
             .collect();
         let lifetimes = lifetimes(db).await?;
 
-        let mut changes = Vec::new();
-        let mut plans = Vec::new();
-        for s in sessions {
-            let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
-            if let Some(next) = self.next(&s, now, &pulled, lifetime) {
-                let mut change = Change::new(s.clone(), next.to, next.reason.clone());
-                change.result = next.result;
-                changes.push(change);
-                plans.push((s, next));
-            }
-        }
-        if changes.is_empty() {
+        let plans: Vec<Plan> = sessions
+            .into_iter()
+            .filter_map(|s| {
+                let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
+                let next = self.next(&s, now, &pulled, lifetime)?;
+                Some(Plan::steps(s, vec![(next.to, next.reason, next.result)], next.log))
+            })
+            .collect();
+        if plans.is_empty() {
             return Ok(0);
         }
         // The updates are guarded by the status read above: a session that moved meanwhile
         // (terminated by its owner, driven by another replica) is left alone.
-        let txn = crate::domain::begin_write(db).await?;
-        let mut transitions = lifecycle::Transitions::default();
-        let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
-        let mut logs = Vec::new();
-        let mut entries = Vec::new();
-        let mut newly_pulled: HashMap<String, Vec<String>> = HashMap::new();
-        for (a, (s, next)) in applied.iter().zip(plans) {
-            if !matches!(a, Applied::Changed(_)) {
-                continue; // moved meanwhile (terminated by a user, another replica)
-            }
-            let from = SessionStatus::parse(&s.status);
-            if from == Some(Pulling) && next.to == Prepared {
-                newly_pulled.entry(s.agent_id.clone().unwrap_or_default()).or_default().push(s.image.clone());
-            }
-            logs.push(session_log::ActiveModel {
-                id: NotSet,
-                session_id: Set(s.id),
-                line: Set(format!("{} {}", now.format("%Y-%m-%dT%H:%M:%S%.3fZ"), next.log)),
-                created_at: Set(now),
-            });
-            entries.push(Entry {
-                session_id: s.id,
-                phase: next.phase,
-                from,
-                to: Some(next.to),
-                result: if next.to == Error { SchedulingResult::Failure } else { SchedulingResult::Success },
-                error_code: (next.to == Error).then(|| "START_FAILED".to_owned()),
-                message: next.reason.unwrap_or(next.log),
-                sub_steps: Value::Array(Vec::new()),
-            });
-        }
-        for (agent_id, images) in newly_pulled {
-            let mut all = pulled.get(&agent_id).cloned().unwrap_or_default();
-            all.extend(images);
+        reconcile::write(db, bus, &plans, |agent, images| {
+            let mut all = pulled.get(agent).cloned().unwrap_or_default();
+            all.extend(images.iter().map(|i| (*i).to_owned()));
             all.sort();
             all.dedup();
-            agent::Entity::update_many()
-                .col_expr(agent::Column::PulledImages, Expr::value(Value::from(all)))
-                .filter(agent::Column::Id.eq(agent_id))
-                .exec(&txn)
-                .await?;
-        }
-        for logs in crate::domain::shaped_batches(logs) {
-            session_log::Entity::insert_many(logs).exec_without_returning(&txn).await?;
-        }
-        history::record(&txn, entries, now).await?;
-        lifecycle::commit(txn, transitions, bus).await
+            Some(Value::from(all))
+        })
+        .await
     }
 }

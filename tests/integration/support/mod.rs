@@ -499,6 +499,7 @@ pub async fn add_resource_group(
         scheduler: Set("FIFO".to_owned()),
         pending_timeout_seconds: Set(None),
         allowed_session_types: Set(json!(types)),
+        engine: Set(Some("demo".to_owned())),
         created_at: Set(now),
     }
     .insert(&app.db)

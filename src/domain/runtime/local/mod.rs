@@ -23,7 +23,6 @@ pub mod images;
 pub mod limits;
 pub(crate) mod machine;
 mod observe;
-mod output;
 pub mod sandbox;
 pub mod signal;
 pub mod supervisor;
@@ -33,20 +32,16 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ActiveModelTrait, ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, Unchanged,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, Unchanged};
 use serde_json::Value;
 use uuid::Uuid;
 
-use entity::{agent, project, resource_group, resource_group_project, session, session_log};
+use entity::{agent, engine, project, resource_group, resource_group_project, session};
 
+use super::engines::EngineKind;
+use super::reconcile;
 use super::{Runtime, RuntimeInfo, RuntimeKind, env_vars, lifetimes};
 use crate::domain::events::EventBus;
-use crate::domain::history::{self, Entry, SchedulingResult};
-use crate::domain::lifecycle::{self, Applied, Change};
 use crate::domain::model::{SchedulerStrategy, SessionType};
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainResult, catalog, clock};
@@ -55,7 +50,10 @@ use images::Images;
 use limits::Enforcement;
 pub(crate) use machine::prepare_dirs;
 use machine::{accelerator_devices, capacity, open_to_traverse, remove_session_dir};
-use observe::{Plan, history_phase};
+use observe::Plan;
+
+/// The engine that is this machine, stored when the local runtime first registers.
+pub const LOCAL_ENGINE: &str = "local";
 
 /// Processes and threads one session may have.
 const MAX_PIDS: u64 = 1024;
@@ -154,6 +152,17 @@ impl LocalRuntime {
             return Ok(());
         }
         let group = &self.config.resource_group;
+        // This machine is an engine of its own (`--runtime local` declares it).
+        if engine::Entity::find_by_id(LOCAL_ENGINE.to_owned()).one(&txn).await?.is_none() {
+            engine::ActiveModel {
+                name: Set(LOCAL_ENGINE.to_owned()),
+                kind: Set(EngineKind::Local.as_str().to_owned()),
+                settings: Set(serde_json::json!({})),
+                created_at: Set(now),
+            }
+            .insert(&txn)
+            .await?;
+        }
         if resource_group::Entity::find_by_id(group.clone()).one(&txn).await?.is_none() {
             resource_group::ActiveModel {
                 name: Set(group.clone()),
@@ -163,6 +172,7 @@ impl LocalRuntime {
                 allowed_session_types: Set(Value::from(
                     SessionType::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
                 )),
+                engine: Set(Some(LOCAL_ENGINE.to_owned())),
                 created_at: Set(now),
             }
             .insert(&txn)
@@ -287,10 +297,6 @@ impl LocalRuntime {
     }
 }
 
-fn log_row(session_id: Uuid, line: String, now: DateTime<Utc>) -> session_log::ActiveModel {
-    session_log::ActiveModel { id: NotSet, session_id: Set(session_id), line: Set(line), created_at: Set(now) }
-}
-
 impl Runtime for LocalRuntime {
     fn tick(&self) -> Duration {
         if self.hurry.load(std::sync::atomic::Ordering::Relaxed) { HURRY } else { self.config.tick }
@@ -359,78 +365,12 @@ impl Runtime for LocalRuntime {
 
 impl LocalRuntime {
     async fn write(&self, db: &DatabaseConnection, bus: &EventBus, plans: Vec<Plan>) -> DomainResult<usize> {
-        let now = clock::now();
-        let mut changes = Vec::new();
-        for p in &plans {
-            let mut at = p.session.clone();
-            for (to, reason, result) in &p.steps {
-                let mut change = Change::new(at.clone(), *to, reason.clone());
-                change.result = *result;
-                changes.push(change);
-                at.status = to.as_str().to_owned();
-            }
-        }
-        let txn = crate::domain::begin_write(db).await?;
-        let mut transitions = lifecycle::Transitions::default();
-        let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
-        // `apply` answers in session order, each session's steps in their order.
-        let mut moved: HashSet<Uuid> = HashSet::new();
-        for a in &applied {
-            if let Applied::Moved(m) = a {
-                moved.insert(m.id);
-            }
-        }
-        let mut logs = Vec::new();
-        let mut entries = Vec::new();
-        let mut pulled = false;
-        for p in &plans {
-            let id = p.session.id;
-            if moved.contains(&id) {
-                // Changed meanwhile (terminated by its owner): its output is kept, its steps
-                // are looked at again next tick.
-                logs.extend(p.output.iter().map(|line| log_row(id, line.clone(), now)));
-                continue;
-            }
-            let lines = p.step_lines.iter().chain(&p.output).chain(&p.end_line);
-            logs.extend(lines.map(|line| log_row(id, line.clone(), now)));
-            if let Some((last, reason, _)) = p.steps.last() {
-                pulled |= p.steps.iter().any(|(s, _, _)| *s == SessionStatus::Pulling);
-                let path: Vec<&str> = p.steps.iter().map(|(s, _, _)| s.as_str()).collect();
-                let failed = *last == SessionStatus::Error;
-                entries.push(Entry {
-                    session_id: id,
-                    phase: history_phase(*last),
-                    from: SessionStatus::parse(&p.session.status),
-                    to: Some(*last),
-                    result: if failed { SchedulingResult::Failure } else { SchedulingResult::Success },
-                    error_code: failed.then(|| "START_FAILED".to_owned()),
-                    message: format!(
-                        "{} on agent {}{}",
-                        path.join(" → "),
-                        self.config.agent,
-                        reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
-                    ),
-                    sub_steps: Value::Array(Vec::new()),
-                });
-            }
-        }
-        if pulled {
-            agent::Entity::update_many()
-                .col_expr(agent::Column::PulledImages, Expr::value(self.prepared_images()))
-                .filter(agent::Column::Id.eq(self.config.agent.clone()))
-                .exec(&txn)
-                .await?;
-        }
-        for batch in crate::domain::shaped_batches(logs) {
-            session_log::Entity::insert_many(batch).exec_without_returning(&txn).await?;
-        }
-        history::record(&txn, entries, now).await?;
-        let changed = lifecycle::commit(txn, transitions, bus).await?;
+        let changed = reconcile::write(db, bus, &plans, |_, _| Some(self.prepared_images())).await?;
         for p in plans {
-            if let Some((file, copied)) = p.copied {
+            if let Some((file, copied)) = p.after.copied {
                 files::write_json(&file, &copied).ok();
             }
-            if let Some(dir) = p.remove {
+            if let Some(dir) = p.after.remove {
                 remove_session_dir(&self.config.dir, &dir);
                 // Its supervisor removes the session's cgroups; one that could not (killed
                 // itself) leaves them to this.

@@ -9,9 +9,10 @@ use chrono::{DateTime, Utc};
 use entity::session;
 
 use super::files::{Exit, Phase, SessionDir, State};
-use super::output::{Copied, Output, new_output};
 use super::{LocalRuntime, supervisor};
 use crate::domain::model::SessionType;
+use crate::domain::runtime::output::{Copied, Output, new_output};
+use crate::domain::runtime::reconcile::{self, steps_between};
 use crate::domain::runtime::{LIFETIME_EXCEEDED, outlived};
 use crate::domain::status::{SessionResult, SessionStatus};
 
@@ -59,16 +60,6 @@ fn status_of(phase: Phase) -> SessionStatus {
     }
 }
 
-/// The start-up statuses after `from` up to `to`, in order (PULLING only when it happened).
-fn steps(from: SessionStatus, to: SessionStatus, pulled: bool) -> Vec<SessionStatus> {
-    use SessionStatus::*;
-    let order = [Scheduled, Preparing, Pulling, Prepared, Creating, Running];
-    let (Some(a), Some(b)) = (order.iter().position(|s| *s == from), order.iter().position(|s| *s == to)) else {
-        return Vec::new();
-    };
-    order[a + 1..=b.max(a)].iter().copied().filter(|s| *s != Pulling || pulled || to == Pulling).collect()
-}
-
 /// The reason of a session ended for its work directory's size.
 pub const DISK_LIMIT_EXCEEDED: &str = "disk limit exceeded";
 
@@ -98,33 +89,16 @@ fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String, SessionRes
     (SessionStatus::Terminated, supervisor::describe_code(code), result, code)
 }
 
-/// A status to enter, with its reason and, when it ends the session, result and exit code.
-pub(super) type Step = (SessionStatus, Option<String>, Option<(SessionResult, Option<i32>)>);
-
-/// What one tick does to one session.
-pub(super) struct Plan {
-    pub(super) session: session::Model,
-    /// Statuses to go through, in order; the last may end the session.
-    pub(super) steps: Vec<Step>,
-    /// The log lines of the steps (written only if the steps are), the session's output
-    /// (written in any case), and the line of its end.
-    pub(super) step_lines: Vec<String>,
-    pub(super) output: Vec<String>,
-    pub(super) end_line: Option<String>,
+/// What the local runtime does once a look is written.
+#[derive(Default)]
+pub(super) struct After {
     /// Where the copy of the output is, written once committed.
     pub(super) copied: Option<(PathBuf, Copied)>,
     /// A terminal session whose directory goes once its output is in the log.
     pub(super) remove: Option<PathBuf>,
 }
 
-impl Plan {
-    /// Status changes with their log lines, nothing copied.
-    fn steps(session: session::Model, steps: Vec<Step>, line: String) -> Self {
-        let end = steps.last().is_some_and(|(to, _, _)| to.is_terminal());
-        let (step_lines, end_line) = if end { (Vec::new(), Some(line)) } else { (vec![line], None) };
-        Self { session, steps, step_lines, output: Vec::new(), end_line, copied: None, remove: None }
-    }
-}
+pub(super) type Plan = reconcile::Plan<After>;
 
 impl LocalRuntime {
     pub(super) fn plan(&self, s: session::Model, now: DateTime<Utc>, lifetime: Option<i64>) -> Option<Plan> {
@@ -156,15 +130,7 @@ impl LocalRuntime {
         if status == SessionStatus::Scheduled && !started {
             return match self.start(&s) {
                 Ok(()) => None,
-                Err(why) => Some(Plan::steps(
-                    s,
-                    vec![(
-                        SessionStatus::Error,
-                        Some(format!("failed to start: {why}")),
-                        Some((SessionResult::Failure, None)),
-                    )],
-                    format!("error: {why}"),
-                )),
+                Err(why) => Some(Plan::failed_to_start(s, &why)),
             };
         }
         let observed = if started {
@@ -174,7 +140,7 @@ impl LocalRuntime {
             Observed::Vanished("the session's directory is gone".to_owned())
         };
         let ended = matches!(observed, Observed::Ended { .. } | Observed::Vanished(_));
-        let Output { lines: output, copied, rest } = new_output(&sd, ended);
+        let Output { lines: output, copied, rest } = new_output(&sd.output(), &sd.ingested(), ended);
         let agent = &self.config.agent;
         // The log reads in order: the start-up steps, the output, then the end.
         let mut step_lines = Vec::new();
@@ -183,7 +149,7 @@ impl LocalRuntime {
         match observed {
             Observed::Nothing => {}
             Observed::At { phase, pulled } => {
-                for to in steps_of(status, status_of(phase), pulled) {
+                for to in steps_between(status, status_of(phase), pulled) {
                     step_lines.push(step_line(to, agent, &s.image));
                     steps.push((to, None, None));
                 }
@@ -191,7 +157,7 @@ impl LocalRuntime {
             Observed::Ended { exit, ran, pulled } => {
                 let (end, reason, result, code) = ending(&s, &exit);
                 if end != SessionStatus::Error && ran {
-                    for to in steps_of(status, SessionStatus::Running, pulled) {
+                    for to in steps_between(status, SessionStatus::Running, pulled) {
                         step_lines.push(step_line(to, agent, &s.image));
                         steps.push((to, None, None));
                     }
@@ -213,7 +179,15 @@ impl LocalRuntime {
         if steps.is_empty() && output.is_empty() && copied.is_none() {
             return None;
         }
-        Some(Plan { session: s, steps, step_lines, output, end_line, copied, remove: None })
+        Some(Plan {
+            session: s,
+            steps,
+            step_lines,
+            output,
+            end_line,
+            placed: None,
+            after: After { copied, remove: None },
+        })
     }
 
     /// A directory whose session is no longer live here: stop what may still run, copy the
@@ -231,7 +205,7 @@ impl LocalRuntime {
             return None;
         }
         // The directory goes with the last of the output (a long one takes ticks).
-        let out = new_output(&sd, true);
+        let out = new_output(&sd.output(), &sd.ingested(), true);
         let remove = (!out.rest).then_some(sd.root);
         Some(Plan {
             session: s,
@@ -239,14 +213,10 @@ impl LocalRuntime {
             step_lines: Vec::new(),
             output: out.lines,
             end_line: None,
-            copied: out.copied,
-            remove,
+            placed: None,
+            after: After { copied: out.copied, remove },
         })
     }
-}
-
-fn steps_of(from: SessionStatus, to: SessionStatus, pulled: bool) -> Vec<SessionStatus> {
-    if from == SessionStatus::Terminating { Vec::new() } else { steps(from, to, pulled) }
 }
 
 fn step_line(to: SessionStatus, agent: &str, image: &str) -> String {
@@ -259,15 +229,6 @@ fn step_line(to: SessionStatus, agent: &str, image: &str) -> String {
     }
 }
 
-pub(super) fn history_phase(to: SessionStatus) -> &'static str {
-    match to {
-        SessionStatus::Preparing | SessionStatus::Pulling | SessionStatus::Prepared => "prepare",
-        SessionStatus::Creating | SessionStatus::Running => "start",
-        SessionStatus::Error => "error",
-        _ => "terminate",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,12 +238,12 @@ mod tests {
 
     #[test]
     fn observed_steps_go_in_order_and_pulling_only_when_it_happened() {
-        assert_eq!(steps(Scheduled, Running, false), [Preparing, Prepared, Creating, Running]);
-        assert_eq!(steps(Scheduled, Running, true), [Preparing, Pulling, Prepared, Creating, Running]);
-        assert_eq!(steps(Preparing, Pulling, false), [Pulling]);
-        assert_eq!(steps(Running, Running, false), []);
-        assert_eq!(steps(Creating, Preparing, false), [], "never backwards");
-        assert_eq!(steps_of(Terminating, Running, false), [], "a stopping session only ends");
+        assert_eq!(steps_between(Scheduled, Running, false), [Preparing, Prepared, Creating, Running]);
+        assert_eq!(steps_between(Scheduled, Running, true), [Preparing, Pulling, Prepared, Creating, Running]);
+        assert_eq!(steps_between(Preparing, Pulling, false), [Pulling]);
+        assert_eq!(steps_between(Running, Running, false), []);
+        assert_eq!(steps_between(Creating, Preparing, false), [], "never backwards");
+        assert_eq!(steps_between(Terminating, Running, false), [], "a stopping session only ends");
     }
 
     #[test]

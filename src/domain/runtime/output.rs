@@ -1,9 +1,11 @@
-//! A session's output copied into its log: new lines since the last copy, a tick's share at
-//! a time, capped per log, cleaned of what the database cannot store.
+//! A session's output copied into its log, for every engine whose sessions write their
+//! output to a file this server reads: new lines since the last copy, a tick's share at a
+//! time, capped per log, cleaned of what the database cannot store. How far it was copied is
+//! kept in a file of its own beside it, written once the lines are committed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::files::{self, SessionDir};
+use super::local::files;
 
 /// Most output one tick copies into a session's log (an ended session's end waits for the
 /// rest: at most 8 ticks for the largest output kept).
@@ -13,7 +15,7 @@ const MAX_LINE: usize = 4096;
 
 /// How much of a session's output is in its log: bytes of `output.log`, and lines.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub(super) struct Copied {
+pub struct Copied {
     offset: u64,
     lines: u64,
 }
@@ -25,23 +27,24 @@ const MAX_OUTPUT_LINES: u64 = 100_000;
 
 /// New lines of a session's output since the last copy: complete lines only, unless `all`
 /// (the session ended), which takes the last line too; `rest` when more is left to copy.
-pub(super) struct Output {
-    pub(super) lines: Vec<String>,
-    pub(super) copied: Option<(PathBuf, Copied)>,
-    pub(super) rest: bool,
+pub struct Output {
+    pub lines: Vec<String>,
+    pub copied: Option<(PathBuf, Copied)>,
+    pub rest: bool,
 }
 
-pub(super) fn new_output(sd: &SessionDir, all: bool) -> Output {
-    let before: Copied = files::read_json(&sd.ingested()).unwrap_or_default();
-    let (lines, copied) = read_output(sd, before, all);
-    let len = std::fs::metadata(sd.output()).map_or(0, |m| m.len());
+/// The new output of `output`, copied so far as `ingested` says.
+pub fn new_output(output: &Path, ingested: &Path, all: bool) -> Output {
+    let before: Copied = files::read_json(ingested).unwrap_or_default();
+    let (lines, copied) = read_output(output, before, all);
+    let len = std::fs::metadata(output).map_or(0, |m| m.len());
     let at = copied.map_or(before.offset, |c| c.offset);
-    Output { lines, copied: copied.map(|c| (sd.ingested(), c)), rest: at < len }
+    Output { lines, copied: copied.map(|c| (ingested.to_owned(), c)), rest: at < len }
 }
 
-fn read_output(sd: &SessionDir, from: Copied, all: bool) -> (Vec<String>, Option<Copied>) {
+fn read_output(output: &Path, from: Copied, all: bool) -> (Vec<String>, Option<Copied>) {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(sd.output()) else { return (Vec::new(), None) };
+    let Ok(mut f) = std::fs::File::open(output) else { return (Vec::new(), None) };
     if f.seek(SeekFrom::Start(from.offset)).is_err() {
         return (Vec::new(), None);
     }

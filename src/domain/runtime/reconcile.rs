@@ -1,0 +1,167 @@
+//! The reconciler core every engine shares. An engine starts, stops and looks; each look
+//! gives, per session, a [`Plan`]: the statuses the session went through since the last
+//! look (the last may end it, with result and exit code), the log lines of those steps, its
+//! new output, and the node it runs on. [`write`] turns a tick's plans into guarded
+//! transitions ([`lifecycle`]), log lines and scheduling history in one transaction, the
+//! same way for every engine; a session that moved meanwhile (terminated by its owner,
+//! driven by another replica) keeps its output and is looked at again next tick.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use serde_json::Value;
+use uuid::Uuid;
+
+use entity::{agent, session, session_log};
+
+use crate::domain::events::EventBus;
+use crate::domain::history::{self, Entry, SchedulingResult};
+use crate::domain::lifecycle::{self, Applied, Change};
+use crate::domain::status::{SessionResult, SessionStatus};
+use crate::domain::{DomainResult, clock};
+
+/// A status to enter, with its reason and, when it ends the session, result and exit code.
+pub type Step = (SessionStatus, Option<String>, Option<(SessionResult, Option<i32>)>);
+
+/// What one look found for one session, and what to do once it is written (`after`: the
+/// engine's own, e.g. the local runtime's copy offset).
+pub struct Plan<A = ()> {
+    pub session: session::Model,
+    /// Statuses to go through, in order; the last may end the session.
+    pub steps: Vec<Step>,
+    /// The log lines of the steps (written only if the steps are), the session's output
+    /// (written in any case), and the line of its end.
+    pub step_lines: Vec<String>,
+    pub output: Vec<String>,
+    pub end_line: Option<String>,
+    /// The agent its engine placed it on, when that is not the one stored.
+    pub placed: Option<String>,
+    pub after: A,
+}
+
+impl<A: Default> Plan<A> {
+    /// Status changes with their log line, nothing else.
+    pub fn steps(session: session::Model, steps: Vec<Step>, line: String) -> Self {
+        let end = steps.last().is_some_and(|(to, _, _)| to.is_terminal());
+        let (step_lines, end_line) = if end { (Vec::new(), Some(line)) } else { (vec![line], None) };
+        Self { session, steps, step_lines, output: Vec::new(), end_line, placed: None, after: A::default() }
+    }
+
+    /// The session failed to start: ERROR with `why`, recorded as START_FAILED.
+    pub fn failed_to_start(session: session::Model, why: &str) -> Self {
+        Self::steps(
+            session,
+            vec![(SessionStatus::Error, Some(format!("failed to start: {why}")), Some((SessionResult::Failure, None)))],
+            format!("error: {why}"),
+        )
+    }
+}
+
+/// The start-up statuses after `from` up to `to`, in order (PULLING only when it happened).
+pub fn steps_between(from: SessionStatus, to: SessionStatus, pulled: bool) -> Vec<SessionStatus> {
+    use SessionStatus::*;
+    if from == Terminating {
+        return Vec::new(); // a stopping session only ends
+    }
+    let order = [Scheduled, Preparing, Pulling, Prepared, Creating, Running];
+    let (Some(a), Some(b)) = (order.iter().position(|s| *s == from), order.iter().position(|s| *s == to)) else {
+        return Vec::new();
+    };
+    order[a + 1..=b.max(a)].iter().copied().filter(|s| *s != Pulling || pulled || to == Pulling).collect()
+}
+
+/// The phase of the scheduling history a step to `to` is recorded under.
+pub fn history_phase(to: SessionStatus) -> &'static str {
+    match to {
+        SessionStatus::Preparing | SessionStatus::Pulling | SessionStatus::Prepared => "prepare",
+        SessionStatus::Creating | SessionStatus::Running => "start",
+        SessionStatus::Error => "error",
+        _ => "terminate",
+    }
+}
+
+fn log_row(session_id: Uuid, line: String, now: DateTime<Utc>) -> session_log::ActiveModel {
+    session_log::ActiveModel { id: NotSet, session_id: Set(session_id), line: Set(line), created_at: Set(now) }
+}
+
+/// Writes a look's plans in one transaction and publishes their transitions once committed.
+/// `pulled(agent, images)`: the images an agent has now that sessions pulled `images` there
+/// (stored when one went through PULLING; `None`: the engine does not keep images).
+/// Returns how many sessions changed status.
+pub async fn write<A>(
+    db: &DatabaseConnection,
+    bus: &EventBus,
+    plans: &[Plan<A>],
+    pulled: impl Fn(&str, &[&str]) -> Option<Value>,
+) -> DomainResult<usize> {
+    let now = clock::now();
+    let mut changes = Vec::new();
+    for p in plans {
+        let mut at = p.session.clone();
+        for (to, reason, result) in &p.steps {
+            let mut change = Change::new(at.clone(), *to, reason.clone());
+            change.result = *result;
+            change.agent = p.placed.clone();
+            changes.push(change);
+            at.status = to.as_str().to_owned();
+        }
+    }
+    let txn = crate::domain::begin_write(db).await?;
+    let mut transitions = lifecycle::Transitions::default();
+    let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
+    let moved: HashSet<Uuid> =
+        applied.iter().filter_map(|a| if let Applied::Moved(m) = a { Some(m.id) } else { None }).collect();
+    let mut logs = Vec::new();
+    let mut entries = Vec::new();
+    let mut pulling: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for p in plans {
+        let id = p.session.id;
+        if moved.contains(&id) {
+            logs.extend(p.output.iter().map(|line| log_row(id, line.clone(), now)));
+            continue;
+        }
+        let lines = p.step_lines.iter().chain(&p.output).chain(&p.end_line);
+        logs.extend(lines.map(|line| log_row(id, line.clone(), now)));
+        if let Some((last, reason, _)) = p.steps.last() {
+            let through = p.session.status == SessionStatus::Pulling.as_str()
+                || p.steps.iter().any(|(s, _, _)| *s == SessionStatus::Pulling);
+            if through && let Some(agent) = p.placed.as_ref().or(p.session.agent_id.as_ref()) {
+                pulling.entry(agent.as_str()).or_default().push(p.session.image.as_str());
+            }
+            let path: Vec<&str> = p.steps.iter().map(|(s, _, _)| s.as_str()).collect();
+            let failed = *last == SessionStatus::Error;
+            let agent = p.placed.as_ref().or(p.session.agent_id.as_ref());
+            entries.push(Entry {
+                session_id: id,
+                phase: history_phase(*last),
+                from: SessionStatus::parse(&p.session.status),
+                to: Some(*last),
+                result: if failed { SchedulingResult::Failure } else { SchedulingResult::Success },
+                error_code: failed.then(|| "START_FAILED".to_owned()),
+                message: format!(
+                    "{}{}{}",
+                    path.join(" → "),
+                    agent.map(|a| format!(" on agent {a}")).unwrap_or_default(),
+                    reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                ),
+                sub_steps: Value::Array(Vec::new()),
+            });
+        }
+    }
+    for (agent_id, images) in pulling {
+        if let Some(now_pulled) = pulled(agent_id, &images) {
+            agent::Entity::update_many()
+                .col_expr(agent::Column::PulledImages, Expr::value(now_pulled))
+                .filter(agent::Column::Id.eq(agent_id))
+                .exec(&txn)
+                .await?;
+        }
+    }
+    for batch in crate::domain::shaped_batches(logs) {
+        session_log::Entity::insert_many(batch).exec_without_returning(&txn).await?;
+    }
+    history::record(&txn, entries, now).await?;
+    lifecycle::commit(txn, transitions, bus).await
+}
