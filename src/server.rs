@@ -72,6 +72,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let metrics = Metrics::default();
     let mut workers = spawn_workers(&background, &live.bus, &args.timings, &metrics, local);
+    workers.push(tokio::spawn(crate::domain::runtime::engines::run_declared(
+        background.clone(),
+        live.bus.clone(),
+        Duration::from_millis(args.runtime.terminate_grace_ms),
+    )));
     workers.push(tokio::spawn(crate::domain::logs::retire_forever(
         retention.clone(),
         args.retention.retention(),

@@ -39,6 +39,8 @@ pub struct ConfiguredProject {
 
 pub struct ConfiguredGroup {
     pub group: resource_group::Model,
+    /// The engine that runs its sessions, and how it is doing.
+    pub engine: Option<crate::domain::runtime::engines::EngineReport>,
     pub agents: Vec<ConfiguredAgent>,
 }
 
@@ -55,7 +57,7 @@ pub struct ConfiguredAgent {
     pub last_heartbeat_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// Everything configured, in a fixed number of statements (ten), whatever its size. Only a
+/// Everything configured, in a fixed number of statements (eleven), whatever its size. Only a
 /// superadministrator may see it.
 pub async fn read(db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<Configuration> {
     if viewer.role != Role::Superadmin {
@@ -96,6 +98,10 @@ pub async fn read(db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<Co
     let occupied = occupancy::occupied_per_agent_everywhere(db).await?;
     let agents = agent::Entity::find().order_by_asc(agent::Column::Id).all(db).await?;
     let groups = resource_group::Entity::find().order_by_asc(resource_group::Column::Name).all(db).await?;
+    let engines = crate::domain::runtime::engines::reports(crate::domain::runtime::engines::stored_from(
+        entity::engine::Entity::find().all(db).await?,
+        &groups,
+    ));
     let mut resource_groups = Vec::new();
     for g in groups {
         let mut list = Vec::new();
@@ -110,7 +116,8 @@ pub async fn read(db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<Co
                 last_heartbeat_at: a.last_heartbeat_at,
             });
         }
-        resource_groups.push(ConfiguredGroup { group: g, agents: list });
+        let engine = engines.iter().find(|e| g.engine.as_ref() == Some(&e.name)).cloned();
+        resource_groups.push(ConfiguredGroup { group: g, engine, agents: list });
     }
     Ok(Configuration {
         domains: out_domains,

@@ -57,6 +57,8 @@ pub struct KeypairPolicy {
 #[derive(SimpleObject)]
 pub struct ConfiguredResourceGroup {
     pub group: ResourceGroup,
+    /// The engine that runs its sessions (none: nothing runs them), and whether it answers.
+    pub engine: Option<super::runtime::Engine>,
     pub agents: Vec<Agent>,
 }
 
@@ -130,7 +132,11 @@ fn project(p: ConfiguredProject) -> ConfiguredProjectView {
 }
 
 fn group(g: ConfiguredGroup) -> ConfiguredResourceGroup {
-    ConfiguredResourceGroup { group: ResourceGroup(g.group), agents: g.agents.into_iter().map(agent).collect() }
+    ConfiguredResourceGroup {
+        group: ResourceGroup(g.group),
+        engine: g.engine.map(super::runtime::Engine::from),
+        agents: g.agents.into_iter().map(agent).collect(),
+    }
 }
 
 fn agent(a: ConfiguredAgent) -> Agent {

@@ -5,6 +5,7 @@ use async_graphql::{Context, Enum, Object, SimpleObject};
 use super::context::viewer;
 use super::errors::ApiResult;
 use crate::domain::DomainError;
+use crate::domain::runtime::engines::{self, EngineKind as DomainEngineKind, EngineReport};
 use crate::domain::runtime::{RuntimeInfo, RuntimeKind as DomainKind};
 
 /// How sessions run.
@@ -27,6 +28,56 @@ pub struct Runtime {
     pub agent: Option<String>,
     /// Each limit the local runtime enforces on a session, and how.
     pub enforced_limits: Vec<String>,
+    /// Every declared engine: which resource groups it runs, and whether it answers.
+    pub engines: Vec<Engine>,
+}
+
+/// What runs a resource group's sessions.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// Nothing runs: for the demo and tests only.
+    Simulated,
+    /// The server's own machine, in a sandbox.
+    Local,
+    /// A Slurm cluster, through slurmrestd.
+    Slurm,
+}
+
+/// A declared engine and how it is doing.
+#[derive(SimpleObject, Clone)]
+pub struct Engine {
+    pub name: String,
+    pub kind: EngineKind,
+    pub resource_groups: Vec<String>,
+    /// It answers (a Slurm engine: slurmrestd answered its last request).
+    pub answering: bool,
+    /// What it is, or why it does not answer.
+    pub reason: String,
+    /// The REST API version in use (Slurm).
+    pub api_version: Option<String>,
+    /// Nodes of its partition, each an agent of its group (Slurm).
+    pub nodes: Option<i32>,
+    /// Jobs tagged by sessiond that have no session here: reported, never killed (Slurm).
+    pub orphan_jobs: Option<i32>,
+}
+
+impl From<EngineReport> for Engine {
+    fn from(e: EngineReport) -> Self {
+        Engine {
+            name: e.name,
+            kind: match e.kind {
+                DomainEngineKind::Simulated => EngineKind::Simulated,
+                DomainEngineKind::Local => EngineKind::Local,
+                DomainEngineKind::Slurm => EngineKind::Slurm,
+            },
+            resource_groups: e.groups,
+            answering: e.answering,
+            reason: e.reason,
+            api_version: e.api_version,
+            nodes: e.nodes.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+            orphan_jobs: e.orphan_jobs.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -48,6 +99,7 @@ impl RuntimeQuery {
             reason: info.reason.clone(),
             agent: info.agent.clone(),
             enforced_limits: info.enforced.clone(),
+            engines: engines::report(super::context::db(ctx)?).await?.into_iter().map(Engine::from).collect(),
         })
     }
 }

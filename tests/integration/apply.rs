@@ -247,8 +247,8 @@ async fn the_configuration_is_for_superadministrators(app: TestApp) {
     assert_eq!(a2["occupied"], json!([{"slot": "cpu", "amount": 2.0}]), "what its sessions hold: {a2}");
     assert_eq!((a2["alive"].as_bool(), a2["schedulable"].as_bool()), (Some(true), Some(true)));
     assert_eq!(c["images"].as_array().map(Vec::len), Some(3));
-    // Authentication, then ten statements whatever the configuration's size.
-    assert_eq!(n, 11, "statements");
+    // Authentication, then eleven statements whatever the configuration's size.
+    assert_eq!(n, 12, "statements");
 
     for token in ["demo-admin", "demo-alice"] {
         let resp = app.gql(Some(token), "{ configuration { images { name } } }", json!({})).await;

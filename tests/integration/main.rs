@@ -24,6 +24,7 @@ mod scheduling_pass;
 mod schema;
 mod sessions;
 mod sessions_paging;
+mod slurm;
 mod storage;
 mod subscriptions;
 mod ws_client;

@@ -8,6 +8,7 @@
 //! `SESSIOND_REQUIRE_POSTGRES=1` turns every skip into a failure instead.
 
 pub mod pg;
+pub mod slurm;
 pub mod ws;
 
 use axum::Router;
@@ -281,6 +282,13 @@ impl TestApp {
         let timings = sessiond::config::Timings { scheduler_interval_ms: 50, sim_step_ms: 20, sim_batch_ms: 1500 };
         self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings, &self.metrics, local));
         true
+    }
+
+    /// Starts the declared Slurm engines (read every few seconds), stopping jobs with `grace`
+    /// between SIGTERM and cancelling.
+    pub fn start_engines(&mut self, grace: std::time::Duration) {
+        let run = sessiond::domain::runtime::engines::run_declared(self.db.clone(), self.bus.clone(), grace);
+        self.workers.push(tokio::spawn(run));
     }
 
     /// Stops the scheduler and the runtimes at once, as a crash of the server would (the

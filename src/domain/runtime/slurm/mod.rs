@@ -1,3 +1,415 @@
-//! The Slurm engine: sessions run as jobs of a Slurm cluster, through slurmrestd.
+//! The Slurm engine: each session is one Slurm job, submitted through slurmrestd to the
+//! engine's partition, where Slurm places it (sessiond admits: quotas, pending limits,
+//! `checkLaunch`; Slurm picks the node). The engine only starts (submits), stops (signals,
+//! then cancels) and looks (lists the jobs); what a look sees becomes [`reconcile`] plans.
+//!
+//! - Its group's agents are the partition's nodes ([`nodes`]), refreshed every few seconds:
+//!   CPUs, memory, and a `gpu` gres as `cuda.device`; idle, mixed and allocated nodes are
+//!   alive, drained and down ones not schedulable, a node gone from the list not alive.
+//! - A job carries its session's tag in its comment (`sessiond:<session id>`), and the job id
+//!   is kept in `engine_jobs` once submitted. A look lists the jobs, so after a restart of
+//!   sessiond or of slurmctld every session finds its job again (a job submitted just before
+//!   a crash is adopted by its tag, never submitted twice); a tagged job with no session is
+//!   reported, never killed.
+//! - When Slurm does not answer, sessions keep their status, the nodes turn not alive after
+//!   [`NODE_TIMEOUT`], and scheduled sessions wait; the engine catches up when it answers.
 
 pub mod client;
+mod job;
+mod nodes;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sea_orm::{ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use entity::{engine_job, session};
+
+use super::engines::SlurmSettings;
+use super::reconcile;
+use super::{LIFETIME_EXCEEDED, Runtime, lifetimes, outlived};
+use crate::domain::events::EventBus;
+use crate::domain::status::SessionStatus;
+use crate::domain::{DomainResult, catalog, clock};
+use client::{Client, SlurmError};
+pub use job::TAG;
+
+/// A look's plan for one session, with how far its output is copied once written.
+type Plan = reconcile::Plan<Option<(std::path::PathBuf, super::output::Copied)>>;
+
+/// How long nodes stay alive while Slurm does not answer.
+pub const NODE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a claim to submit a session's job holds without a job id.
+const CLAIM_SECONDS: i64 = 60;
+/// How often the nodes are listed.
+const NODES_EVERY: Duration = Duration::from_secs(2);
+
+/// What others may read of an engine's health: whether it answers, and why not.
+#[derive(Clone, Debug, Default)]
+pub struct Health {
+    pub answering: bool,
+    pub reason: String,
+    pub api_version: Option<String>,
+    pub nodes: usize,
+    /// Tagged jobs with no session (reported, never killed).
+    pub orphans: usize,
+}
+
+/// The health of every running engine, by name.
+pub type Registry = Arc<std::sync::RwLock<BTreeMap<String, Health>>>;
+
+pub struct SlurmEngine {
+    name: String,
+    group: String,
+    client: Client,
+    grace: Duration,
+    tick: Duration,
+    registry: Registry,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    last_answer: Option<Instant>,
+    nodes_at: Option<Instant>,
+    /// Sessions whose job was sent SIGTERM, and when.
+    signalled: HashMap<Uuid, Instant>,
+    /// The last Slurm reason logged for a waiting session.
+    waiting: HashMap<Uuid, String>,
+    /// Orphan jobs already reported.
+    reported: HashSet<i64>,
+    hurry: bool,
+}
+
+impl SlurmEngine {
+    pub fn new(name: String, group: String, settings: SlurmSettings, grace: Duration, registry: Registry) -> Self {
+        Self {
+            name,
+            group,
+            client: Client::new(settings),
+            grace,
+            tick: Duration::from_millis(500),
+            registry,
+            state: Mutex::new(State { last_answer: Some(Instant::now()), ..State::default() }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn health(&self, f: impl FnOnce(&mut Health)) {
+        let mut all = self.registry.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(all.entry(self.name.clone()).or_default());
+    }
+
+    /// Slurm answered, or not (`why`).
+    fn answered(&self, result: Result<(), &SlurmError>) {
+        match result {
+            Ok(()) => {
+                self.state().last_answer = Some(Instant::now());
+                let version = self.client.version();
+                self.health(|h| {
+                    h.answering = true;
+                    h.reason = "slurmrestd answers".to_owned();
+                    h.api_version = version;
+                });
+            }
+            Err(e) => {
+                let text = e.to_string();
+                let was = self.registry.read().ok().and_then(|r| r.get(&self.name).map(|h| h.answering));
+                if was != Some(false) {
+                    tracing::warn!(engine = %self.name, "Slurm engine: {text}");
+                }
+                self.health(|h| {
+                    h.answering = false;
+                    h.reason = text;
+                });
+            }
+        }
+    }
+
+    async fn drive_sessions(&self, db: &DatabaseConnection, bus: &EventBus) -> DomainResult<usize> {
+        use SessionStatus::*;
+        let driven = [Scheduled, Preparing, Pulling, Prepared, Creating, Running, Terminating];
+        let live = session::Entity::find()
+            .filter(session::Column::ResourceGroup.eq(self.group.clone()))
+            .filter(session::Column::Status.is_in(driven.iter().map(|s| s.as_str())))
+            .all(db)
+            .await?;
+        // Claims and job ids read after this are compared with a list taken after it.
+        let listed_at = clock::now();
+        let jobs = match self.client.jobs().await {
+            Ok(jobs) => {
+                self.answered(Ok(()));
+                jobs
+            }
+            Err(e) => {
+                // Sessions keep their status until Slurm answers again.
+                self.answered(Err(&e));
+                return Ok(0);
+            }
+        };
+        let tagged: HashMap<Uuid, &client::Job> =
+            jobs.iter().filter_map(|j| Some((job::tagged(&j.comment)?, j))).collect();
+        let live_ids: HashSet<Uuid> = live.iter().map(|s| s.id).collect();
+        self.orphans(db, &tagged, &live_ids).await?;
+        if live.is_empty() {
+            self.state().hurry = false;
+            return Ok(0);
+        }
+        let known: HashMap<Uuid, engine_job::Model> = engine_job::Entity::find()
+            .filter(engine_job::Column::SessionId.is_in(crate::domain::padded(live_ids.iter().copied())))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|j| (j.session_id, j))
+            .collect();
+        let lifetimes = lifetimes(db).await?;
+        let images = if live.iter().any(|s| s.status == Scheduled.as_str()) {
+            catalog::local_environments(db).await?
+        } else {
+            BTreeMap::new()
+        };
+        let now = clock::now();
+        let mut plans: Vec<Plan> = Vec::new();
+        let mut adopted = Vec::new();
+        let mut moving = false;
+        for s in live {
+            let status = SessionStatus::parse(&s.status).unwrap_or(Scheduled);
+            moving |= status != Running;
+            let job = tagged.get(&s.id).copied();
+            if let Some(j) = job
+                && known.get(&s.id).is_none_or(|k| k.job_id.is_empty())
+            {
+                // Submitted before a crash, or by another replica: adopt it.
+                adopted.push((s.id, j.job_id.to_string()));
+            }
+            let claim = known.get(&s.id);
+            let job_id = job.map(|j| j.job_id.to_string()).or_else(|| claim.map(|k| k.job_id.clone()));
+            match (status, job, job_id.filter(|id| !id.is_empty())) {
+                (Terminating, None, None) if claim.is_none() => plans.push(Plan::steps(
+                    s.clone(),
+                    vec![(Terminated, s.status_info.clone(), None)],
+                    "session terminated before its job was submitted".to_owned(),
+                )),
+                (Terminating, Some(j), Some(id)) if job::active(j) => self.stop(&s, &id).await,
+                (Scheduled, None, None) if claim.is_none() => {
+                    let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
+                    if let Some(plan) = self.submit(db, &s, &images, lifetime).await? {
+                        plans.push(plan);
+                    }
+                }
+                (_, None, None) => {
+                    // Claimed by a submission that never finished (a crash, another replica's
+                    // failed request): released after a while, so it is submitted again.
+                    if let Some(k) = claim
+                        && k.submitted_at < listed_at - chrono::TimeDelta::seconds(CLAIM_SECONDS)
+                    {
+                        engine_job::Entity::delete_by_id(k.session_id)
+                            .filter(engine_job::Column::JobId.eq(""))
+                            .exec(db)
+                            .await?;
+                    }
+                }
+                // Submitted after the list was taken: seen next time.
+                (_, None, Some(_)) if claim.is_some_and(|k| k.submitted_at >= listed_at) => {}
+                (_, None, Some(id)) => plans.push(Plan::steps(
+                    s,
+                    vec![(
+                        Error,
+                        Some(format!("the Slurm job {id} vanished (slurmctld no longer knows it)")),
+                        Some((crate::domain::status::SessionResult::Failure, None)),
+                    )],
+                    format!("error: the Slurm job {id} vanished"),
+                )),
+                (_, Some(j), _) => {
+                    let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
+                    if status == Running
+                        && job::active(j)
+                        && let Some(limit) = outlived(&s, now, lifetime)
+                    {
+                        plans.push(Plan::steps(
+                            s,
+                            vec![(Terminating, Some(LIFETIME_EXCEEDED.to_owned()), None)],
+                            format!("the session reached its maximum lifetime of {limit} s"),
+                        ));
+                        continue;
+                    }
+                    let waiting = {
+                        let mut st = self.state();
+                        job::waiting_line(j).filter(|line| st.waiting.insert(s.id, line.clone()).as_ref() != Some(line))
+                    };
+                    if let Some(plan) = job::plan(&self.client.settings().output_dir, s, j, waiting) {
+                        plans.push(plan);
+                    }
+                }
+            }
+        }
+        for (id, job_id) in adopted {
+            record(db, &self.name, id, job_id).await?;
+        }
+        self.state().hurry = moving;
+        if plans.is_empty() {
+            return Ok(0);
+        }
+        let changed = reconcile::write(db, bus, &plans, |_, _| None).await?;
+        for p in &plans {
+            if let Some((file, copied)) = &p.after {
+                super::local::files::write_json(file, copied).ok();
+            }
+            if p.steps.last().is_some_and(|(to, _, _)| to.is_terminal()) {
+                let mut st = self.state();
+                st.signalled.remove(&p.session.id);
+                st.waiting.remove(&p.session.id);
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Submits a scheduled session's job once: claimed first (a row with no job id yet, which
+    /// one replica alone inserts), then submitted, then its id recorded. A refusal fails the
+    /// start; a Slurm that does not answer leaves it for the next look.
+    async fn submit(
+        &self,
+        db: &DatabaseConnection,
+        s: &session::Model,
+        images: &BTreeMap<String, crate::domain::runtime::local::images::LocalImage>,
+        lifetime: Option<i64>,
+    ) -> DomainResult<Option<Plan>> {
+        let claim = engine_job::Entity::insert(engine_job::ActiveModel {
+            session_id: Set(s.id),
+            engine: Set(self.name.clone()),
+            job_id: Set(String::new()),
+            submitted_at: Set(clock::now()),
+        })
+        .on_conflict_do_nothing_on([engine_job::Column::SessionId])
+        .exec_without_returning(db)
+        .await?;
+        if !matches!(claim, sea_orm::TryInsertResult::Inserted(n) if n > 0) {
+            return Ok(None); // claimed by another replica
+        }
+        let release = || engine_job::Entity::delete_by_id(s.id).exec(db);
+        match self.client.submit(&job::spec(s, &self.client, images, lifetime)).await {
+            Ok(id) => {
+                tracing::debug!(engine = %self.name, session = %s.id, job = id, "submitted");
+                engine_job::Entity::update_many()
+                    .col_expr(engine_job::Column::JobId, sea_orm::sea_query::Expr::value(id.to_string()))
+                    .filter(engine_job::Column::SessionId.eq(s.id))
+                    .exec(db)
+                    .await?;
+                Ok(None)
+            }
+            Err(SlurmError::Refused(why)) => {
+                release().await?;
+                Ok(Some(Plan::failed_to_start(s.clone(), &format!("Slurm refused the job: {why}"))))
+            }
+            Err(e) => {
+                release().await?;
+                self.answered(Err(&e));
+                Ok(None)
+            }
+        }
+    }
+
+    /// A stopping session's job: SIGTERM first, cancelled once the grace is over.
+    async fn stop(&self, s: &session::Model, job_id: &str) {
+        let signalled = self.state().signalled.get(&s.id).copied();
+        let result = match signalled {
+            None => {
+                self.state().signalled.insert(s.id, Instant::now());
+                self.client.kill(job_id, Some("SIGTERM")).await
+            }
+            Some(at) if at.elapsed() >= self.grace => self.client.kill(job_id, None).await,
+            Some(_) => Ok(()),
+        };
+        if let Err(e) = result {
+            tracing::warn!(engine = %self.name, session = %s.id, job = job_id, "stopping the job: {e}");
+        }
+    }
+
+    /// Tagged jobs whose session is not live: cancelled when the session ended, reported
+    /// when there is no such session at all.
+    async fn orphans(
+        &self,
+        db: &DatabaseConnection,
+        tagged: &HashMap<Uuid, &client::Job>,
+        live: &HashSet<Uuid>,
+    ) -> DomainResult<()> {
+        let others: Vec<Uuid> =
+            tagged.iter().filter(|(id, j)| !live.contains(id) && job::active(j)).map(|(id, _)| *id).collect();
+        let mut count = 0;
+        if !others.is_empty() {
+            let stored: HashMap<Uuid, session::Model> = session::Entity::find()
+                .filter(session::Column::Id.is_in(crate::domain::padded(others.iter().copied())))
+                .all(db)
+                .await?
+                .into_iter()
+                .map(|s| (s.id, s))
+                .collect();
+            for id in others {
+                let j = tagged[&id];
+                match stored.get(&id) {
+                    // Ended here (terminated while Slurm did not answer): its job goes too.
+                    Some(s) if SessionStatus::parse(&s.status).is_some_and(SessionStatus::is_terminal) => {
+                        if let Err(e) = self.client.kill(&j.job_id.to_string(), None).await {
+                            tracing::warn!(engine = %self.name, job = j.job_id, "cancelling an ended session's job: {e}");
+                        }
+                    }
+                    Some(_) => {} // another group's, or moved meanwhile
+                    None => {
+                        count += 1;
+                        if self.state().reported.insert(j.job_id) {
+                            tracing::warn!(
+                                engine = %self.name,
+                                job = j.job_id,
+                                "Slurm job {} carries the tag of session {id}, which does not exist here; \
+                                 it is left running",
+                                j.job_id
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        self.health(|h| h.orphans = count);
+        Ok(())
+    }
+}
+
+/// Records a session's job id (adopting a job found by its tag).
+async fn record(db: &DatabaseConnection, engine: &str, id: Uuid, job_id: String) -> DomainResult<()> {
+    let row = engine_job::ActiveModel {
+        session_id: Set(id),
+        engine: Set(engine.to_owned()),
+        job_id: Set(job_id.clone()),
+        submitted_at: Set(clock::now()),
+    };
+    engine_job::Entity::insert(row)
+        .on_conflict(
+            sea_orm::sea_query::OnConflict::column(engine_job::Column::SessionId)
+                .update_column(engine_job::Column::JobId)
+                .to_owned(),
+        )
+        .exec_without_returning(db)
+        .await?;
+    tracing::debug!(session = %id, job = %job_id, "job recorded");
+    Ok(())
+}
+
+impl Runtime for SlurmEngine {
+    fn tick(&self) -> Duration {
+        if self.state().hurry { Duration::from_millis(100) } else { self.tick }
+    }
+
+    async fn drive(&self, db: &DatabaseConnection, bus: &EventBus) -> DomainResult<usize> {
+        let due = self.state().nodes_at.is_none_or(|at| at.elapsed() >= NODES_EVERY);
+        if due {
+            self.state().nodes_at = Some(Instant::now());
+            self.refresh_nodes(db).await?;
+        }
+        self.drive_sessions(db, bus).await
+    }
+}

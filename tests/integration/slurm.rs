@@ -1,0 +1,269 @@
+//! The Slurm engine on a real cluster (see `support::slurm`): two nodes, one with a GPU,
+//! slurmrestd with a JWT. Each case declares the engine and a resource group `hpc` that
+//! names it, then launches through the API as a user would. Skipped (with a NOTICE) where
+//! Slurm cannot start, unless `SESSIOND_REQUIRE_SLURM=1`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::db_tests;
+use crate::local_runtime::{ended, launch, logs, until};
+use crate::support::slurm::{self, Cluster};
+use crate::support::{TestApp, project};
+
+const GROUP: &str = "hpc";
+
+/// Declares the cluster as engine `cluster` running group `hpc` (open to the demo project
+/// `default`) with `sessiond apply`'s code, starts the workers and the engines, and waits
+/// until the group's two nodes are its agents.
+async fn on_slurm(app: &mut TestApp, c: &Cluster, grace_ms: u64) {
+    let text = format!(
+        "{}\n[engines.demo]\nkind = \"simulated\"\n[resource_groups.default]\nengine = \"demo\"\n\
+         [resource_groups.{GROUP}]\nengine = \"cluster\"\n\
+         [domains.default]\nlimits = {{ cpu = 48 }}\n[projects.\"default/default\"]\nresource_groups = [\"default\", \"{GROUP}\"]\n",
+        c.engine_toml("cluster")
+    );
+    let source = sessiond::domain::apply::Source { name: "slurm.toml".into(), text };
+    let known = ["cpu", "mem", "cuda.device"].into_iter().map(String::from).collect();
+    let declared = sessiond::domain::apply::file::parse(&[source], &known).expect("a valid declaration");
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::default())
+        .await
+        .expect("applied");
+    app.start_workers();
+    app.start_engines(Duration::from_millis(grace_ms));
+    app.wait_for("demo-root", AGENTS, json!({}), |r| agents(r).iter().filter(|a| a["alive"] == true).count() == 2)
+        .await;
+}
+
+const AGENTS: &str = "{ configuration { resourceGroups { group { name } engine { name kind answering }
+  agents { id alive schedulable capacity { slot amount } } } } }";
+
+/// The agents of group `hpc` in a configuration answer.
+fn agents(r: &Value) -> Vec<Value> {
+    let groups = r["data"]["configuration"]["resourceGroups"].as_array().cloned().unwrap_or_default();
+    groups
+        .into_iter()
+        .find(|g| g["group"]["name"] == GROUP)
+        .map(|g| g["agents"].as_array().cloned().unwrap_or_default())
+        .unwrap_or_default()
+}
+
+fn input(name: &str, kind: &str, command: Option<&str>, cpu: f64, extra: Value) -> Value {
+    let mut input = json!({
+        "projectId": project("default/default"), "name": name, "image": "python:3.12", "type": kind,
+        "resourceGroup": GROUP,
+        "resources": [{"slot": "cpu", "amount": cpu}, {"slot": "mem", "amount": 512_i64 << 20}],
+    });
+    if let Some(c) = command {
+        input["startupCommand"] = json!(c);
+    }
+    if let (Some(i), Some(extra)) = (input.as_object_mut(), extra.as_object()) {
+        i.extend(extra.clone());
+    }
+    input
+}
+
+const DETAIL: &str = "query($id: ID!) { session(id: $id) { status statusInfo result exitCode agent logs(tail: 200)
+  statusTransitions { toStatus } } }";
+
+async fn detail(app: &TestApp, id: &str) -> Value {
+    app.gql(Some("demo-alice"), DETAIL, json!({"id": id})).await["data"]["session"].clone()
+}
+
+async fn terminate(app: &TestApp, id: &str) {
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
+            json!({"ids": [id]}),
+        )
+        .await;
+    assert!(resp["errors"].is_null(), "{resp}");
+}
+
+/// The Slurm job of a session, from `squeue`'s point of view.
+fn job_of(c: &Cluster, id: &str) -> String {
+    let uuid = sessiond::graphql::ids::decode(id).map(|(_, u)| u).unwrap_or_default();
+    let out = c.scontrol(&["show", "jobs", "--oneliner"]).unwrap_or_default();
+    out.lines()
+        .find(|l| l.contains(&format!("Comment={}{uuid}", sessiond::domain::runtime::slurm::TAG)))
+        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("JobId=")))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn a_batch_job_ends_with_its_exit_code_and_output_and_the_nodes_are_agents(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    let conf = app.gql(Some("demo-root"), AGENTS, json!({})).await;
+    let agents = agents(&conf);
+    let ids: Vec<&str> = agents.iter().filter_map(|a| a["id"].as_str()).collect();
+    assert_eq!(ids, ["n1", "n2"], "{conf}");
+    let gpu =
+        |a: &Value| a["capacity"].as_array().unwrap().iter().any(|s| s["slot"] == "cuda.device" && s["amount"] == 1.0);
+    assert!(!gpu(&agents[0]) && gpu(&agents[1]), "n2 has the GPU gres: {conf}");
+    let groups = conf["data"]["configuration"]["resourceGroups"].as_array().cloned().unwrap_or_default();
+    let hpc = groups.iter().find(|g| g["group"]["name"] == GROUP).cloned().unwrap_or_default();
+    assert_eq!(hpc["engine"], json!({"name": "cluster", "kind": "SLURM", "answering": true}), "{conf}");
+
+    let runtime = app
+        .gql(Some("demo-alice"), "{ runtime { engines { name kind resourceGroups answering reason } } }", json!({}))
+        .await;
+    let engines = runtime["data"]["runtime"]["engines"].as_array().cloned().unwrap_or_default();
+    let cluster = engines.iter().find(|e| e["name"] == "cluster").unwrap_or_else(|| panic!("{runtime}"));
+    assert_eq!((cluster["kind"].as_str(), cluster["answering"].as_bool()), (Some("SLURM"), Some(true)), "{runtime}");
+    assert_eq!(cluster["resourceGroups"], json!([GROUP]));
+    let demo = engines.iter().find(|e| e["name"] == "demo").unwrap_or_else(|| panic!("{runtime}"));
+    assert_eq!(demo["kind"], "SIMULATED", "the demo's engine says it is simulated: {runtime}");
+
+    let id =
+        launch(&app, "demo-alice", input("exit3", "BATCH", Some("echo hello; echo world >&2; exit 3"), 1.0, json!({})))
+            .await;
+    let s = until(&app, &id, ended).await;
+    let s = detail(&app, &id).await.as_object().cloned().map(Value::Object).unwrap_or(s);
+    assert_eq!(s["status"], "TERMINATED", "{s}");
+    assert_eq!(
+        (s["result"].as_str(), s["exitCode"].as_i64(), s["statusInfo"].as_str()),
+        (Some("FAILURE"), Some(3), Some("exit 3")),
+        "{s}"
+    );
+    assert!(["n1", "n2"].contains(&s["agent"].as_str().unwrap_or("")), "placed by Slurm on a node: {s}");
+    let text = logs(&s);
+    let (hello, world) = (text.find("hello"), text.find("world"));
+    assert!(hello.is_some() && world.is_some() && hello < world, "its output, in order: {text}");
+    assert!(text.contains("session ended: exit 3"), "{text}");
+}
+
+async fn sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    let a = launch(&app, "demo-alice", input("spread-a", "INTERACTIVE", None, 2.0, json!({}))).await;
+    let b = launch(&app, "demo-alice", input("spread-b", "INTERACTIVE", None, 2.0, json!({}))).await;
+    let a_s = until(&app, &a, |s| s["status"] == "RUNNING" || ended(s)).await;
+    let b_s = until(&app, &b, |s| s["status"] == "RUNNING" || ended(s)).await;
+    let (na, nb) = (detail(&app, &a).await["agent"].clone(), detail(&app, &b).await["agent"].clone());
+    assert_eq!((a_s["status"].as_str(), b_s["status"].as_str()), (Some("RUNNING"), Some("RUNNING")), "{a_s} {b_s}");
+    assert_ne!(na, nb, "two sessions of 2 CPUs each take both nodes");
+    terminate(&app, &a).await;
+    terminate(&app, &b).await;
+    for id in [&a, &b] {
+        let s = until(&app, id, ended).await;
+        assert_eq!((s["status"].as_str(), s["result"].as_str()), (Some("TERMINATED"), Some("SUCCESS")), "{s}");
+        let job = c.scontrol(&["show", "job", &job_of(c, id)]).unwrap_or_default();
+        assert!(!job.contains("JobState=RUNNING") && !job.contains("JobState=PENDING"), "its job is over: {job}");
+    }
+    let mut gpu = input("gpu-job", "BATCH", Some("echo on $(hostname)"), 1.0, json!({}));
+    gpu["resources"].as_array_mut().unwrap().push(json!({"slot": "cuda.device", "amount": 1}));
+    let g = launch(&app, "demo-alice", gpu).await;
+    until(&app, &g, ended).await;
+    let s = detail(&app, &g).await;
+    assert_eq!(
+        (s["status"].as_str(), s["agent"].as_str(), s["result"].as_str()),
+        (Some("TERMINATED"), Some("n2"), Some("SUCCESS")),
+        "{s}"
+    );
+}
+
+async fn a_timeout_gives_124_and_an_outside_scancel_is_reflected(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    let t = launch(
+        &app,
+        "demo-alice",
+        input("slow", "BATCH", Some("echo started; sleep 120"), 1.0, json!({"batchTimeoutSeconds": 2})),
+    )
+    .await;
+    let i = launch(&app, "demo-alice", input("shell", "INTERACTIVE", None, 1.0, json!({}))).await;
+    let s = until(&app, &t, ended).await;
+    assert_eq!(
+        (s["exitCode"].as_i64(), s["statusInfo"].as_str(), s["result"].as_str()),
+        (Some(124), Some("batch timeout"), Some("FAILURE")),
+        "{s}"
+    );
+    assert!(logs(&s).contains("started"), "{s}");
+    until(&app, &i, |s| s["status"] == "RUNNING").await;
+    let job = job_of(c, &i);
+    assert!(!job.is_empty());
+    c.scancel(&[&job]).expect("scancel");
+    let s = until(&app, &i, ended).await;
+    assert_eq!(s["status"], "TERMINATED", "{s}");
+    assert_eq!(s["result"], "FAILURE", "{s}");
+    let info = s["statusInfo"].as_str().unwrap_or("");
+    assert!(info.contains(&format!("Slurm job {job} was cancelled outside sessiond")), "{s}");
+}
+
+async fn nothing_is_lost_while_slurmrestd_is_down_and_sessiond_restarts(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    let r = launch(&app, "demo-alice", input("long", "INTERACTIVE", None, 1.0, json!({}))).await;
+    until(&app, &r, |s| s["status"] == "RUNNING").await;
+    c.stop_restd();
+    let q = "{ runtime { engines { name answering reason } } }";
+    let down = app
+        .wait_for("demo-alice", q, json!({}), |r| {
+            r["data"]["runtime"]["engines"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e["name"] == "cluster" && e["answering"] == false)
+        })
+        .await;
+    assert!(down.to_string().contains("does not answer"), "{down}");
+    // Launched while Slurm is away: it waits, scheduled.
+    let w = launch(&app, "demo-alice", input("waits", "BATCH", Some("echo late"), 1.0, json!({}))).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(detail(&app, &r).await["status"], "RUNNING", "a session keeps its status while Slurm is away");
+    assert_eq!(detail(&app, &w).await["status"], "SCHEDULED");
+    // sessiond restarts meanwhile.
+    app.crash_workers();
+    let mut app = app.restart().await;
+    app.start_workers();
+    app.start_engines(Duration::from_millis(2000));
+    c.start_restd().expect("slurmrestd again");
+    let s = until(&app, &w, ended).await;
+    assert_eq!((s["status"].as_str(), s["result"].as_str()), (Some("TERMINATED"), Some("SUCCESS")), "{s}");
+    assert_eq!(logs(&s).matches("late").count(), 1, "submitted once: {s}");
+    assert_eq!(detail(&app, &r).await["status"], "RUNNING", "the running session found its job again");
+    let path: Vec<Value> = detail(&app, &r).await["statusTransitions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(path.iter().filter(|t| t["toStatus"] == "RUNNING").count(), 1, "nothing repeated");
+    terminate(&app, &r).await;
+    until(&app, &r, ended).await;
+}
+
+async fn a_drained_node_takes_no_session(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    c.scontrol(&["update", "nodename=n1", "state=drain", "reason=maintenance"]).expect("drain n1");
+    app.wait_for("demo-root", AGENTS, json!({}), |r| {
+        agents(r).iter().any(|a| a["id"] == "n1" && a["schedulable"] == false)
+    })
+    .await;
+    let ids = [
+        launch(&app, "demo-alice", input("drain-1", "BATCH", Some("sleep 1"), 1.0, json!({}))).await,
+        launch(&app, "demo-alice", input("drain-2", "BATCH", Some("sleep 1"), 1.0, json!({}))).await,
+    ];
+    for id in &ids {
+        until(&app, id, ended).await;
+        assert_eq!(detail(&app, id).await["agent"], "n2", "a drained node takes nothing");
+    }
+    c.scontrol(&["update", "nodename=n1", "state=resume"]).expect("resume n1");
+}
+
+db_tests!(
+    a_batch_job_ends_with_its_exit_code_and_output_and_the_nodes_are_agents,
+    sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node,
+    a_timeout_gives_124_and_an_outside_scancel_is_reflected,
+    nothing_is_lost_while_slurmrestd_is_down_and_sessiond_restarts,
+    a_drained_node_takes_no_session,
+);
