@@ -51,13 +51,14 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let (local, runtime_info) = choose_runtime(&args.runtime, &conn, std::env::current_exe()?).await?;
     match &runtime_info.agent {
         Some(agent) => tracing::info!(
-            "runtime: local, agent {agent} in resource group {} ({}); limits: {}; every other agent is simulated",
+            "runtime: local, agent {agent} in resource group {} ({}); limits: {}",
             args.runtime.local_resource_group,
             runtime_info.reason,
             runtime_info.enforced.join("; ")
         ),
-        None => tracing::warn!("runtime: simulated, nothing really runs ({})", runtime_info.reason),
+        None => tracing::info!("runtime: this machine runs no session ({})", runtime_info.reason),
     }
+    log_engines(&conn).await?;
     // Each of the server's own readers and writers on a connection of its own, none on the
     // requests' pool: the workers (scheduler, runtimes, event feed), the live readers (the
     // log feed, the credentials' poll), the replays, and log retention.
@@ -96,6 +97,27 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     db::close(conn, Duration::from_secs(5)).await;
     tracing::info!("sessiond stopped");
+    Ok(())
+}
+
+/// Says at start which engine runs which resource group, and which groups none runs.
+async fn log_engines(db: &DatabaseConnection) -> Result<(), Box<dyn std::error::Error>> {
+    use crate::domain::runtime::engines::{self, EngineKind};
+    let stored = engines::stored(db).await.map_err(|e| format!("reading the engines failed: {e:?}"))?;
+    for e in engines::reports(stored) {
+        let groups = if e.groups.is_empty() { "no resource group".to_owned() } else { e.groups.join(", ") };
+        match e.kind {
+            EngineKind::Simulated => tracing::warn!(
+                "engine {} (simulated) runs {groups}: nothing really runs there (for the demo and tests only)",
+                e.name
+            ),
+            kind => tracing::info!("engine {} ({}) runs {groups}", e.name, kind.as_str()),
+        }
+    }
+    let idle = engines::groups_without_engine(db).await.map_err(|e| format!("reading the groups failed: {e:?}"))?;
+    for g in idle {
+        tracing::warn!("resource group {g} names no engine: nothing runs its sessions (declare `engine = \"NAME\"`)");
+    }
     Ok(())
 }
 

@@ -18,7 +18,25 @@ string_enum!(
 );
 
 /// The codes of pending reasons.
-pub const PENDING_CODES: &[&str] = &["QUOTA_EXCEEDED", "CONCURRENCY_LIMIT", "NO_CAPACITY", "QUEUED_BEHIND"];
+pub const PENDING_CODES: &[&str] = &[
+    "QUOTA_EXCEEDED",
+    "CONCURRENCY_LIMIT",
+    "NO_CAPACITY",
+    "QUEUED_BEHIND",
+    // A scheduled session waiting in its engine: the engine does not answer, or Slurm's
+    // reason (see `runtime::slurm::job::reason_code`).
+    "ENGINE_UNREACHABLE",
+    "INSUFFICIENT_RESOURCES",
+    "PRIORITY",
+    "NODES_UNAVAILABLE",
+    "PARTITION_DOWN",
+    "BEGIN_TIME",
+    "DEPENDENCY",
+    "HELD",
+    "QOS_LIMIT",
+    "ASSOCIATION_LIMIT",
+    "SLURM_REASON",
+];
 
 /// Why a session cannot start now: a stable code and its parameters.
 #[derive(Clone, Debug, PartialEq)]

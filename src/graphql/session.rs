@@ -196,12 +196,14 @@ impl Session {
         dom::elapsed_seconds(&self.0, clock::now())
     }
     /// Every current cause that keeps a PENDING session from starting, as found by the
-    /// latest scheduling pass; empty otherwise.
+    /// latest scheduling pass; for a SCHEDULED one, why its engine has not started it
+    /// (Slurm's reason as a code, with Slurm's text; `ENGINE_UNREACHABLE`); empty otherwise.
     async fn pending_reasons(&self) -> ApiResult<Vec<PendingReason>> {
         Ok(dom::pending_reasons(&self.0)?.into_iter().map(Into::into).collect())
     }
     /// Place among the pending sessions of its resource group in scheduling order (1 is
-    /// next), once the scheduler has ordered it; null when not pending.
+    /// next), once the scheduler has ordered it; for a SCHEDULED session waiting in Slurm,
+    /// its place in the order Slurm will start the partition's jobs; null otherwise.
     async fn queue_position(&self) -> ApiResult<Option<i32>> {
         Ok(dom::queue_position(&self.0)?)
     }

@@ -702,7 +702,106 @@ async fn deploy_as_the_readme_says(app: TestApp) {
     assert_eq!(seen["data"]["session"]["agent"], "local", "{seen}");
 }
 
+/// The engine `slurm` in a `{ runtime { engines } }` answer.
+fn slurm_engine(answer: &Value) -> Value {
+    let engines = answer["data"]["runtime"]["engines"].as_array().cloned().unwrap_or_default();
+    engines.into_iter().find(|e| e["name"] == "slurm").unwrap_or_default()
+}
+
+/// The README's "Run on a Slurm cluster", done as written on an empty database against the
+/// tests' cluster (its address, user, partition, token file and output directory stand for
+/// the example's): the token made, the file applied, a token for Ana, the server started,
+/// and her first batch launch runs as a Slurm job that ends with exit 3 and its output.
+async fn slurm_as_the_readme_says(app: TestApp) {
+    let Some(cluster) = crate::support::slurm::cluster() else { return };
+    let _one = crate::support::slurm::lock().await;
+    cluster.cancel_all();
+    let Some((url, _db_dir)) = fresh_database(app.backend).await else { return };
+    let work = tempfile::tempdir().expect("work directory");
+    let bin_dir = work.path().join("bin");
+    std::fs::create_dir(&bin_dir).expect("bin");
+    std::os::unix::fs::symlink(BIN, bin_dir.join("sessiond")).expect("symlink");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let token_file = work.path().join("slurm.jwt");
+    let output_dir = work.path().join("shared");
+    let ours = |text: &str| {
+        text.replace("http://slurm-head:6820", &cluster.url)
+            .replace("svc-sessiond", crate::support::slurm::USER)
+            .replace("partition = \"batch\"", &format!("partition = \"{}\"", crate::support::slurm::PARTITION))
+            .replace("/etc/sessiond/slurm.jwt", &token_file.display().to_string())
+            .replace("/shared/sessiond", &output_dir.display().to_string())
+    };
+    let toml = readme_blocks("Run on a Slurm cluster", "toml");
+    assert_eq!(toml.len(), 1, "one example file");
+    std::fs::write(work.path().join("slurm.toml"), ours(toml[0])).expect("slurm.toml");
+    let sh = readme_blocks("Run on a Slurm cluster", "sh");
+    assert_eq!(sh.len(), 1, "{sh:?}");
+    let lines: Vec<&str> = sh[0].lines().collect();
+    assert_eq!(lines.last().map(|l| l.trim()), Some("sessiond serve --bind 0.0.0.0:8080"));
+    let script = ours(&lines[..lines.len() - 1].join("\n"));
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(work.path())
+        .env("PATH", &path)
+        .env("DATABASE_URL", &url)
+        .env("SLURM_CONF", &cluster.conf)
+        .env("SESSIOND_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sh");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{script}\n{stdout}\n{stderr}");
+    assert!(stdout.contains("+ engine slurm: kind slurm"), "{stdout}");
+    assert!(!stdout.contains("eyJ"), "the token itself is never shown or stored: {stdout}");
+    let token = std::fs::read_to_string(work.path().join("ana.token")).expect("ana.token").trim().to_owned();
+
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let _server = serve(&["--bind", &addr, "--database-url", &url], &[], &base).await;
+    let client = reqwest::Client::new();
+    // The partition's nodes become the group's agents within a look or two.
+    let engines = "{ runtime { engines { name kind answering nodes } } }";
+    let mut seen = Value::Null;
+    for _ in 0..200 {
+        seen = post(&client, &base, &token, engines).await.expect("runtime");
+        if slurm_engine(&seen)["nodes"] == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(slurm_engine(&seen), json!({"name": "slurm", "kind": "SLURM", "answering": true, "nodes": 2}));
+    let me = post(&client, &base, &token, "{ viewer { projects { id name } } }").await.expect("viewer");
+    let ml = me["data"]["viewer"]["projects"][0]["id"].as_str().expect("the project").to_owned();
+    let launch = format!(
+        r#"mutation {{ launchSession(input: {{projectId: "{ml}", name: "first", image: "python:3.12", type: BATCH,
+            startupCommand: "echo hello; exit 3", resources: [{{slot: "cpu", amount: 1}}, {{slot: "mem", amount: 536870912}}]}})
+            {{ session {{ id }} }} }}"#
+    );
+    let launched = post(&client, &base, &token, &launch).await.expect("launch");
+    let id =
+        launched["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{launched}")).to_owned();
+    let query = format!(r#"{{ session(id: "{id}") {{ status agent statusInfo exitCode logs }} }}"#);
+    let mut seen = Value::Null;
+    for _ in 0..600 {
+        seen = post(&client, &base, &token, &query).await.expect("session");
+        if matches!(seen["data"]["session"]["status"].as_str(), Some("TERMINATED" | "ERROR")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let s = &seen["data"]["session"];
+    assert_eq!(
+        (s["status"].as_str(), s["exitCode"].as_i64(), s["statusInfo"].as_str()),
+        (Some("TERMINATED"), Some(3), Some("exit 3")),
+        "{seen}"
+    );
+    assert!(s["logs"].to_string().contains("hello"), "{seen}");
+    assert!(["n1", "n2"].contains(&s["agent"].as_str().unwrap_or("")), "{seen}");
+}
+
 db_tests!(
+    slurm_as_the_readme_says,
     deploy_as_the_readme_says,
     serve_demo_answers_the_readme_example,
     sigterm_leaves_a_complete_database_file,

@@ -102,8 +102,9 @@ async fn a_batch_job_ends_with_its_exit_code_and_output_and_the_nodes_are_agents
     let agents = agents(&conf);
     let ids: Vec<&str> = agents.iter().filter_map(|a| a["id"].as_str()).collect();
     assert_eq!(ids, ["n1", "n2"], "{conf}");
-    let gpu =
-        |a: &Value| a["capacity"].as_array().unwrap().iter().any(|s| s["slot"] == "cuda.device" && s["amount"] == 1.0);
+    let gpu = |a: &Value| {
+        a["capacity"].as_array().into_iter().flatten().any(|s| s["slot"] == "cuda.device" && s["amount"] == 1.0)
+    };
     assert!(!gpu(&agents[0]) && gpu(&agents[1]), "n2 has the GPU gres: {conf}");
     let groups = conf["data"]["configuration"]["resourceGroups"].as_array().cloned().unwrap_or_default();
     let hpc = groups.iter().find(|g| g["group"]["name"] == GROUP).cloned().unwrap_or_default();
@@ -158,7 +159,7 @@ async fn sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node
         assert!(!job.contains("JobState=RUNNING") && !job.contains("JobState=PENDING"), "its job is over: {job}");
     }
     let mut gpu = input("gpu-job", "BATCH", Some("echo on $(hostname)"), 1.0, json!({}));
-    gpu["resources"].as_array_mut().unwrap().push(json!({"slot": "cuda.device", "amount": 1}));
+    gpu["resources"].as_array_mut().expect("resources").push(json!({"slot": "cuda.device", "amount": 1}));
     let g = launch(&app, "demo-alice", gpu).await;
     until(&app, &g, ended).await;
     let s = detail(&app, &g).await;
@@ -239,6 +240,27 @@ async fn nothing_is_lost_while_slurmrestd_is_down_and_sessiond_restarts(mut app:
     until(&app, &r, ended).await;
 }
 
+async fn a_slurmctld_restart_mid_session_loses_and_repeats_nothing(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    let i = launch(&app, "demo-alice", input("stays", "INTERACTIVE", None, 1.0, json!({}))).await;
+    let b = launch(&app, "demo-alice", input("spans", "BATCH", Some("sleep 4; echo done"), 1.0, json!({}))).await;
+    until(&app, &i, |s| s["status"] == "RUNNING").await;
+    until(&app, &b, |s| s["status"] == "RUNNING").await;
+    c.restart_ctld().expect("slurmctld restarted");
+    let s = until(&app, &b, ended).await;
+    assert_eq!((s["status"].as_str(), s["result"].as_str()), (Some("TERMINATED"), Some("SUCCESS")), "{s}");
+    assert_eq!(logs(&s).matches("done").count(), 1, "{s}");
+    let d = detail(&app, &i).await;
+    assert_eq!(d["status"], "RUNNING", "{d}");
+    let path = d["statusTransitions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(path.iter().filter(|t| t["toStatus"] == "RUNNING").count(), 1, "nothing repeated: {d}");
+    terminate(&app, &i).await;
+    until(&app, &i, ended).await;
+}
+
 async fn a_drained_node_takes_no_session(mut app: TestApp) {
     let Some(c) = slurm::cluster() else { return };
     let _one = slurm::lock().await;
@@ -257,7 +279,51 @@ async fn a_drained_node_takes_no_session(mut app: TestApp) {
         until(&app, id, ended).await;
         assert_eq!(detail(&app, id).await["agent"], "n2", "a drained node takes nothing");
     }
-    c.scontrol(&["update", "nodename=n1", "state=resume"]).expect("resume n1");
+    // Both drained: a launch waits with a reason, then runs once a node is back.
+    c.scontrol(&["update", "nodename=n2", "state=drain", "reason=maintenance"]).expect("drain n2");
+    app.wait_for("demo-root", AGENTS, json!({}), |r| agents(r).iter().all(|a| a["schedulable"] == false)).await;
+    let waits = launch(&app, "demo-alice", input("drain-3", "BATCH", Some("echo back"), 1.0, json!({}))).await;
+    let q = "query($id: ID!) { session(id: $id) { status pendingReasons { code message } } }";
+    let waiting = app
+        .wait_for("demo-alice", q, json!({"id": waits}), |r| {
+            r["data"]["session"]["pendingReasons"].as_array().is_some_and(|a| !a.is_empty())
+        })
+        .await;
+    assert_eq!(waiting["data"]["session"]["status"], "PENDING", "{waiting}");
+    assert_eq!(waiting["data"]["session"]["pendingReasons"][0]["code"], "NO_CAPACITY", "{waiting}");
+    c.scontrol(&["update", "nodename=n1,n2", "state=resume"]).expect("resume");
+    let s = until(&app, &waits, ended).await;
+    assert_eq!((s["status"].as_str(), s["result"].as_str()), (Some("TERMINATED"), Some("SUCCESS")), "{s}");
+}
+
+async fn a_two_container_session_is_one_job_on_both_nodes(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    // One CPU per container: sessiond admits it on one node's capacity, Slurm puts a task
+    // on each node.
+    let id = launch(&app, "demo-alice", input("pair", "INTERACTIVE", None, 1.0, json!({"clusterSize": 2}))).await;
+    let s = until(&app, &id, |s| s["status"] == "RUNNING" || ended(s)).await;
+    assert_eq!(s["status"], "RUNNING", "{s}");
+    let job = c.scontrol(&["show", "job", &job_of(c, &id)]).unwrap_or_default();
+    assert!(job.contains("NumNodes=2") && job.contains("NodeList=n[1-2]"), "one job over both nodes: {job}");
+    // A session that cannot start now waits in Slurm's queue, with Slurm's reason and its place.
+    let next = launch(&app, "demo-alice", input("queued", "BATCH", Some("echo after"), 2.0, json!({}))).await;
+    let q = "query($id: ID!) { session(id: $id) { status queuePosition pendingReasons { code message } } }";
+    let waiting = app
+        .wait_for("demo-alice", q, json!({"id": next}), |r| {
+            r["data"]["session"]["pendingReasons"].as_array().is_some_and(|a| !a.is_empty())
+        })
+        .await;
+    let w = &waiting["data"]["session"];
+    assert_eq!((w["status"].as_str(), w["queuePosition"].as_i64()), (Some("SCHEDULED"), Some(1)), "{waiting}");
+    assert_eq!(w["pendingReasons"][0]["code"], "INSUFFICIENT_RESOURCES", "{waiting}");
+    assert_eq!(w["pendingReasons"][0]["message"], "Slurm: Resources", "{waiting}");
+    terminate(&app, &id).await;
+    until(&app, &id, ended).await;
+    let s = until(&app, &next, ended).await;
+    assert_eq!(s["result"], "SUCCESS", "{s}");
 }
 
 db_tests!(
@@ -266,4 +332,6 @@ db_tests!(
     a_timeout_gives_124_and_an_outside_scancel_is_reflected,
     nothing_is_lost_while_slurmrestd_is_down_and_sessiond_restarts,
     a_drained_node_takes_no_session,
+    a_slurmctld_restart_mid_session_loses_and_repeats_nothing,
+    a_two_container_session_is_one_job_on_both_nodes,
 );

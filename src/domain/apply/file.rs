@@ -282,6 +282,7 @@ mod tests {
     use super::super::reader::bytes;
     use super::*;
     use crate::domain::model::{Role, SessionType};
+    use crate::domain::runtime::engines::{EngineSettings, TokenSource};
 
     fn known() -> BTreeSet<String> {
         ["cpu", "mem", "cuda.device"].into_iter().map(String::from).collect()
@@ -324,6 +325,46 @@ mod tests {
             assert!(shown.iter().any(|s| s.starts_with(e)), "{e:?} not in {shown:#?}");
         }
         assert_eq!(shown.len(), expect.len(), "{shown:#?}");
+    }
+
+    #[test]
+    fn engines_are_declared_and_agents_need_one() {
+        let problems = read(
+            "[engines.bad]\nkind = \"slurm\"\nurl = \"127.0.0.1:6820\"\npartition = \"batch\"\nuser = \"svc\"\n\
+             output_dir = \"/shared/out\"\n\n\
+             [engines.sim]\nkind = \"simulated\"\nurl = \"x\"\n\n\
+             [engines.hpc]\nkind = \"slurm\"\nurl = \"http://rest:6820\"\npartition = \"batch\"\nuser = \"svc\"\n\
+             token_file = \"/etc/jwt\"\noutput_dir = \"/shared/out\"\n\n\
+             [resource_groups.plain]\n\n\
+             [resource_groups.cluster]\nengine = \"hpc\"\n\n\
+             [resource_groups.lost]\nengine = \"nowhere\"\n\n\
+             [agents.a1]\nresource_group = \"plain\"\nslots = { cpu = 1 }\n\n\
+             [agents.n1]\nresource_group = \"cluster\"\nslots = { cpu = 1 }\n",
+        )
+        .expect_err("invalid");
+        let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let expect = [
+            "team.toml:1: engines.bad: a Slurm engine needs token_file or token_env",
+            "team.toml:3: engines.bad.url: slurmrestd's URL starts with http:// or https://",
+            "team.toml:10: engines.sim.url: unknown key",
+            "team.toml:26: resource_groups.lost.engine: engine nowhere is not declared",
+            "team.toml:29: agents.a1.resource_group: resource group plain names no engine",
+            "team.toml:33: agents.n1.resource_group: resource group cluster runs on the Slurm engine hpc",
+        ];
+        for e in expect {
+            assert!(shown.iter().any(|s| s.starts_with(e)), "{e:?} not in {shown:#?}");
+        }
+        assert_eq!(shown.len(), expect.len(), "{shown:#?}");
+
+        let d = read(
+            "[engines.hpc]\nkind = \"SLURM\"\nurl = \"http://rest:6820/\"\npartition = \"gpu\"\nuser = \"svc\"\n\
+             token_env = \"SLURM_JWT\"\noutput_dir = \"/shared/out\"\n[resource_groups.cluster]\nengine = \"hpc\"\n",
+        )
+        .expect("valid");
+        let EngineSettings::Slurm(s) = &d.engines["hpc"].settings else { panic!("a Slurm engine") };
+        assert_eq!((s.url.as_str(), s.partition.as_str()), ("http://rest:6820", "gpu"));
+        assert_eq!(s.token, TokenSource::Env("SLURM_JWT".into()), "where the token is, never the token");
+        assert_eq!(d.groups["cluster"].engine.as_deref(), Some("hpc"));
     }
 
     #[test]

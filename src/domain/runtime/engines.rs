@@ -236,6 +236,13 @@ fn prepare_output_dir(dir: &str) -> Result<(), String> {
     std::fs::create_dir_all(path.join(".sessiond")).map_err(|e| format!("cannot create {dir}/.sessiond: {e}"))
 }
 
+/// Resource groups that name no engine: nothing runs their sessions.
+pub async fn groups_without_engine(db: &impl sea_orm::ConnectionTrait) -> DomainResult<Vec<String>> {
+    use sea_orm::{ColumnTrait, QueryFilter};
+    let groups = resource_group::Entity::find().filter(resource_group::Column::Engine.is_null()).all(db).await?;
+    Ok(groups.into_iter().map(|g| g.name).collect())
+}
+
 /// What an engine is and whether it answers, as `{ runtime }` and `configuration` show it.
 #[derive(Clone, Debug)]
 pub struct EngineReport {

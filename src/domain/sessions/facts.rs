@@ -10,24 +10,28 @@ use crate::domain::occupancy::PendingReason;
 use crate::domain::status::SessionStatus;
 
 /// Every current cause that keeps a session from starting, as the latest scheduling pass
-/// found it: only while the session is PENDING.
+/// found it while PENDING, or as its engine reports it while SCHEDULED.
 pub fn pending_reasons(s: &session::Model) -> DomainResult<Vec<PendingReason>> {
-    Ok(if SessionStatus::stored(&s.status)? == SessionStatus::Pending {
-        PendingReason::list_from_json(&s.pending_reasons)
-    } else {
-        Vec::new()
-    })
+    Ok(if waits(&s.status)? { PendingReason::list_from_json(&s.pending_reasons) } else { Vec::new() })
+}
+
+/// Whether a session in `status` may be waiting with reasons: PENDING (for the scheduler),
+/// or SCHEDULED while its engine has not started it (Slurm's queue, an engine that does not
+/// answer).
+fn waits(status: &str) -> DomainResult<bool> {
+    Ok(matches!(SessionStatus::stored(status)?, SessionStatus::Pending | SessionStatus::Scheduled))
 }
 
 /// Its place among the pending sessions of its resource group (1 is next), once the
-/// scheduler has ordered it; none when not PENDING.
+/// scheduler has ordered it (or, SCHEDULED, its place in its engine's queue: the order Slurm
+/// will start jobs in); none otherwise.
 pub fn queue_position(s: &session::Model) -> DomainResult<Option<i32>> {
     queue_position_of(&s.status, s.queue_position)
 }
 
 /// [`queue_position`] of a session in status `status` with the stored position `position`.
 pub fn queue_position_of(status: &str, position: Option<i32>) -> DomainResult<Option<i32>> {
-    Ok(if SessionStatus::stored(status)? == SessionStatus::Pending { position } else { None })
+    Ok(if waits(status)? { position } else { None })
 }
 
 /// Whether a session offers its image's applications now: once RUNNING.

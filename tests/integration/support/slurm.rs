@@ -68,7 +68,7 @@ fn run(cmd: &mut Command, what: &str) -> Result<String, String> {
 }
 
 fn spawn(cmd: &mut Command, log: &Path, what: &str) -> Result<u32, String> {
-    let log = std::fs::File::create(log).map_err(|e| format!("{what}: {e}"))?;
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(|e| format!("{what}: {e}"))?;
     let err = log.try_clone().map_err(|e| format!("{what}: {e}"))?;
     let child = cmd.stdin(Stdio::null()).stdout(log).stderr(err).spawn().map_err(|e| format!("{what}: {e}"))?;
     Ok(child.id())
@@ -81,6 +81,12 @@ fn hostname() -> String {
 }
 
 fn start() -> Result<Cluster, String> {
+    start_sized(2, 4000)
+}
+
+/// A cluster whose two nodes declare `cpus` CPUs and `memory_mib` of memory each (more than
+/// the machine has, for benchmarks: slurmd takes the declared figures).
+pub fn start_sized(cpus: u32, memory_mib: u32) -> Result<Cluster, String> {
     for bin in [
         "/usr/sbin/slurmctld",
         "/usr/sbin/slurmd",
@@ -98,7 +104,7 @@ fn start() -> Result<Cluster, String> {
         return Err("a Slurm cluster's daemons (munged, slurmd) need root".to_owned());
     }
     let dir = tempfile::Builder::new().prefix("sessiond-slurm-").tempdir().map_err(|e| e.to_string())?.keep();
-    let result = start_in(&dir);
+    let result = start_in(&dir, cpus, memory_mib);
     if result.is_err() {
         let _ = Command::new("sh")
             .arg("-c")
@@ -114,7 +120,7 @@ fn chmod(path: &Path, mode: u32) -> Result<(), String> {
         .map_err(|e| format!("chmod {}: {e}", path.display()))
 }
 
-fn start_in(dir: &Path) -> Result<Cluster, String> {
+fn start_in(dir: &Path, cpus: u32, memory_mib: u32) -> Result<Cluster, String> {
     chmod(dir, 0o755)?;
     // munge: a key and munged as the `munge` user, its socket in our directory.
     let munge = dir.join("munge");
@@ -156,8 +162,8 @@ fn start_in(dir: &Path) -> Result<Cluster, String> {
          SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd-%n.pid\nSlurmctldLogFile={d}/slurmctld.log\n\
          SlurmdLogFile={d}/slurmd-%n.log\nJobCompType=jobcomp/none\nAccountingStorageType=accounting_storage/none\n\
          MinJobAge=600\nSchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1\nKillWait=5\n\
-         NodeName=n1 NodeHostname={host} NodeAddr=127.0.0.1 Port={p1} CPUs=2 RealMemory=4000 State=UNKNOWN\n\
-         NodeName=n2 NodeHostname={host} NodeAddr=127.0.0.1 Port={p2} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN\n\
+         NodeName=n1 NodeHostname={host} NodeAddr=127.0.0.1 Port={p1} CPUs={cpus} RealMemory={memory_mib} State=UNKNOWN\n\
+         NodeName=n2 NodeHostname={host} NodeAddr=127.0.0.1 Port={p2} CPUs={cpus} RealMemory={memory_mib} Gres=gpu:1 State=UNKNOWN\n\
          PartitionName={PARTITION} Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP\n",
         socket = socket.display(),
         jwt = jwt.display(),
@@ -231,11 +237,12 @@ impl Cluster {
     pub fn restart_ctld(&self) -> Result<(), String> {
         let pid = std::fs::read_to_string(self.dir.join("slurmctld.pid")).map_err(|e| e.to_string())?;
         run(Command::new("kill").arg(pid.trim()), "kill slurmctld")?;
-        wait_until(
-            Duration::from_secs(20),
-            || self.scontrol(&["ping"]).is_ok_and(|o| o.contains("DOWN")),
-            "slurmctld down",
-        )?;
+        // Gone, not just silent: it saves its state before it exits (and stays our zombie).
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                .map_or(true, |stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')))
+        };
+        wait_until(Duration::from_secs(30), gone, "slurmctld to exit")?;
         self.start_ctld()?;
         wait_until(Duration::from_secs(30), || self.scontrol(&["ping"]).is_ok_and(|o| o.contains("UP")), "slurmctld up")
     }
@@ -271,9 +278,13 @@ impl Cluster {
         );
     }
 
-    /// Cancels every job (between cases).
+    /// Cancels every job and resumes every node (between cases).
     pub fn cancel_all(&self) {
         let _ = self.scancel(&["--partition", PARTITION]);
+        // A case that failed may have left a node drained.
+        for node in ["n1", "n2"] {
+            let _ = self.scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
+        }
         let _ = wait_until(
             Duration::from_secs(30),
             || self.scontrol(&["show", "nodes"]).is_ok_and(|out| out.matches("State=IDLE").count() == 2),

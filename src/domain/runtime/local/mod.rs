@@ -152,18 +152,19 @@ impl LocalRuntime {
             return Ok(());
         }
         let group = &self.config.resource_group;
-        // This machine is an engine of its own (`--runtime local` declares it).
-        if engine::Entity::find_by_id(LOCAL_ENGINE.to_owned()).one(&txn).await?.is_none() {
-            engine::ActiveModel {
-                name: Set(LOCAL_ENGINE.to_owned()),
-                kind: Set(EngineKind::Local.as_str().to_owned()),
-                settings: Set(serde_json::json!({})),
-                created_at: Set(now),
-            }
-            .insert(&txn)
-            .await?;
-        }
         if resource_group::Entity::find_by_id(group.clone()).one(&txn).await?.is_none() {
+            // A group of its own, run by this machine as an engine (`--runtime local` declares
+            // it; a deployment declares both with `apply`).
+            if engine::Entity::find_by_id(LOCAL_ENGINE.to_owned()).one(&txn).await?.is_none() {
+                engine::ActiveModel {
+                    name: Set(LOCAL_ENGINE.to_owned()),
+                    kind: Set(EngineKind::Local.as_str().to_owned()),
+                    settings: Set(serde_json::json!({})),
+                    created_at: Set(now),
+                }
+                .insert(&txn)
+                .await?;
+            }
             resource_group::ActiveModel {
                 name: Set(group.clone()),
                 description: Set("This machine: sessions really run here".to_owned()),

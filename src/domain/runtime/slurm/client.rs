@@ -195,7 +195,8 @@ impl Client {
             "name": spec.name,
             "comment": spec.comment,
             "partition": self.settings.partition,
-            "nodes": [spec.nodes, spec.nodes],
+            // v0.0.38 reads a node count as text (an array is accepted, then ignored).
+            "nodes": spec.nodes.to_string(),
             "tasks": spec.tasks,
             "cpus_per_task": spec.cpus_per_task,
             "memory_per_node": spec.memory_per_node_mib,

@@ -103,6 +103,14 @@ pub fn waiting_line(j: &Job) -> Option<String> {
     })
 }
 
+/// The place (1 is next) of each pending job of `partition` in the order Slurm will start
+/// them: by priority, then submit time, then id.
+pub fn queue_order(jobs: &[Job], partition: &str) -> std::collections::HashMap<i64, i32> {
+    let mut pending: Vec<&Job> = jobs.iter().filter(|j| j.job_state == "PENDING" && j.partition == partition).collect();
+    pending.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.submit_time, j.job_id));
+    pending.iter().enumerate().map(|(i, j)| (j.job_id, i32::try_from(i + 1).unwrap_or(i32::MAX))).collect()
+}
+
 /// Slurm's reason of a pending job as a machine-readable code.
 pub fn reason_code(reason: &str) -> &'static str {
     match reason {

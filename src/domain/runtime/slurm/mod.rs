@@ -147,11 +147,20 @@ impl SlurmEngine {
                 jobs
             }
             Err(e) => {
-                // Sessions keep their status until Slurm answers again.
+                // Sessions keep their status until Slurm answers again; scheduled ones say
+                // why they wait.
+                let reasons = waiting_reasons("ENGINE_UNREACHABLE", &e.to_string());
+                let waits: Vec<Wait> = live
+                    .iter()
+                    .filter(|s| s.status == Scheduled.as_str() && s.pending_reasons != reasons)
+                    .map(|s| (s.id, reasons.clone(), None))
+                    .collect();
                 self.answered(Err(&e));
+                write_waits(db, waits).await?;
                 return Ok(0);
             }
         };
+        let order = job::queue_order(&jobs, &self.client.settings().partition);
         let tagged: HashMap<Uuid, &client::Job> =
             jobs.iter().filter_map(|j| Some((job::tagged(&j.comment)?, j))).collect();
         let live_ids: HashSet<Uuid> = live.iter().map(|s| s.id).collect();
@@ -176,6 +185,7 @@ impl SlurmEngine {
         let now = clock::now();
         let mut plans: Vec<Plan> = Vec::new();
         let mut adopted = Vec::new();
+        let mut waits: Vec<Wait> = Vec::new();
         let mut moving = false;
         for s in live {
             let status = SessionStatus::parse(&s.status).unwrap_or(Scheduled);
@@ -238,6 +248,16 @@ impl SlurmEngine {
                         ));
                         continue;
                     }
+                    if status == Scheduled && j.job_state == "PENDING" {
+                        let reasons = match job::reason_code(&j.state_reason) {
+                            _ if j.state_reason.is_empty() || j.state_reason == "None" => serde_json::json!([]),
+                            code => waiting_reasons(code, &format!("Slurm: {}", j.state_reason)),
+                        };
+                        let position = order.get(&j.job_id).copied();
+                        if s.pending_reasons != reasons || s.queue_position != position {
+                            waits.push((s.id, reasons, position));
+                        }
+                    }
                     let waiting = {
                         let mut st = self.state();
                         job::waiting_line(j).filter(|line| st.waiting.insert(s.id, line.clone()).as_ref() != Some(line))
@@ -251,6 +271,7 @@ impl SlurmEngine {
         for (id, job_id) in adopted {
             record(db, &self.name, id, job_id).await?;
         }
+        write_waits(db, waits).await?;
         self.state().hurry = moving;
         if plans.is_empty() {
             return Ok(0);
@@ -377,6 +398,37 @@ impl SlurmEngine {
         self.health(|h| h.orphans = count);
         Ok(())
     }
+}
+
+/// A scheduled session's reasons to wait and its place in Slurm's queue.
+type Wait = (Uuid, serde_json::Value, Option<i32>);
+
+/// The stored pending reasons of a session waiting in its engine.
+fn waiting_reasons(code: &'static str, message: &str) -> serde_json::Value {
+    let reason = crate::domain::occupancy::PendingReason {
+        code,
+        message: message.to_owned(),
+        layer: None,
+        slot: None,
+        requested: None,
+        remaining: None,
+    };
+    serde_json::json!([reason.to_json()])
+}
+
+/// Stores why scheduled sessions wait, each only while it is still SCHEDULED.
+async fn write_waits(db: &DatabaseConnection, waits: Vec<Wait>) -> DomainResult<()> {
+    use sea_orm::sea_query::Expr;
+    for (id, reasons, position) in waits {
+        session::Entity::update_many()
+            .col_expr(session::Column::PendingReasons, Expr::value(reasons))
+            .col_expr(session::Column::QueuePosition, Expr::value(position))
+            .filter(session::Column::Id.eq(id))
+            .filter(session::Column::Status.eq(SessionStatus::Scheduled.as_str()))
+            .exec(db)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Records a session's job id (adopting a job found by its tag).

@@ -26,7 +26,7 @@ pub fn gpus(gres: &str) -> i64 {
         .filter_map(|g| {
             let g = g.split('(').next()?;
             let mut parts = g.split(':');
-            (parts.next()? == "gpu").then(|| parts.last().and_then(|n| n.parse::<i64>().ok()).unwrap_or(1))
+            (parts.next()? == "gpu").then(|| parts.next_back().and_then(|n| n.parse::<i64>().ok()).unwrap_or(1))
         })
         .sum()
 }
@@ -134,5 +134,40 @@ impl SlurmEngine {
             .exec(db)
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpus_are_counted_from_the_gres() {
+        assert_eq!(gpus("gpu:2"), 2);
+        assert_eq!(gpus("gpu:a100:4(S:0-1)"), 4);
+        assert_eq!(gpus("gpu:1,mps:100"), 1);
+        assert_eq!(gpus("gpu"), 1);
+        assert_eq!(gpus(""), 0);
+        assert_eq!(gpus("mps:100"), 0);
+    }
+
+    #[test]
+    fn node_states_decide_alive_and_schedulable() {
+        let node = |state: &str, flags: &[&str]| Node {
+            name: "n".into(),
+            state: state.into(),
+            state_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+            cpus: 2,
+            real_memory: 1000,
+            gres: String::new(),
+            partitions: vec![],
+            reason: String::new(),
+        };
+        for s in ["idle", "mixed", "allocated"] {
+            assert!(alive(&node(s, &[])) && schedulable(&node(s, &[])), "{s}");
+        }
+        assert!(alive(&node("idle", &["DRAIN"])) && !schedulable(&node("idle", &["DRAIN"])), "drained");
+        assert!(!alive(&node("down", &[])) && !schedulable(&node("down", &[])), "down");
+        assert!(!alive(&node("idle", &["NOT_RESPONDING"])), "not responding");
     }
 }
