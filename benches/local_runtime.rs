@@ -21,7 +21,7 @@ use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
 use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
-use support::{Server, over_runs, runs, stamp, status_kib};
+use support::{Server, cpu_ticks, over_runs, percentile, runs, stamp, status_kib};
 
 const SESSIONS: usize = 50;
 const IDLE_WINDOW: Duration = Duration::from_secs(20);
@@ -45,15 +45,6 @@ fn input(name: &str, batch: bool) -> Value {
     i
 }
 
-/// Clock ticks of a process (user + system), from `/proc/<pid>/stat`.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return 0 };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
-}
-
 /// The supervisors running now (`sessiond supervise`).
 fn supervisors() -> Vec<u32> {
     std::fs::read_dir("/proc")
@@ -67,12 +58,6 @@ fn supervisors() -> Vec<u32> {
             (words.get(1) == Some(&&b"supervise"[..])).then_some(pid)
         })
         .collect()
-}
-
-fn percentile(mut xs: Vec<f64>, p: f64) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let i = ((xs.len() as f64 - 1.0) * p).round() as usize;
-    xs[i.min(xs.len() - 1)]
 }
 
 async fn wait_all(server: &Server, ids: &[String], done: &[&str]) -> Vec<Value> {

@@ -2,15 +2,16 @@
 # Every figure of BENCHMARKS.md: runs each benchmark (release build) and prints its tables
 # in Markdown, each headed by the command, date, commit and number of runs. `versus` puts
 # sessiond beside PostGraphile and the floor (it needs Node and npm, and starts its own
-# PostgreSQL like the tests), and `local_runtime` runs real sandboxes (it needs bubblewrap);
-# the whole run takes about an hour.
+# PostgreSQL like the tests), `local_runtime` runs real sandboxes (it needs bubblewrap), and
+# `slurm` a real Slurm cluster (root, slurm-wlm, slurmrestd, munge); the whole run takes
+# about an hour.
 #
 #   bash benches/run.sh [--runs N]      # default 3 runs per figure
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every benchmark binary first, two at a time (each links the whole server with LTO).
 cargo bench --locked --quiet --no-run
-for bench in scheduler launch panels sessions_list subscriptions export hardening versus local_runtime; do
+for bench in scheduler launch panels sessions_list subscriptions export hardening versus local_runtime slurm; do
   echo "### $bench"
   echo
   cargo bench --locked --quiet --bench "$bench" -- "$@"

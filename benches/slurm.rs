@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use sessiond::domain::runtime::Runtime;
 use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
-use support::{Server, over_runs, runs, stamp};
+use support::{Server, cpu_ticks, over_runs, percentile, runs, stamp};
 
 const SEQUENTIAL: usize = 50;
 const IDLE_WINDOW: Duration = Duration::from_secs(20);
@@ -54,20 +54,6 @@ fn input(name: &str, batch: bool) -> Value {
         i["startupCommand"] = json!("true");
     }
     i
-}
-
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return 0 };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
-}
-
-fn percentile(mut xs: Vec<f64>, p: f64) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let i = ((xs.len() as f64 - 1.0) * p).round() as usize;
-    xs[i.min(xs.len() - 1)]
 }
 
 const STATE: &str = "query($id: ID!) { session(id: $id) { status createdAt pendingReasons { code }

@@ -243,3 +243,19 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// Clock ticks of a process (user + system), from `/proc/<pid>/stat`.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return 0 };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+}
+
+/// The `p` percentile (0–1) of `xs`.
+pub fn percentile(mut xs: Vec<f64>, p: f64) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let i = ((xs.len() as f64 - 1.0) * p).round() as usize;
+    xs[i.min(xs.len() - 1)]
+}

@@ -39,6 +39,12 @@ struct GroupLabels {
     resource_group: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EngineLabels {
+    engine: String,
+    kind: &'static str,
+}
+
 fn latency_histogram() -> Histogram {
     // 1 ms to ~16 s.
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
@@ -62,6 +68,8 @@ struct Inner {
     websockets: Gauge,
     scheduler_pass: Histogram,
     pending: Family<GroupLabels, Gauge>,
+    engine_up: Family<EngineLabels, Gauge>,
+    orphan_jobs: Family<EngineLabels, Gauge>,
     pool_in_use: Gauge,
     pool_size: Gauge,
 }
@@ -76,6 +84,8 @@ impl Default for Metrics {
         let websockets = Gauge::default();
         let scheduler_pass = pass_histogram();
         let pending = Family::<GroupLabels, Gauge>::default();
+        let engine_up = Family::<EngineLabels, Gauge>::default();
+        let orphan_jobs = Family::<EngineLabels, Gauge>::default();
         let pool_in_use = Gauge::default();
         let pool_size = Gauge::default();
         registry.register("requests", "Requests answered, by operation type and outcome code", requests.clone());
@@ -93,6 +103,16 @@ impl Default for Metrics {
         registry.register("websockets_open", "Open GraphQL WebSocket connections", websockets.clone());
         registry.register("scheduler_pass_duration_seconds", "Time of one scheduling pass", scheduler_pass.clone());
         registry.register("sessions_pending", "PENDING sessions per resource group", pending.clone());
+        registry.register(
+            "engine_up",
+            "1 when the engine answers (a Slurm engine: slurmrestd), else 0",
+            engine_up.clone(),
+        );
+        registry.register(
+            "engine_orphan_jobs",
+            "Jobs tagged by sessiond that have no session here (reported, never killed)",
+            orphan_jobs.clone(),
+        );
         registry.register("db_pool_connections_in_use", "Database connections lent out", pool_in_use.clone());
         registry.register("db_pool_connections", "Database connections open", pool_size.clone());
         Self(Arc::new(Inner {
@@ -104,6 +124,8 @@ impl Default for Metrics {
             websockets,
             scheduler_pass,
             pending,
+            engine_up,
+            orphan_jobs,
             pool_in_use,
             pool_size,
         }))
@@ -142,7 +164,8 @@ impl Metrics {
 }
 
 /// `GET /metrics`. What the database holds is read now: one statement for the pending
-/// sessions; the pool's figures are the pool's own.
+/// sessions, two for the engines (their health is the engines' own); the pool's figures
+/// are the pool's own.
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let m = &state.metrics.0;
     match crate::domain::scheduling::pending_by_group(&state.db).await {
@@ -153,6 +176,20 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             }
         }
         Err(e) => tracing::warn!(error = ?e, "metrics: reading pending sessions failed"),
+    }
+    match crate::domain::runtime::engines::report(&state.db).await {
+        Ok(engines) => {
+            m.engine_up.clear();
+            m.orphan_jobs.clear();
+            for e in engines {
+                let labels = EngineLabels { engine: e.name, kind: e.kind.as_str() };
+                m.engine_up.get_or_create(&labels).set(i64::from(e.answering));
+                if let Some(n) = e.orphan_jobs {
+                    m.orphan_jobs.get_or_create(&labels).set(gauge_value(n as u64));
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = ?e, "metrics: reading the engines failed"),
     }
     let ws_max = state.limits.ws.max_ws_connections;
     m.websockets.set(gauge_value(ws_max.saturating_sub(state.ws_connections.available_permits()) as u64));

@@ -610,16 +610,23 @@ fn readme_blocks(title: &str, lang: &str) -> Vec<&'static str> {
     section.split(&format!("```{lang}\n")).skip(1).filter_map(|block| block.split("\n```").next()).collect()
 }
 
-/// The README's "Deploy" section, done as written on an empty database: the example file
-/// applied (dry run, apply, apply again), a token made, the server started, and the
-/// declared user's first launch runs on the declared agent. A bad file changes nothing.
-async fn deploy_as_the_readme_says(app: TestApp) {
-    let Some((url, _db_dir)) = fresh_database(app.backend).await else { return };
+/// A working directory for a README's commands, and a `PATH` on which `sessiond` is this
+/// build's binary.
+fn work_dir_with_sessiond() -> (tempfile::TempDir, String) {
     let work = tempfile::tempdir().expect("work directory");
     let bin_dir = work.path().join("bin");
     std::fs::create_dir(&bin_dir).expect("bin");
     std::os::unix::fs::symlink(BIN, bin_dir.join("sessiond")).expect("symlink");
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    (work, path)
+}
+
+/// The README's "Deploy" section, done as written on an empty database: the example file
+/// applied (dry run, apply, apply again), a token made, the server started, and the
+/// declared user's first launch runs on the declared agent. A bad file changes nothing.
+async fn deploy_as_the_readme_says(app: TestApp) {
+    let Some((url, _db_dir)) = fresh_database(app.backend).await else { return };
+    let (work, path) = work_dir_with_sessiond();
     let toml = readme_blocks("Deploy", "toml");
     assert_eq!(toml.len(), 1, "one example file");
     std::fs::write(work.path().join("team.toml"), toml[0]).expect("team.toml");
@@ -717,11 +724,7 @@ async fn slurm_as_the_readme_says(app: TestApp) {
     let _one = crate::support::slurm::lock().await;
     cluster.cancel_all();
     let Some((url, _db_dir)) = fresh_database(app.backend).await else { return };
-    let work = tempfile::tempdir().expect("work directory");
-    let bin_dir = work.path().join("bin");
-    std::fs::create_dir(&bin_dir).expect("bin");
-    std::os::unix::fs::symlink(BIN, bin_dir.join("sessiond")).expect("symlink");
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let (work, path) = work_dir_with_sessiond();
     let token_file = work.path().join("slurm.jwt");
     let output_dir = work.path().join("shared");
     let ours = |text: &str| {

@@ -80,6 +80,18 @@ async fn until_as(app: &TestApp, token: &str, id: &str, done: impl Fn(&Value) ->
     resp["data"]["session"].clone()
 }
 
+/// Asks to terminate session `id` as its owner, the demo user alice.
+pub(crate) async fn terminate(app: &TestApp, id: &str) {
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
+            json!({"ids": [id]}),
+        )
+        .await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+}
+
 pub(crate) fn ended(s: &Value) -> bool {
     ["TERMINATED", "ERROR"].contains(&s["status"].as_str().unwrap_or(""))
 }
@@ -269,14 +281,7 @@ async fn terminating_ends_every_process_within_the_grace_period(mut app: TestApp
     }
     assert_eq!(processes_with(&format!("sleep {marker}")).len(), 2, "both sleeps run");
     let asked = Instant::now();
-    let resp = app
-        .gql(
-            Some("demo-alice"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
-            json!({"ids": [id]}),
-        )
-        .await;
-    assert!(resp.get("errors").is_none(), "{resp}");
+    terminate(&app, &id).await;
     let s = until(&app, &id, ended).await;
     let took = asked.elapsed();
     assert_eq!(s["status"], "TERMINATED", "{s}");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::db_tests;
-use crate::local_runtime::{ended, launch, logs, until};
+use crate::local_runtime::{ended, launch, logs, terminate, until};
 use crate::support::slurm::{self, Cluster};
 use crate::support::{TestApp, project};
 
@@ -69,17 +69,6 @@ const DETAIL: &str = "query($id: ID!) { session(id: $id) { status statusInfo res
 
 async fn detail(app: &TestApp, id: &str) -> Value {
     app.gql(Some("demo-alice"), DETAIL, json!({"id": id})).await["data"]["session"].clone()
-}
-
-async fn terminate(app: &TestApp, id: &str) {
-    let resp = app
-        .gql(
-            Some("demo-alice"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
-            json!({"ids": [id]}),
-        )
-        .await;
-    assert!(resp["errors"].is_null(), "{resp}");
 }
 
 /// The Slurm job of a session, from `squeue`'s point of view.
@@ -219,6 +208,12 @@ async fn nothing_is_lost_while_slurmrestd_is_down_and_sessiond_restarts(mut app:
         })
         .await;
     assert!(down.to_string().contains("does not answer"), "{down}");
+    let (_, _, metrics) = app.get("/metrics").await;
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(metrics.contains("engine_up{engine=\"cluster\",kind=\"slurm\"} 0"), "{metrics}");
+    assert!(metrics.contains("engine_up{engine=\"demo\",kind=\"simulated\"} 1"), "{metrics}");
+    let (status, _, _) = app.get("/readyz").await;
+    assert_eq!(status, 200, "the database answers: ready");
     // Launched while Slurm is away: it waits, scheduled.
     let w = launch(&app, "demo-alice", input("waits", "BATCH", Some("echo late"), 1.0, json!({}))).await;
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -286,7 +286,10 @@ fn describe(e: StoredEngine, health: &BTreeMap<String, super::slurm::Health>) ->
         EngineSettings::Slurm(s) => match health.get(&e.name) {
             Some(h) => (
                 h.answering,
-                format!("{} ({}, partition {})", h.reason, s.url, s.partition),
+                format!(
+                    "{} ({}, partition {}); jobs run plainly as {} (no sandbox on the nodes) and offer no terminal",
+                    h.reason, s.url, s.partition, s.user
+                ),
                 h.api_version.clone(),
                 Some(h.nodes),
                 Some(h.orphans),

@@ -189,8 +189,10 @@ impl SlurmEngine {
         let mut moving = false;
         for s in live {
             let status = SessionStatus::parse(&s.status).unwrap_or(Scheduled);
-            moving |= status != Running;
             let job = tagged.get(&s.id).copied();
+            // Look again soon while something is about to change: a submit, a start, a stop;
+            // not for sessions that wait in Slurm's queue (that may take hours).
+            moving |= status != Running && !(status == Scheduled && job.is_some_and(|j| j.job_state == "PENDING"));
             if let Some(j) = job
                 && known.get(&s.id).is_none_or(|k| k.job_id.is_empty())
             {
