@@ -7,6 +7,7 @@ pub mod health;
 pub mod metrics;
 pub mod serve;
 pub mod terminal;
+pub mod waiting;
 pub mod ws;
 
 use std::sync::Arc;
@@ -59,7 +60,7 @@ pub struct AppState {
     /// One permit per authenticated WebSocket connection (GraphQL and terminals).
     pub ws_connections: Arc<tokio::sync::Semaphore>,
     /// The WebSocket connections that have not authenticated yet.
-    pub ws_waiting: Arc<ws::Waiting>,
+    pub ws_waiting: Arc<waiting::Waiting>,
     /// One permit per request being answered (`--max-in-flight`): HTTP requests and the
     /// queries and mutations sent over WebSockets.
     pub in_flight: Arc<tokio::sync::Semaphore>,
@@ -91,7 +92,7 @@ impl AppState {
         runtime: crate::domain::runtime::RuntimeInfo,
     ) -> Self {
         let ws_connections = Arc::new(tokio::sync::Semaphore::new(limits.ws.max_ws_connections));
-        let ws_waiting = Arc::new(ws::Waiting::new(limits.shares.max_ws_unauthenticated));
+        let ws_waiting = Arc::new(waiting::Waiting::new(limits.shares.max_ws_unauthenticated));
         let in_flight = Arc::new(tokio::sync::Semaphore::new(limits.max_in_flight));
         Self {
             schema: build_schema(db.clone(), live.clone(), launch, &limits.graphql, runtime.clone()),

@@ -23,7 +23,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::ws::{EVICTED, too_big};
+use super::waiting::{EVICTED, too_big};
 use super::{AppState, bearer_token};
 use crate::domain::DomainError;
 use crate::domain::auth;
