@@ -234,7 +234,8 @@ impl Session {
             .collect()
     }
     /// The applications of its image, once RUNNING. The `terminal` of an interactive
-    /// session that really runs here has a `url`: a WebSocket for its owner
+    /// session that really runs where this server reaches it (its own machine, or a Slurm
+    /// job it can join with `srun`) has a `url`: a WebSocket for its owner
     /// (`/sessions/<id>/terminal`).
     async fn apps(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionApp>> {
         if !dom::offers_apps(&self.0)? {
@@ -246,7 +247,7 @@ impl Session {
         };
         let apps = image.as_ref().map(dom::image_apps).unwrap_or_default();
         let local = ctx.data_opt::<crate::domain::runtime::RuntimeInfo>().and_then(|r| r.local.as_ref());
-        let terminal = crate::domain::runtime::local::terminal::offered(local, &self.0)
+        let terminal = crate::domain::runtime::terminal::offered(local, &self.0)
             .then(|| format!("/sessions/{}/terminal", encode(NodeKind::Session, self.0.id).0));
         Ok(apps
             .into_iter()

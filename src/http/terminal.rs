@@ -27,7 +27,8 @@ use super::waiting::{EVICTED, too_big};
 use super::{AppState, bearer_token};
 use crate::domain::DomainError;
 use crate::domain::auth;
-use crate::domain::runtime::local::terminal;
+use crate::domain::runtime::local::terminal as local_terminal;
+use crate::domain::runtime::terminal;
 use crate::domain::shares::Share;
 use crate::graphql::ids::{NodeKind, decode_uuid};
 
@@ -128,7 +129,7 @@ async fn pump(
     state: &AppState,
     viewer: &auth::Viewer,
     session: uuid::Uuid,
-    shell: &terminal::Shell,
+    shell: &local_terminal::Shell,
     socket: &mut WebSocket,
     changes: &mut tokio::sync::watch::Receiver<i64>,
 ) -> Result<(), Refusal> {
@@ -174,7 +175,7 @@ async fn pump(
                 // Credentials changed somewhere: is this still the owner's, with a valid token?
                 changes.mark_unchanged();
                 let still = match state.live.credentials.viewer_of_keypair(viewer.keypair_id).await {
-                    Ok(Some(v)) => terminal::allowed(&state.db, &v, session).await.map(drop),
+                    Ok(Some(v)) => local_terminal::allowed(&state.db, &v, session).await.map(drop),
                     Ok(None) => Err(DomainError::Unauthenticated),
                     Err(e) => Err(e),
                 };

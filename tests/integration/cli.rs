@@ -733,6 +733,8 @@ async fn slurm_as_the_readme_says(app: TestApp) {
             .replace("partition = \"batch\"", &format!("partition = \"{}\"", crate::support::slurm::PARTITION))
             .replace("/etc/sessiond/slurm.jwt", &token_file.display().to_string())
             .replace("/shared/sessiond", &output_dir.display().to_string())
+            .replace("/etc/slurm/slurm.conf", &cluster.conf.display().to_string())
+            .replace("/usr/local/bin/sessiond", &cluster.sessiond.display().to_string())
     };
     let toml = readme_blocks("Run on a Slurm cluster", "toml");
     assert_eq!(toml.len(), 1, "one example file");

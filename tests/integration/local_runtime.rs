@@ -214,21 +214,6 @@ async fn output_the_database_cannot_store_is_kept_readable(mut app: TestApp) {
     assert!(logs(&until(&app, &next, ended).await).contains("fine"));
 }
 
-async fn a_batch_over_its_timeout_ends_with_124(mut app: TestApp) {
-    let machine = Machine::new();
-    if !app.start_local_runtime(&machine.path(), 500, None).await {
-        return;
-    }
-    let id = launch(&app, "demo-alice", input("too-slow", "sleep 60", 512, json!({"batchTimeoutSeconds": 1}))).await;
-    let s = until(&app, &id, ended).await;
-    assert_eq!(
-        (s["status"].as_str(), s["exitCode"].as_i64(), s["statusInfo"].as_str()),
-        (Some("TERMINATED"), Some(124), Some("batch timeout")),
-        "{s}"
-    );
-    assert_eq!(s["result"], "FAILURE");
-}
-
 async fn a_memory_hog_is_killed_and_the_host_is_unharmed(mut app: TestApp) {
     let machine = Machine::new();
     if !app.start_local_runtime(&machine.path(), 500, None).await {
@@ -311,28 +296,6 @@ async fn a_session_past_its_lifetime_is_stopped(mut app: TestApp) {
         "{s}"
     );
     assert_eq!(path_of(&s).iter().rev().take(2).cloned().collect::<Vec<_>>(), ["TERMINATED", "TERMINATING"], "{s}");
-}
-
-async fn a_crash_of_the_server_loses_nothing(mut app: TestApp) {
-    let machine = Machine::new();
-    if !app.start_local_runtime(&machine.path(), 500, None).await {
-        return;
-    }
-    let id = launch(&app, "demo-alice", input("outlives", "sleep 2; echo done; exit 5", 512, json!({}))).await;
-    until(&app, &id, |s| s["status"] == "RUNNING").await;
-    app.crash_workers();
-    // The session ends while nothing watches it.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let s = app.gql(Some("demo-alice"), SESSION, json!({"id": id})).await;
-    assert_eq!(s["data"]["session"]["status"], "RUNNING", "nothing moved it meanwhile: {s}");
-    assert!(app.start_local_runtime(&machine.path(), 500, None).await);
-    let s = until(&app, &id, ended).await;
-    assert_eq!(
-        (s["status"].as_str(), s["exitCode"].as_i64(), s["statusInfo"].as_str()),
-        (Some("TERMINATED"), Some(5), Some("exit 5")),
-        "{s}"
-    );
-    assert!(logs(&s).contains("done"), "{s}");
 }
 
 async fn a_session_sees_nothing_of_the_host_or_other_sessions(mut app: TestApp) {
@@ -528,10 +491,8 @@ db_tests!(
     a_batch_job_ends_with_its_real_exit_code_and_output,
     a_long_output_reaches_the_log_whole,
     output_the_database_cannot_store_is_kept_readable,
-    a_batch_over_its_timeout_ends_with_124,
     a_memory_hog_is_killed_and_the_host_is_unharmed,
     terminating_ends_every_process_within_the_grace_period,
-    a_crash_of_the_server_loses_nothing,
     a_session_past_its_lifetime_is_stopped,
     a_session_sees_nothing_of_the_host_or_other_sessions,
     session_logs_streams_lines_printed_after_subscribing,

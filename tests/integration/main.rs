@@ -7,6 +7,7 @@ mod auth;
 mod cli;
 mod cluster;
 mod compiled;
+mod conformance;
 mod export;
 mod fairness;
 mod faults;

@@ -8,16 +8,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::db_tests;
-use crate::local_runtime::{ended, launch, logs, terminate, until};
+use crate::local_runtime::{ended, launch, logs, terminal, terminate, until};
 use crate::support::slurm::{self, Cluster};
 use crate::support::{TestApp, project};
 
-const GROUP: &str = "hpc";
+pub(crate) const GROUP: &str = "hpc";
 
 /// Declares the cluster as engine `cluster` running group `hpc` (open to the demo project
 /// `default`) with `sessiond apply`'s code, starts the workers and the engines, and waits
 /// until the group's two nodes are its agents.
-async fn on_slurm(app: &mut TestApp, c: &Cluster, grace_ms: u64) {
+pub(crate) async fn on_slurm(app: &mut TestApp, c: &Cluster, grace_ms: u64) {
     let text = format!(
         "{}\n[engines.demo]\nkind = \"simulated\"\n[resource_groups.default]\nengine = \"demo\"\n\
          [resource_groups.{GROUP}]\nengine = \"cluster\"\n\
@@ -72,7 +72,7 @@ async fn detail(app: &TestApp, id: &str) -> Value {
 }
 
 /// The Slurm job of a session, from `squeue`'s point of view.
-fn job_of(c: &Cluster, id: &str) -> String {
+pub(crate) fn job_of(c: &Cluster, id: &str) -> String {
     let uuid = sessiond::graphql::ids::decode(id).map(|(_, u)| u).unwrap_or_default();
     let out = c.scontrol(&["show", "jobs", "--oneliner"]).unwrap_or_default();
     out.lines()
@@ -82,7 +82,7 @@ fn job_of(c: &Cluster, id: &str) -> String {
         .to_owned()
 }
 
-async fn a_batch_job_ends_with_its_exit_code_and_output_and_the_nodes_are_agents(mut app: TestApp) {
+async fn the_nodes_are_agents_and_the_engines_say_what_runs_what(mut app: TestApp) {
     let Some(c) = slurm::cluster() else { return };
     let _one = slurm::lock().await;
     c.cancel_all();
@@ -108,23 +108,8 @@ async fn a_batch_job_ends_with_its_exit_code_and_output_and_the_nodes_are_agents
     assert_eq!(cluster["resourceGroups"], json!([GROUP]));
     let demo = engines.iter().find(|e| e["name"] == "demo").unwrap_or_else(|| panic!("{runtime}"));
     assert_eq!(demo["kind"], "SIMULATED", "the demo's engine says it is simulated: {runtime}");
-
-    let id =
-        launch(&app, "demo-alice", input("exit3", "BATCH", Some("echo hello; echo world >&2; exit 3"), 1.0, json!({})))
-            .await;
-    let s = until(&app, &id, ended).await;
-    let s = detail(&app, &id).await.as_object().cloned().map(Value::Object).unwrap_or(s);
-    assert_eq!(s["status"], "TERMINATED", "{s}");
-    assert_eq!(
-        (s["result"].as_str(), s["exitCode"].as_i64(), s["statusInfo"].as_str()),
-        (Some("FAILURE"), Some(3), Some("exit 3")),
-        "{s}"
-    );
-    assert!(["n1", "n2"].contains(&s["agent"].as_str().unwrap_or("")), "placed by Slurm on a node: {s}");
-    let text = logs(&s);
-    let (hello, world) = (text.find("hello"), text.find("world"));
-    assert!(hello.is_some() && world.is_some() && hello < world, "its output, in order: {text}");
-    assert!(text.contains("session ended: exit 3"), "{text}");
+    let reason = cluster["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("terminals open with srun --overlap --pty"), "{runtime}");
 }
 
 async fn sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node(mut app: TestApp) {
@@ -157,27 +142,33 @@ async fn sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node
         (Some("TERMINATED"), Some("n2"), Some("SUCCESS")),
         "{s}"
     );
+    assert!(logs(&s).contains("a GPU session runs plainly"), "it says it runs outside the sandbox: {s}");
 }
 
-async fn a_timeout_gives_124_and_an_outside_scancel_is_reflected(mut app: TestApp) {
+async fn a_session_runs_in_the_sandbox_on_a_node_that_has_it(mut app: TestApp) {
     let Some(c) = slurm::cluster() else { return };
     let _one = slurm::lock().await;
     c.cancel_all();
     on_slurm(&mut app, c, 2000).await;
-    let t = launch(
-        &app,
-        "demo-alice",
-        input("slow", "BATCH", Some("echo started; sleep 120"), 1.0, json!({"batchTimeoutSeconds": 2})),
-    )
-    .await;
+    let command = "echo at=$(pwd) home=$HOME; ls /root >/dev/null 2>&1 && echo host-visible; ls -d /sys/fs/cgroup/* | wc -l; exit 4";
+    let id = launch(&app, "demo-alice", input("boxed", "BATCH", Some(command), 1.0, json!({}))).await;
+    until(&app, &id, ended).await;
+    let s = detail(&app, &id).await;
+    let text = logs(&s);
+    assert_eq!((s["exitCode"].as_i64(), s["statusInfo"].as_str()), (Some(4), Some("exit 4")), "{s}");
+    assert!(text.contains("at=/home/work home=/home/work"), "in the sandbox's work directory: {text}");
+    assert!(!text.contains("host-visible"), "the host's /root is not there: {text}");
+    assert!(text.contains("in sessiond's sandbox (Slurm job"), "its log says where it runs: {text}");
+    let uuid = sessiond::graphql::ids::decode(&id).map(|(_, u)| u).unwrap_or_default();
+    assert!(!c.output_dir.join(&uuid).exists(), "its directory goes with the session");
+}
+
+async fn an_outside_scancel_is_reflected(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
     let i = launch(&app, "demo-alice", input("shell", "INTERACTIVE", None, 1.0, json!({}))).await;
-    let s = until(&app, &t, ended).await;
-    assert_eq!(
-        (s["exitCode"].as_i64(), s["statusInfo"].as_str(), s["result"].as_str()),
-        (Some(124), Some("batch timeout"), Some("FAILURE")),
-        "{s}"
-    );
-    assert!(logs(&s).contains("started"), "{s}");
     until(&app, &i, |s| s["status"] == "RUNNING").await;
     let job = job_of(c, &i);
     assert!(!job.is_empty());
@@ -321,10 +312,60 @@ async fn a_two_container_session_is_one_job_on_both_nodes(mut app: TestApp) {
     assert_eq!(s["result"], "SUCCESS", "{s}");
 }
 
+async fn an_interactive_session_opens_its_terminal_in_its_job(mut app: TestApp) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    let addr = app.serve().await;
+    let id = launch(&app, "demo-alice", input("shell", "INTERACTIVE", None, 1.0, json!({}))).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    let apps = app
+        .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { apps { name url } } }", json!({"id": id}))
+        .await;
+    let url = apps["data"]["session"]["apps"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "terminal"))
+        .and_then(|t| t["url"].as_str())
+        .unwrap_or_else(|| panic!("a terminal with a url: {apps}"))
+        .to_owned();
+    assert_eq!(terminal(addr, &url, "demo-bob").await.err().map(|e| e.0), Some(4404), "bob cannot open it");
+    let job = job_of(c, &id);
+    let mut ws = terminal(addr, &url, "demo-alice").await.expect("alice opens her terminal");
+    ws.send(Message::Binary(b"echo $((6*7)) job=$SLURM_JOB_ID; id -un\n".to_vec().into())).await.expect("send");
+    let mut seen = String::new();
+    let want = format!("42 job={job}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !(seen.contains(&want) && seen.contains(slurm::USER)) && std::time::Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => seen.push_str(&String::from_utf8_lossy(&b)),
+            other => panic!("unexpected {other:?} after {seen:?}"),
+        }
+    }
+    assert!(seen.contains(&want), "a shell in the session's job: {seen:?}");
+    assert!(seen.contains(slurm::USER), "as the jobs' user: {seen:?}");
+    ws.send(Message::Text(json!({"type": "input", "data": "exit\n"}).to_string().into())).await.expect("send");
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("closes") {
+            Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),
+            Some(Ok(_)) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(closed, Some(1000), "the shell ended");
+    assert_eq!(detail(&app, &id).await["status"], "RUNNING", "the session goes on without its terminal");
+    terminate(&app, &id).await;
+    until(&app, &id, ended).await;
+}
+
 db_tests!(
-    a_batch_job_ends_with_its_exit_code_and_output_and_the_nodes_are_agents,
+    an_interactive_session_opens_its_terminal_in_its_job,
+    a_session_runs_in_the_sandbox_on_a_node_that_has_it,
+    the_nodes_are_agents_and_the_engines_say_what_runs_what,
     sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node,
-    a_timeout_gives_124_and_an_outside_scancel_is_reflected,
+    an_outside_scancel_is_reflected,
     nothing_is_lost_while_slurmrestd_is_down_and_sessiond_restarts,
     a_drained_node_takes_no_session,
     a_slurmctld_restart_mid_session_loses_and_repeats_nothing,

@@ -184,8 +184,18 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
     );
 }
 
-const SLURM_KEYS: &[&str] =
-    &["kind", "url", "partition", "user", "token_file", "token_env", "api_version", "output_dir"];
+const SLURM_KEYS: &[&str] = &[
+    "kind",
+    "url",
+    "partition",
+    "user",
+    "token_file",
+    "token_env",
+    "api_version",
+    "output_dir",
+    "slurm_conf",
+    "sessiond",
+];
 
 pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
     let Some(kind_text) = e.required_string("kind") else {
@@ -226,6 +236,20 @@ pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
                 e.bad("output_dir", span, "an absolute directory every node and this server see".to_owned());
             }
             let api_version = e.string("api_version");
+            let slurm_conf = e.string("slurm_conf");
+            if let Some(c) = &slurm_conf
+                && !c.starts_with('/')
+            {
+                let span = e.span_of("slurm_conf");
+                e.bad("slurm_conf", span, "an absolute path to the cluster's slurm.conf".to_owned());
+            }
+            let sessiond = e.string("sessiond");
+            if let Some(c) = &sessiond
+                && !c.starts_with('/')
+            {
+                let span = e.span_of("sessiond");
+                e.bad("sessiond", span, "the absolute path of sessiond on the nodes".to_owned());
+            }
             let token = match (e.string("token_file"), e.string("token_env")) {
                 (Some(f), None) => Some(TokenSource::File(f)),
                 (None, Some(v)) => Some(TokenSource::Env(v)),
@@ -251,7 +275,16 @@ pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
                 return;
             };
             let url = url.trim_end_matches('/').to_owned();
-            EngineSettings::Slurm(SlurmSettings { url, partition, user, token, api_version, output_dir })
+            EngineSettings::Slurm(SlurmSettings {
+                url,
+                partition,
+                user,
+                token,
+                api_version,
+                output_dir,
+                slurm_conf,
+                sessiond,
+            })
         }
     };
     debug_assert_eq!(settings.kind(), kind);

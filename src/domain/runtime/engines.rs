@@ -87,6 +87,26 @@ pub struct SlurmSettings {
     pub api_version: Option<String>,
     /// A directory every node and this server see (the jobs' output is written there).
     pub output_dir: String,
+    /// The cluster's `slurm.conf` for this server's Slurm client commands (the terminal's
+    /// `srun`); none: the system's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_conf: Option<String>,
+    /// The `sessiond` executable on the nodes, whose `supervise` runs each job's session in
+    /// the local runtime's sandbox where bubblewrap is there too; none: this server's own
+    /// path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessiond: Option<String>,
+}
+
+impl SlurmSettings {
+    /// The path of `sessiond` on the nodes: as declared, else this server's own executable
+    /// (when it is `sessiond`: nodes installed alike).
+    pub fn sessiond_on_nodes(&self) -> Option<String> {
+        self.sessiond.clone().or_else(|| {
+            let me = std::env::current_exe().ok()?;
+            (me.file_name()? == "sessiond").then(|| me.display().to_string())
+        })
+    }
 }
 
 /// One declared engine.
@@ -287,8 +307,22 @@ fn describe(e: StoredEngine, health: &BTreeMap<String, super::slurm::Health>) ->
             Some(h) => (
                 h.answering,
                 format!(
-                    "{} ({}, partition {}); jobs run plainly as {} (no sandbox on the nodes) and offer no terminal",
-                    h.reason, s.url, s.partition, s.user
+                    "{} ({}, partition {}); {}; {}",
+                    h.reason,
+                    s.url,
+                    s.partition,
+                    match s.sessiond_on_nodes() {
+                        Some(path) => format!(
+                            "jobs run in sessiond's sandbox on nodes that have {path} and bubblewrap \
+                             (GPU sessions and other nodes: plainly as {})",
+                            s.user
+                        ),
+                        None => format!("jobs run plainly as {} (no sessiond for the nodes is declared)", s.user),
+                    },
+                    match &h.terminal {
+                        Ok(_) => "interactive sessions' terminals open with srun --overlap --pty".to_owned(),
+                        Err(why) => why.clone(),
+                    }
                 ),
                 h.api_version.clone(),
                 Some(h.nodes),

@@ -14,6 +14,7 @@ pub mod output;
 pub mod reconcile;
 pub mod simulated;
 pub mod slurm;
+pub mod terminal;
 
 use std::collections::HashMap;
 use std::future::Future;

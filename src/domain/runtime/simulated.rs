@@ -10,8 +10,14 @@
 //! it was entered, so after a restart it resumes every non-terminal session where it was,
 //! and a step is taken once (the status-guarded update of [`lifecycle`] refuses a second).
 //!
-//! Tests inject a start-up failure with the session environment variable
-//! `SESSIOND_SIM_FAIL=<STATUS>`: instead of entering that status the session goes ERROR.
+//! Since it runs nothing, a session's environment tells it what "running" gave, so that the
+//! engines' conformance suite asks it the same cases as the real engines (which pass these
+//! variables to the session like any other):
+//! - `SESSIOND_SIM_FAIL=<STATUS>`: instead of entering that status the session goes ERROR
+//!   (a start-up that failed);
+//! - `SESSIOND_SIM_EXIT=<code>`: a batch session ends with that exit code (default 0);
+//! - `SESSIOND_SIM_OUTPUT=<text>`: its output, written to its log when it ends;
+//! - `SESSIOND_SIM_VANISH=1`: a running session's "job" vanishes (ERROR, with the reason).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,6 +38,9 @@ use crate::domain::status::{SessionResult, SessionStatus};
 use crate::domain::{DomainResult, clock};
 
 const FAIL_VARIABLE: &str = "SESSIOND_SIM_FAIL";
+const EXIT_VARIABLE: &str = "SESSIOND_SIM_EXIT";
+const OUTPUT_VARIABLE: &str = "SESSIOND_SIM_OUTPUT";
+const VANISH_VARIABLE: &str = "SESSIOND_SIM_VANISH";
 
 #[derive(Clone, Debug)]
 pub struct SimulatedRuntime {
@@ -51,6 +60,13 @@ struct Next {
     reason: Option<String>,
     result: Option<(SessionResult, Option<i32>)>,
     log: String,
+    /// What it "printed", written before the log line.
+    output: Vec<String>,
+}
+
+/// The output a session's environment gives it, as lines.
+fn output_of(s: &session::Model) -> Vec<String> {
+    env_var(s, OUTPUT_VARIABLE).map(|t| t.lines().map(str::to_owned).collect()).unwrap_or_default()
 }
 
 impl SimulatedRuntime {
@@ -72,9 +88,10 @@ impl SimulatedRuntime {
                     reason: Some(format!("failed to start: injected failure entering {to}")),
                     result: Some((SessionResult::Failure, None)),
                     log: format!("error: could not enter {to} on agent {agent}"),
+                    output: Vec::new(),
                 }
             } else {
-                Next { to, reason: None, result: None, log }
+                Next { to, reason: None, result: None, log, output: Vec::new() }
             }
         };
         let has_image = pulled.get(&agent).is_some_and(|images| images.contains(&s.image));
@@ -88,11 +105,21 @@ impl SimulatedRuntime {
             }
             Prepared if step_due => Some(step(Creating, "creating the container".to_owned())),
             Creating if step_due => Some(step(Running, "session running".to_owned())),
+            // As every engine ends a stopped session: a batch job stopped before it finished
+            // failed, any other session ended as asked.
             Terminating if step_due => Some(Next {
                 to: Terminated,
                 reason: s.status_info.clone(),
-                result: None,
+                result: Some((
+                    if s.session_type == SessionType::Batch.as_str() {
+                        SessionResult::Failure
+                    } else {
+                        SessionResult::Success
+                    },
+                    None,
+                )),
                 log: "session terminated".to_owned(),
+                output: Vec::new(),
             }),
             Running => {
                 let ran = now - s.started_at.unwrap_or(s.status_changed_at);
@@ -102,6 +129,17 @@ impl SimulatedRuntime {
                         reason: Some(LIFETIME_EXCEEDED.to_owned()),
                         result: None,
                         log: format!("the session reached its maximum lifetime of {limit} s"),
+                        output: Vec::new(),
+                    });
+                }
+                if env_var(s, VANISH_VARIABLE).as_deref() == Some("1") {
+                    let why = "the simulated job vanished (as its SESSIOND_SIM_VANISH asked)";
+                    return Some(Next {
+                        to: Error,
+                        reason: Some(why.to_owned()),
+                        result: Some((SessionResult::Failure, None)),
+                        log: format!("error: {why}"),
+                        output: Vec::new(),
                     });
                 }
                 if s.session_type != SessionType::Batch.as_str() {
@@ -113,14 +151,21 @@ impl SimulatedRuntime {
                         to: Terminated,
                         reason: Some("batch timeout".to_owned()),
                         result: Some((SessionResult::Failure, Some(TIMEOUT_EXIT_CODE))),
-                        log: format!("batch job stopped at its timeout; exit code {TIMEOUT_EXIT_CODE}"),
+                        log: "session ended: batch timeout".to_owned(),
+                        output: output_of(s),
                     }),
-                    _ if ran >= run => Some(Next {
-                        to: Terminated,
-                        reason: Some("batch finished".to_owned()),
-                        result: Some((SessionResult::Success, Some(0))),
-                        log: "batch job finished; exit code 0".to_owned(),
-                    }),
+                    _ if ran >= run => {
+                        let code = env_var(s, EXIT_VARIABLE).and_then(|c| c.trim().parse::<i32>().ok()).unwrap_or(0);
+                        let reason = super::local::supervisor::describe_code(Some(code));
+                        let result = if code == 0 { SessionResult::Success } else { SessionResult::Failure };
+                        Some(Next {
+                            to: Terminated,
+                            log: format!("session ended: {reason}"),
+                            reason: Some(reason),
+                            result: Some((result, Some(code))),
+                            output: output_of(s),
+                        })
+                    }
                     _ => None,
                 }
             }
@@ -186,7 +231,9 @@ impl Runtime for SimulatedRuntime {
             .filter_map(|s| {
                 let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
                 let next = self.next(&s, now, &pulled, lifetime)?;
-                Some(Plan::steps(s, vec![(next.to, next.reason, next.result)], next.log))
+                let mut plan = Plan::steps(s, vec![(next.to, next.reason, next.result)], next.log);
+                plan.output = next.output;
+                Some(plan)
             })
             .collect();
         if plans.is_empty() {

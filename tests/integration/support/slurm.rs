@@ -23,6 +23,8 @@ pub struct Cluster {
     pub token_file: PathBuf,
     /// Where jobs write their output.
     pub output_dir: PathBuf,
+    /// `sessiond` where the nodes' jobs (as [`USER`]) can run it.
+    pub sessiond: PathBuf,
 }
 
 /// The Slurm user the tests' jobs run as.
@@ -174,7 +176,13 @@ fn start_in(dir: &Path, cpus: u32, memory_mib: u32) -> Result<Cluster, String> {
         std::fs::create_dir_all(dir.join(sub)).map_err(|e| e.to_string())?;
     }
     let output_dir = dir.join("output");
+    // The build's sessiond may sit under a directory only root can enter.
+    let sessiond = dir.join("bin").join("sessiond");
+    std::fs::create_dir_all(dir.join("bin")).map_err(|e| e.to_string())?;
+    std::fs::copy(env!("CARGO_BIN_EXE_sessiond"), &sessiond).map_err(|e| format!("copying sessiond: {e}"))?;
+    chmod(&sessiond, 0o755)?;
     let c = Cluster {
+        sessiond,
         dir: dir.to_owned(),
         conf: conf.clone(),
         url: format!("http://127.0.0.1:{rest}"),
@@ -235,6 +243,37 @@ impl Cluster {
 
     /// Stops slurmctld and starts it again (its state kept), waiting until it answers.
     pub fn restart_ctld(&self) -> Result<(), String> {
+        self.restart_ctld_and(|| Ok(()))
+    }
+
+    /// Restarts slurmctld without its saved jobs: every job it knew vanishes (their
+    /// processes are killed when the nodes report them).
+    pub fn forget_jobs(&self) -> Result<(), String> {
+        // Job ids go on from past the last one: a node still cleaning up a forgotten job
+        // would refuse (and Slurm hold) a new job of the same id.
+        let jobs = self.scontrol(&["show", "jobs", "--oneliner"]).unwrap_or_default();
+        let last =
+            jobs.split_whitespace().filter_map(|w| w.strip_prefix("JobId=")?.parse::<u64>().ok()).max().unwrap_or(0);
+        let conf = std::fs::read_to_string(&self.conf).map_err(|e| e.to_string())?;
+        let mut lines: Vec<String> =
+            conf.lines().filter(|l| !l.starts_with("FirstJobId=")).map(str::to_owned).collect();
+        let first =
+            conf.lines().find_map(|l| l.strip_prefix("FirstJobId=")?.parse::<u64>().ok()).unwrap_or(1).max(last) + 1000;
+        lines.push(format!("FirstJobId={first}"));
+        std::fs::write(&self.conf, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+        self.restart_ctld_and(|| {
+            for file in ["job_state", "job_state.old"] {
+                let path = self.dir.join("state").join(file);
+                if path.exists() {
+                    std::fs::remove_file(&path).map_err(|e| format!("rm {}: {e}", path.display()))?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Stops slurmctld, does `meanwhile`, starts it again and waits until it answers.
+    fn restart_ctld_and(&self, meanwhile: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
         let pid = std::fs::read_to_string(self.dir.join("slurmctld.pid")).map_err(|e| e.to_string())?;
         run(Command::new("kill").arg(pid.trim()), "kill slurmctld")?;
         // Gone, not just silent: it saves its state before it exits (and stays our zombie).
@@ -243,6 +282,7 @@ impl Cluster {
                 .map_or(true, |stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')))
         };
         wait_until(Duration::from_secs(30), gone, "slurmctld to exit")?;
+        meanwhile()?;
         self.start_ctld()?;
         wait_until(Duration::from_secs(30), || self.scontrol(&["ping"]).is_ok_and(|o| o.contains("UP")), "slurmctld up")
     }
@@ -296,10 +336,12 @@ impl Cluster {
     pub fn engine_toml(&self, name: &str) -> String {
         format!(
             "[engines.{name}]\nkind = \"slurm\"\nurl = \"{}\"\npartition = \"{PARTITION}\"\nuser = \"{USER}\"\n\
-             token_file = \"{}\"\noutput_dir = \"{}\"\n",
+             token_file = \"{}\"\noutput_dir = \"{}\"\nslurm_conf = \"{}\"\nsessiond = \"{}\"\n",
             self.url,
             self.token_file.display(),
-            self.output_dir.display()
+            self.output_dir.display(),
+            self.conf.display(),
+            self.sessiond.display()
         )
     }
 }

@@ -22,7 +22,7 @@ pub mod files;
 pub mod images;
 pub mod limits;
 pub(crate) mod machine;
-mod observe;
+pub(crate) mod observe;
 pub mod sandbox;
 pub mod signal;
 pub mod supervisor;
@@ -247,35 +247,18 @@ impl LocalRuntime {
             prepare_dirs(&sd.root, &sd.work()).map_err(|e| format!("cannot hand the work directory over: {e}"))?;
         }
         let image = self.image(&s.image);
-        let batch = s.session_type == SessionType::Batch.as_str();
-        let image_env: Vec<(String, String)> = image.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let mut env = image_env.clone();
-        env.extend(env_vars(s));
         let marker = files::image_ready(&self.config.dir, &s.image);
         let slots = &s.requested_slots;
-        let cpu = slots.get("cpu").and_then(Value::as_f64).unwrap_or(1.0);
-        let memory = slots.get("mem").and_then(Value::as_f64).unwrap_or(0.0);
         let accelerators = slots.get("cuda.device").and_then(Value::as_f64).unwrap_or(0.0);
-        let spec = Spec {
-            session_id: s.id,
-            command: if batch { s.startup_command.clone().unwrap_or_default() } else { image.interactive_command() },
-            batch,
-            env,
-            image_env,
-            root: image.root_dir(),
-            prepare: image.prepare.clone().filter(|_| !marker.exists()).map(|command| Prepare { command, marker }),
-            limits: Limits {
-                // Whole cores: a fraction of a core is rounded up.
-                cores: u32::try_from(cpu.ceil().max(1.0) as u64).unwrap_or(u32::MAX),
-                memory: if memory > 0.0 { memory as u64 } else { 512 << 20 },
-                pids: MAX_PIDS,
-                disk: self.config.work_dir_limit,
-            },
-            batch_timeout_seconds: s.batch_timeout_seconds,
-            grace_ms: u64::try_from(self.config.grace.as_millis()).unwrap_or(u64::MAX),
-            devices: accelerator_devices(accelerators as usize),
-            enforcement: self.enforcement.clone(),
-        };
+        let spec = session_spec(
+            s,
+            &image,
+            (!marker.exists()).then_some(marker),
+            self.config.work_dir_limit,
+            self.config.grace,
+            accelerator_devices(accelerators as usize),
+            self.enforcement.clone(),
+        );
         files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
         let log = {
             use std::os::unix::fs::OpenOptionsExt;
@@ -379,5 +362,46 @@ impl LocalRuntime {
             }
         }
         Ok(changed)
+    }
+}
+
+/// What a supervisor runs for session `s` of `image`: its command, environment, whole-core,
+/// memory, process and disk limits, batch timeout and grace; the image's prepare step when
+/// `prepare_marker` is given (it has not run where the session runs).
+pub(crate) fn session_spec(
+    s: &session::Model,
+    image: &images::LocalImage,
+    prepare_marker: Option<PathBuf>,
+    work_dir_limit: u64,
+    grace: Duration,
+    devices: Vec<PathBuf>,
+    enforcement: Enforcement,
+) -> Spec {
+    let batch = s.session_type == SessionType::Batch.as_str();
+    let image_env: Vec<(String, String)> = image.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut env = image_env.clone();
+    env.extend(env_vars(s));
+    let slots = &s.requested_slots;
+    let cpu = slots.get("cpu").and_then(Value::as_f64).unwrap_or(1.0);
+    let memory = slots.get("mem").and_then(Value::as_f64).unwrap_or(0.0);
+    Spec {
+        session_id: s.id,
+        command: if batch { s.startup_command.clone().unwrap_or_default() } else { image.interactive_command() },
+        batch,
+        env,
+        image_env,
+        root: image.root_dir(),
+        prepare: image.prepare.clone().zip(prepare_marker).map(|(command, marker)| Prepare { command, marker }),
+        limits: Limits {
+            // Whole cores: a fraction of a core is rounded up.
+            cores: u32::try_from(cpu.ceil().max(1.0) as u64).unwrap_or(u32::MAX),
+            memory: if memory > 0.0 { memory as u64 } else { 512 << 20 },
+            pids: MAX_PIDS,
+            disk: work_dir_limit,
+        },
+        batch_timeout_seconds: s.batch_timeout_seconds,
+        grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+        devices,
+        enforcement,
     }
 }

@@ -50,7 +50,7 @@ pub(super) fn observe(sd: &SessionDir) -> Observed {
 }
 
 /// The status a phase shows as.
-fn status_of(phase: Phase) -> SessionStatus {
+pub(crate) fn status_of(phase: Phase) -> SessionStatus {
     match phase {
         Phase::Preparing => SessionStatus::Preparing,
         Phase::Pulling => SessionStatus::Pulling,
@@ -64,7 +64,7 @@ fn status_of(phase: Phase) -> SessionStatus {
 pub const DISK_LIMIT_EXCEEDED: &str = "disk limit exceeded";
 
 /// How a session that ended is recorded: status, reason, result and exit code.
-fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String, SessionResult, Option<i32>) {
+pub(crate) fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String, SessionResult, Option<i32>) {
     if let Some(why) = &exit.failed {
         return (SessionStatus::Error, format!("failed to start: {why}"), SessionResult::Failure, None);
     }

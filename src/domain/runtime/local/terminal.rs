@@ -160,21 +160,12 @@ pub async fn allowed(
     Ok(s)
 }
 
-/// Opens a shell in session `id` for `viewer`, `cols` × `rows`. A session the viewer may
-/// not see, or does not own, is not found; one whose terminal is not offered now is
-/// refused.
-pub async fn open(
-    db: &sea_orm::DatabaseConnection,
-    viewer: &Viewer,
-    access: Option<&LocalAccess>,
-    id: Uuid,
-    cols: u16,
-    rows: u16,
-) -> DomainResult<Shell> {
-    let s = allowed(db, viewer, id).await?;
-    let not_offered = |why: &str| DomainError::bad_input("NOT_RUNNING", None, why.to_owned());
+/// Opens a shell in the sandbox of `s` (whose terminal `viewer` may use, [`allowed`]),
+/// `cols` × `rows`; refused when its terminal is not offered here now.
+pub fn open(access: Option<&LocalAccess>, s: &entity::session::Model, cols: u16, rows: u16) -> DomainResult<Shell> {
+    let id = s.id;
     let running = "the terminal is open while an interactive session runs on this machine";
-    let access = access.filter(|_| offered(access, &s)).ok_or_else(|| not_offered(running))?;
+    let access = access.filter(|_| offered(access, s)).ok_or_else(|| not_offered(running))?;
     let sd = SessionDir::of(&access.dir, id);
     let (state, spec) = sd.read_state().zip(sd.read_spec()).ok_or_else(|| not_offered(running))?;
     let sandbox = match (state.phase, state.child, state.exit) {
@@ -198,13 +189,26 @@ pub async fn open(
         args.extend(["--watchdog-cores".into(), spec.limits.cores.to_string()]);
     }
     args.extend(["--".into(), "/bin/sh".into(), "-i".into()]);
-    spawn(&access.executable, &args, cols, rows)
+    spawn(&access.executable, &args, &[], None, cols, rows)
         .map_err(|e| DomainError::invariant(format!("opening a terminal failed: {e}")))
 }
 
-/// Runs `program` with `args` as the leader of a new session whose controlling terminal is
-/// a new pseudo-terminal of `cols` × `rows`.
-fn spawn(program: &Path, args: &[String], cols: u16, rows: u16) -> std::io::Result<Shell> {
+/// A terminal that cannot open now, and why.
+pub fn not_offered(why: &str) -> DomainError {
+    DomainError::bad_input("NOT_RUNNING", None, why.to_owned())
+}
+
+/// Runs `program` with `args` (and only `env` besides a standard `PATH`, in `dir` when
+/// given) as the leader of a new session whose controlling terminal is a new
+/// pseudo-terminal of `cols` × `rows`.
+pub(crate) fn spawn(
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    dir: Option<&Path>,
+    cols: u16,
+    rows: u16,
+) -> std::io::Result<Shell> {
     use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
     let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
     grantpt(&master)?;
@@ -224,7 +228,10 @@ fn spawn(program: &Path, args: &[String], cols: u16, rows: u16) -> std::io::Resu
     let mut cmd = tokio::process::Command::new("setsid");
     // `--ctty`: the terminal on its standard input becomes the new session's.
     cmd.arg("--ctty").arg(program).args(args);
-    cmd.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+    cmd.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").envs(env.iter().map(|(k, v)| (k, v)));
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
     cmd.stdin(slave.try_clone()?).stdout(slave.try_clone()?).stderr(slave);
     cmd.kill_on_drop(false);
     let child = cmd.spawn()?;

@@ -12,7 +12,9 @@ use entity::session;
 use super::Plan;
 use super::client::{Client, Job, JobSpec};
 use crate::domain::model::SessionType;
+use crate::domain::runtime::local::files::SessionDir;
 use crate::domain::runtime::local::images::LocalImage;
+use crate::domain::runtime::local::observe;
 use crate::domain::runtime::output::new_output;
 use crate::domain::runtime::reconcile::steps_between;
 use crate::domain::runtime::{TIMEOUT_EXIT_CODE, env_vars};
@@ -40,17 +42,38 @@ pub fn output_paths(output_dir: &str, id: Uuid) -> (PathBuf, PathBuf) {
     (dir.join(format!("{id}.out")), dir.join(".sessiond").join(format!("{id}.copied")))
 }
 
+/// The directory of a session run in sessiond's sandbox on a node: the local runtime's
+/// layout (`spec.json` from the server; `state.json`, `output.log`, `work/` from
+/// `sessiond supervise` on the node), under the engine's shared directory.
+pub fn session_dir(output_dir: &str, id: Uuid) -> SessionDir {
+    SessionDir { root: Path::new(output_dir).join(id.to_string()) }
+}
+
+/// Whether session `s` runs in sessiond's sandbox where the node has it: not while it
+/// asks for GPUs (the sandbox cannot yet bind the devices Slurm allocated on the node).
+pub fn sandboxable(s: &session::Model) -> bool {
+    s.requested_slots.get("cuda.device").and_then(Value::as_f64).unwrap_or(0.0) <= 0.0
+}
+
+/// Where a job records that its image's prepare step failed (its exit code).
+fn prepare_failed_path(output_dir: &str, id: Uuid) -> PathBuf {
+    Path::new(output_dir).join(format!("{id}.prepare-failed"))
+}
+
 /// `text` quoted for `sh`.
 fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// The job a scheduled session is submitted as.
+/// The job a scheduled session is submitted as. With `sessiond` (its path on the nodes),
+/// a node that has it and bubblewrap runs the session in sessiond's sandbox (`sessiond
+/// supervise` of [`session_dir`]); any other runs it plainly, and says so in its output.
 pub fn spec(
     s: &session::Model,
     client: &Client,
     images: &BTreeMap<String, LocalImage>,
     lifetime: Option<i64>,
+    sessiond: Option<&str>,
 ) -> JobSpec {
     let settings = client.settings();
     let image = images.get(&s.image).cloned().unwrap_or_default();
@@ -79,10 +102,36 @@ pub fn spec(
     environment.extend(image.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     environment.extend(env_vars(s));
     let (output, _) = output_paths(&settings.output_dir, s.id);
+    // The image's prepare step runs first on the job's node (a node keeps nothing for
+    // sessiond, so every job prepares); if it fails, the session failed to start.
+    let prepare = image.prepare.as_ref().map_or_else(String::new, |p| {
+        let failed = quoted(&prepare_failed_path(&settings.output_dir, s.id).display().to_string());
+        format!("/bin/sh -c {} || {{ code=$?; echo $code > {failed}; exit $code; }}\n", quoted(p))
+    });
+    let sandbox = match sessiond {
+        Some(_) if !sandboxable(s) => {
+            "echo \"sessiond: a GPU session runs plainly on a Slurm node (the sandbox cannot bind \
+                                       the devices Slurm allocated yet)\"\n"
+                .to_owned()
+        }
+        _ => String::new(),
+    };
+    let sandbox = sessiond.filter(|_| sandboxable(s)).map_or(sandbox, |path| {
+        let dir = quoted(&session_dir(&settings.output_dir, s.id).root.display().to_string());
+        let path = quoted(path);
+        format!(
+            "if [ -x {path} ] && command -v bwrap >/dev/null 2>&1; then exec {path} supervise {dir}; fi\n\
+             echo \"sessiond: no sandbox on $(hostname) ({path} or bwrap is missing there); the session runs plainly as $(id -un)\"\n"
+        )
+    });
     JobSpec {
         name: s.name.clone(),
         comment: format!("{TAG}{}", s.id),
-        script: format!("#!/bin/sh\n# sessiond session {} ({})\n{run}\n", s.id, s.name.replace('\n', " ")),
+        script: format!(
+            "#!/bin/sh\n# sessiond session {} ({})\n{sandbox}{prepare}{run}\n",
+            s.id,
+            s.name.replace('\n', " ")
+        ),
         nodes,
         tasks: nodes,
         cpus_per_task: cpu,
@@ -181,7 +230,13 @@ pub fn plan(output_dir: &str, s: session::Model, j: &Job, waiting: Option<String
     let status = SessionStatus::parse(&s.status)?;
     let (output_file, copied_file) = output_paths(output_dir, s.id);
     let over = !active(j);
-    let out = new_output(&output_file, &copied_file, over);
+    // In sessiond's sandbox on the node, its supervisor reports as it does on this machine.
+    let sd = session_dir(output_dir, s.id);
+    let supervised = sd.read_state();
+    let out = match &supervised {
+        Some(_) => new_output(&sd.output(), &copied_file.with_extension("sandbox-copied"), over),
+        None => new_output(&output_file, &copied_file, over),
+    };
     let node = node_of(j).to_owned();
     let placed = (!node.is_empty() && s.agent_id.as_deref() != Some(node.as_str())).then(|| node.clone());
     let mut steps = Vec::new();
@@ -192,25 +247,47 @@ pub fn plan(output_dir: &str, s: session::Model, j: &Job, waiting: Option<String
         output.insert(0, line);
     }
     let ran = j.start_time > 0 && !node.is_empty();
-    let reached = match j.job_state.as_str() {
-        "CONFIGURING" => Some(Creating),
-        "RUNNING" | "COMPLETING" | "SUSPENDED" => Some(Running),
+    let reached = match (j.job_state.as_str(), &supervised) {
+        (_, Some(state)) if over && state.child.is_none() => None,
+        ("RUNNING" | "COMPLETING" | "SUSPENDED", Some(state)) => Some(observe::status_of(state.phase)),
+        ("CONFIGURING", _) => Some(Creating),
+        ("RUNNING" | "COMPLETING" | "SUSPENDED", None) => Some(Running),
         _ if over && ran => Some(Running),
         _ => None,
     };
     if let Some(to) = reached {
-        for step in steps_between(status, to, false) {
+        let pulled = supervised.as_ref().is_some_and(|state| state.pulled);
+        let sandbox = if supervised.is_some() { " in sessiond's sandbox" } else { "" };
+        for step in steps_between(status, to, pulled) {
             step_lines.push(match step {
                 Preparing => format!("Slurm job {} placed on node {node}", j.job_id),
+                Pulling => format!("running the prepare step of image {} on node {node}", s.image),
                 Prepared => "the job's environment is ready".to_owned(),
                 Creating => format!("starting Slurm job {} on node {node}", j.job_id),
-                _ => format!("session running (Slurm job {} on node {node})", j.job_id),
+                _ => format!("session running{sandbox} (Slurm job {} on node {node})", j.job_id),
             });
             steps.push((step, None, None));
         }
     }
     if over && !out.rest {
-        let (end, reason, result, code) = ending(&s, j);
+        let prepare_failed = std::fs::read_to_string(prepare_failed_path(output_dir, s.id))
+            .ok()
+            .map(|code| code.trim().parse::<i32>().ok());
+        let exit = supervised.as_ref().and_then(|state| state.exit.as_ref());
+        let (end, reason, result, code) = match (exit, prepare_failed) {
+            // The supervisor's exit record: the session's own code, 124, OOM, a failed start.
+            (Some(exit), _) => observe::ending(&s, exit),
+            (None, Some(code)) => (
+                Error,
+                format!(
+                    "failed to start: the image's prepare step failed ({})",
+                    crate::domain::runtime::local::supervisor::describe_code(code)
+                ),
+                SessionResult::Failure,
+                None,
+            ),
+            (None, None) => ending(&s, j),
+        };
         end_line = Some(match end {
             Error => format!("error: {reason}"),
             _ => format!("session ended: {reason}"),

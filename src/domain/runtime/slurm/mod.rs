@@ -13,10 +13,16 @@
 //!   reported, never killed.
 //! - When Slurm does not answer, sessions keep their status, the nodes turn not alive after
 //!   [`NODE_TIMEOUT`], and scheduled sessions wait; the engine catches up when it answers.
+//! - On a node with `sessiond` and bubblewrap a job runs `sessiond supervise` (the local
+//!   runtime's sandbox, its spec written here into the shared directory, its state read
+//!   back as the local runtime reads it); elsewhere it runs plainly and says so.
+//! - An interactive session's terminal is `srun --overlap --pty` into its job
+//!   ([`terminal`]).
 
 pub mod client;
 mod job;
 mod nodes;
+pub mod terminal;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -47,7 +53,7 @@ const CLAIM_SECONDS: i64 = 60;
 const NODES_EVERY: Duration = Duration::from_secs(2);
 
 /// What others may read of an engine's health: whether it answers, and why not.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Health {
     pub answering: bool,
     pub reason: String,
@@ -55,6 +61,31 @@ pub struct Health {
     pub nodes: usize,
     /// Tagged jobs with no session (reported, never killed).
     pub orphans: usize,
+    /// The resource group it runs.
+    pub group: String,
+    /// How its sessions' terminals open here, or why they cannot.
+    pub terminal: Result<terminal::SrunAccess, String>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self {
+            answering: false,
+            reason: String::new(),
+            api_version: None,
+            nodes: 0,
+            orphans: 0,
+            group: String::new(),
+            terminal: Err("not started".to_owned()),
+        }
+    }
+}
+
+/// How the terminal of a session of resource group `group` opens here, if a running Slurm
+/// engine runs that group and can open one.
+pub fn terminal_of(group: &str) -> Option<terminal::SrunAccess> {
+    let all = super::engines::registry().read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.values().find(|h| h.group == group).and_then(|h| h.terminal.clone().ok())
 }
 
 /// The health of every running engine, by name.
@@ -85,6 +116,16 @@ struct State {
 
 impl SlurmEngine {
     pub fn new(name: String, group: String, settings: SlurmSettings, grace: Duration, registry: Registry) -> Self {
+        let access = terminal::probe(&settings);
+        if let Err(why) = &access {
+            tracing::info!(engine = %name, "{why}");
+        }
+        {
+            let mut all = registry.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let h = all.entry(name.clone()).or_default();
+            h.group = group.clone();
+            h.terminal = access;
+        }
         Self {
             name,
             group,
@@ -287,6 +328,9 @@ impl SlurmEngine {
                 let mut st = self.state();
                 st.signalled.remove(&p.session.id);
                 st.waiting.remove(&p.session.id);
+                // Its sandbox's directory goes with the session (its output is in the log).
+                let sd = job::session_dir(&self.client.settings().output_dir, p.session.id);
+                std::fs::remove_dir_all(&sd.root).ok();
             }
         }
         Ok(changed)
@@ -315,7 +359,15 @@ impl SlurmEngine {
             return Ok(None); // claimed by another replica
         }
         let release = || engine_job::Entity::delete_by_id(s.id).exec(db);
-        match self.client.submit(&job::spec(s, &self.client, images, lifetime)).await {
+        let sessiond = self.client.settings().sessiond_on_nodes();
+        if sessiond.is_some()
+            && job::sandboxable(s)
+            && let Err(why) = self.write_session_dir(s, images)
+        {
+            release().await?;
+            return Ok(Some(Plan::failed_to_start(s.clone(), &why)));
+        }
+        match self.client.submit(&job::spec(s, &self.client, images, lifetime, sessiond.as_deref())).await {
             Ok(id) => {
                 tracing::debug!(engine = %self.name, session = %s.id, job = id, "submitted");
                 engine_job::Entity::update_many()
@@ -337,15 +389,68 @@ impl SlurmEngine {
         }
     }
 
-    /// A stopping session's job: SIGTERM first, cancelled once the grace is over.
+    /// The directory a session runs from in sessiond's sandbox on a node: its spec (as the
+    /// local runtime's, limits kept by the supervisor's watchdog and by Slurm), handed to
+    /// the jobs' user.
+    fn write_session_dir(
+        &self,
+        s: &session::Model,
+        images: &BTreeMap<String, crate::domain::runtime::local::images::LocalImage>,
+    ) -> Result<(), String> {
+        use crate::domain::runtime::local::{files, limits::Enforcement, session_spec};
+        let settings = self.client.settings();
+        let sd = job::session_dir(&settings.output_dir, s.id);
+        let image = images.get(&s.image).cloned().unwrap_or_default();
+        // No node keeps a prepared image for sessiond: each job prepares its own.
+        let marker = Some(sd.root.join("prepared"));
+        let spec = session_spec(
+            s,
+            &image,
+            marker,
+            files::DEFAULT_WORK_DIR_LIMIT,
+            self.grace,
+            Vec::new(),
+            Enforcement::Watchdog,
+        );
+        std::fs::create_dir_all(sd.work()).map_err(|e| format!("cannot create the session's directory: {e}"))?;
+        files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
+        if nix::unistd::geteuid().is_root() && settings.user != "root" {
+            let user = nix::unistd::User::from_name(&settings.user)
+                .ok()
+                .flatten()
+                .ok_or_else(|| format!("the jobs' user {} is not known on this server", settings.user))?;
+            for path in [sd.root.clone(), sd.work(), sd.spec()] {
+                nix::unistd::chown(&path, Some(user.uid), Some(user.gid))
+                    .map_err(|e| format!("cannot hand {} to {}: {e}", path.display(), settings.user))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A stopping session's job. In sessiond's sandbox: its supervisor is asked (the `stop`
+    /// file: SIGTERM, its grace, then everything killed), the job cancelled only if it is
+    /// still there well after. Plainly: SIGTERM first, cancelled once the grace is over.
     async fn stop(&self, s: &session::Model, job_id: &str) {
         let signalled = self.state().signalled.get(&s.id).copied();
+        let sd = job::session_dir(&self.client.settings().output_dir, s.id);
+        let supervised = sd.read_state().is_some_and(|state| state.exit.is_none());
+        let backstop = if supervised { self.grace + Duration::from_secs(5) } else { self.grace };
         let result = match signalled {
+            None if supervised => {
+                self.state().signalled.insert(s.id, Instant::now());
+                match std::fs::write(sd.stop(), b"") {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        tracing::warn!(engine = %self.name, session = %s.id, "cannot ask its supervisor to stop: {e}");
+                        self.client.kill(job_id, Some("SIGTERM")).await
+                    }
+                }
+            }
             None => {
                 self.state().signalled.insert(s.id, Instant::now());
                 self.client.kill(job_id, Some("SIGTERM")).await
             }
-            Some(at) if at.elapsed() >= self.grace => self.client.kill(job_id, None).await,
+            Some(at) if at.elapsed() >= backstop => self.client.kill(job_id, None).await,
             Some(_) => Ok(()),
         };
         if let Err(e) = result {
