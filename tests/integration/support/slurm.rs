@@ -353,15 +353,16 @@ fn rest_user() -> &'static str {
 }
 
 /// Stops the daemons and removes the directory once this process is gone, however it ends.
+/// The directory reaches the script through its environment: on its command line, the
+/// script's own `pkill -f` would match (and end) the script before it removes anything.
 fn spawn_watchdog(dir: &Path) {
-    let script = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; pkill -f '{d}'; sleep 2; pkill -9 -f '{d}'; rm -rf '{d}'",
-        pid = std::process::id(),
-        d = dir.display(),
-    );
+    let script = "while kill -0 \"$WATCHED\" 2>/dev/null; do sleep 1; done; \
+                  pkill -f \"$DIR\"; sleep 2; pkill -9 -f \"$DIR\"; rm -rf \"$DIR\"";
     let _ = Command::new("sh")
         .arg("-c")
         .arg(script)
+        .env("WATCHED", std::process::id().to_string())
+        .env("DIR", dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -151,6 +151,12 @@ impl Client {
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, SlurmError> {
+        self.send_as::<Value>(request).await
+    }
+
+    /// Sends `request` and reads the answer as `T`, straight from its bytes: a list of a
+    /// few thousand jobs is megabytes of JSON, of which a look needs a dozen fields each.
+    async fn send_as<T: Answer>(&self, request: reqwest::RequestBuilder) -> Result<T, SlurmError> {
         let token = self.settings.token.read().map_err(SlurmError::Refused)?;
         let response = request
             .header("X-SLURM-USER-NAME", &self.settings.user)
@@ -159,13 +165,18 @@ impl Client {
             .await
             .map_err(|e| SlurmError::Unreachable(without_url(e)))?;
         let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        let errors = slurm_errors(&body);
+        let bytes = response.bytes().await.map_err(|e| SlurmError::Unreachable(without_url(e)))?;
+        let answer = serde_json::from_slice::<T>(&bytes);
+        let errors = match &answer {
+            Ok(a) => slurm_errors(a.errors()),
+            // Not what was asked (an error's answer): its errors all the same.
+            Err(_) => serde_json::from_slice::<Value>(&bytes).map(|v| slurm_errors(v.errors())).unwrap_or_default(),
+        };
         if !status.is_success() || !errors.is_empty() {
             let why = if errors.is_empty() { format!("HTTP {status}") } else { errors.join("; ") };
             return Err(SlurmError::Refused(why));
         }
-        Ok(body)
+        answer.map_err(|e| SlurmError::Refused(format!("an unexpected answer: {e}")))
     }
 
     pub async fn ping(&self) -> Result<(), SlurmError> {
@@ -175,16 +186,12 @@ impl Client {
 
     pub async fn nodes(&self) -> Result<Vec<Node>, SlurmError> {
         let url = self.path("nodes").await?;
-        let body = self.send(self.http.get(url)).await?;
-        serde_json::from_value(body.get("nodes").cloned().unwrap_or(json!([])))
-            .map_err(|e| SlurmError::Refused(format!("unexpected nodes: {e}")))
+        Ok(self.send_as::<Nodes>(self.http.get(url)).await?.nodes)
     }
 
     pub async fn jobs(&self) -> Result<Vec<Job>, SlurmError> {
         let url = self.path("jobs").await?;
-        let body = self.send(self.http.get(url)).await?;
-        serde_json::from_value(body.get("jobs").cloned().unwrap_or(json!([])))
-            .map_err(|e| SlurmError::Refused(format!("unexpected jobs: {e}")))
+        Ok(self.send_as::<Jobs>(self.http.get(url)).await?.jobs)
     }
 
     pub async fn submit(&self, spec: &JobSpec) -> Result<i64, SlurmError> {
@@ -233,12 +240,49 @@ impl Client {
     }
 }
 
+/// A Slurm answer: what was asked, and the errors it lists.
+trait Answer: serde::de::DeserializeOwned {
+    fn errors(&self) -> &[Value];
+}
+
+impl Answer for Value {
+    fn errors(&self) -> &[Value] {
+        self.get("errors").and_then(Value::as_array).map_or(&[], Vec::as_slice)
+    }
+}
+
+#[derive(Deserialize)]
+struct Nodes {
+    #[serde(default)]
+    nodes: Vec<Node>,
+    #[serde(default)]
+    errors: Vec<Value>,
+}
+
+impl Answer for Nodes {
+    fn errors(&self) -> &[Value] {
+        &self.errors
+    }
+}
+
+#[derive(Deserialize)]
+struct Jobs {
+    #[serde(default)]
+    jobs: Vec<Job>,
+    #[serde(default)]
+    errors: Vec<Value>,
+}
+
+impl Answer for Jobs {
+    fn errors(&self) -> &[Value] {
+        &self.errors
+    }
+}
+
 /// The errors a Slurm answer lists.
-fn slurm_errors(body: &Value) -> Vec<String> {
-    body.get("errors")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+fn slurm_errors(errors: &[Value]) -> Vec<String> {
+    errors
+        .iter()
         .filter(|e| e.get("error_number").and_then(Value::as_i64).unwrap_or(1) != 0)
         .map(|e| {
             let text = e.get("error").and_then(Value::as_str).unwrap_or("error");
