@@ -172,7 +172,22 @@ async fn main() {
         // Idle: the server's CPU while what runs keeps running.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let before = cpu_ticks(server.pid());
+        // `SESSIOND_BENCH_PERF=<dir>`: the window profiled with `perf record` as well.
+        let profile = std::env::var("SESSIOND_BENCH_PERF").ok().map(|dir| {
+            std::process::Command::new("perf")
+                .args(["record", "-F", "499", "-g", "-o"])
+                .arg(std::path::Path::new(&dir).join(format!("slurm-idle-{run}.data")))
+                .args(["-p", &server.pid().to_string(), "--", "sleep"])
+                .arg(IDLE_WINDOW.as_secs().to_string())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("perf")
+        });
         tokio::time::sleep(IDLE_WINDOW).await;
+        if let Some(mut perf) = profile {
+            perf.wait().ok();
+        }
         idle.push((cpu_ticks(server.pid()) - before) as f64 / tick / IDLE_WINDOW.as_secs_f64() * 100.0);
 
         // 1 000 tagged jobs, then one look of a fresh engine.

@@ -163,12 +163,32 @@ async fn a_session_runs_in_the_sandbox_on_a_node_that_has_it(mut app: TestApp) {
     assert!(!c.output_dir.join(&uuid).exists(), "its directory goes with the session");
 }
 
-async fn an_outside_scancel_is_reflected(mut app: TestApp) {
+async fn an_outside_scancel_or_requeue_is_reflected(mut app: TestApp) {
     let Some(c) = slurm::cluster() else { return };
     let _one = slurm::lock().await;
     c.cancel_all();
     on_slurm(&mut app, c, 2000).await;
     let i = launch(&app, "demo-alice", input("shell", "INTERACTIVE", None, 1.0, json!({}))).await;
+    let r = launch(&app, "demo-alice", input("requeued", "INTERACTIVE", None, 1.0, json!({}))).await;
+    until(&app, &r, |s| s["status"] == "RUNNING").await;
+    // An operator requeues a running session's job: the session ends (it runs once), and
+    // its job does not run again.
+    let requeued = job_of(c, &r);
+    c.scontrol(&["requeue", &requeued]).expect("scontrol requeue");
+    let s = until(&app, &r, ended).await;
+    assert_eq!((s["status"].as_str(), s["result"].as_str()), (Some("TERMINATED"), Some("FAILURE")), "{s}");
+    let info = s["statusInfo"].as_str().unwrap_or("");
+    assert!(info.contains(&format!("Slurm job {requeued} was requeued outside sessiond")), "{s}");
+    let gone = || {
+        let shown = c.scontrol(&["show", "job", &requeued]).unwrap_or_default();
+        shown.is_empty() || shown.contains("JobState=CANCELLED")
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !gone() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(gone(), "the requeued job is cancelled: {:?}", c.scontrol(&["show", "job", &requeued]));
+
     until(&app, &i, |s| s["status"] == "RUNNING").await;
     let job = job_of(c, &i);
     assert!(!job.is_empty());
@@ -282,20 +302,36 @@ async fn a_drained_node_takes_no_session(mut app: TestApp) {
     assert_eq!((s["status"].as_str(), s["result"].as_str()), (Some("TERMINATED"), Some("SUCCESS")), "{s}");
 }
 
-async fn a_two_container_session_is_one_job_on_both_nodes(mut app: TestApp) {
+async fn a_two_container_session_is_one_job_on_one_node(mut app: TestApp) {
     let Some(c) = slurm::cluster() else { return };
     let _one = slurm::lock().await;
     c.cancel_all();
     on_slurm(&mut app, c, 2000).await;
-    // One CPU per container: sessiond admits it on one node's capacity, Slurm puts a task
-    // on each node.
+    // One CPU per container: placed and counted on one node by sessiond, one job of two
+    // tasks on that node by Slurm.
     let id = launch(&app, "demo-alice", input("pair", "INTERACTIVE", None, 1.0, json!({"clusterSize": 2}))).await;
     let s = until(&app, &id, |s| s["status"] == "RUNNING" || ended(s)).await;
     assert_eq!(s["status"], "RUNNING", "{s}");
     let job = c.scontrol(&["show", "job", &job_of(c, &id)]).unwrap_or_default();
-    assert!(job.contains("NumNodes=2") && job.contains("NodeList=n[1-2]"), "one job over both nodes: {job}");
-    // A session that cannot start now waits in Slurm's queue, with Slurm's reason and its place.
-    let next = launch(&app, "demo-alice", input("queued", "BATCH", Some("echo after"), 2.0, json!({}))).await;
+    assert!(job.contains("NumNodes=1 ") && job.contains("NumTasks=2 "), "one job of two tasks on one node: {job}");
+    let agent = detail(&app, &id).await["agent"].as_str().unwrap_or("").to_owned();
+    assert!(
+        job.contains(&format!("NodeList={agent}\n")) || job.contains(&format!("NodeList={agent} ")),
+        "{agent}: {job}"
+    );
+    terminate(&app, &id).await;
+    until(&app, &id, ended).await;
+}
+
+async fn a_session_waits_in_slurms_queue_behind_outside_jobs_with_slurms_reason(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    // Other users' jobs take every CPU of the partition: sessiond's admission passes (it
+    // counts its own sessions), Slurm queues the job and says why.
+    let outside: Vec<String> = ["n1", "n2"].iter().map(|n| c.occupy(n).expect("an outside job")).collect();
+    let next = launch(&app, "demo-alice", input("queued", "BATCH", Some("echo after"), 1.0, json!({}))).await;
     let q = "query($id: ID!) { session(id: $id) { status queuePosition pendingReasons { code message } } }";
     let waiting = app
         .wait_for("demo-alice", q, json!({"id": next}), |r| {
@@ -306,8 +342,8 @@ async fn a_two_container_session_is_one_job_on_both_nodes(mut app: TestApp) {
     assert_eq!((w["status"].as_str(), w["queuePosition"].as_i64()), (Some("SCHEDULED"), Some(1)), "{waiting}");
     assert_eq!(w["pendingReasons"][0]["code"], "INSUFFICIENT_RESOURCES", "{waiting}");
     assert_eq!(w["pendingReasons"][0]["message"], "Slurm: Resources", "{waiting}");
-    terminate(&app, &id).await;
-    until(&app, &id, ended).await;
+    let ids: Vec<&str> = outside.iter().map(String::as_str).collect();
+    c.scancel(&ids).expect("the outside jobs end");
     let s = until(&app, &next, ended).await;
     assert_eq!(s["result"], "SUCCESS", "{s}");
 }
@@ -365,9 +401,10 @@ db_tests!(
     a_session_runs_in_the_sandbox_on_a_node_that_has_it,
     the_nodes_are_agents_and_the_engines_say_what_runs_what,
     sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node,
-    an_outside_scancel_is_reflected,
+    an_outside_scancel_or_requeue_is_reflected,
     nothing_is_lost_while_slurmrestd_is_down_and_sessiond_restarts,
     a_drained_node_takes_no_session,
     a_slurmctld_restart_mid_session_loses_and_repeats_nothing,
-    a_two_container_session_is_one_job_on_both_nodes,
+    a_two_container_session_is_one_job_on_one_node,
+    a_session_waits_in_slurms_queue_behind_outside_jobs_with_slurms_reason,
 );

@@ -228,6 +228,32 @@ impl Cluster {
         run(Command::new("/usr/bin/scontrol").env("SLURM_CONF", &self.conf).args(args), "scontrol")
     }
 
+    /// Submits a job of someone else (root) taking every CPU of `node` for ten minutes; its id.
+    pub fn occupy(&self, node: &str) -> Result<String, String> {
+        let cpus = self
+            .scontrol(&["show", "node", node])?
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("CPUTot="))
+            .unwrap_or("1")
+            .to_owned();
+        let id = run(
+            Command::new("sbatch")
+                .env("SLURM_CONF", &self.conf)
+                .args(["--parsable", "--partition", PARTITION, "--nodes=1", "--ntasks=1", "--mem=16"])
+                .arg(format!("--cpus-per-task={cpus}"))
+                .arg(format!("--nodelist={node}"))
+                .args(["--chdir=/tmp", "--output=/dev/null", "--wrap", "sleep 600"]),
+            "sbatch",
+        )?;
+        let id = id.trim().to_owned();
+        wait_until(
+            Duration::from_secs(30),
+            || self.scontrol(&["show", "job", &id]).is_ok_and(|o| o.contains("JobState=RUNNING")),
+            "the outside job to run",
+        )?;
+        Ok(id)
+    }
+
     /// `scancel ARGS` on this cluster.
     pub fn scancel(&self, args: &[&str]) -> Result<String, String> {
         run(Command::new("scancel").env("SLURM_CONF", &self.conf).args(args), "scancel")

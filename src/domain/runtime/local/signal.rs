@@ -13,8 +13,28 @@ pub fn kill(pid: u32, sig: Signal) {
     }
 }
 
-/// `root` and every process below it, from `/proc` (parents before children).
+/// `root` and every process below it (parents before children): from each process's
+/// `/proc/<pid>/task/<tid>/children`, the tree's own size in reads, not the machine's;
+/// from a scan of all of `/proc` where the kernel has no such file.
 pub fn tree(root: u32) -> Vec<u32> {
+    if std::fs::metadata(format!("/proc/{root}/task/{root}/children")).is_ok() {
+        let mut out = vec![root];
+        let mut i = 0;
+        while i < out.len() {
+            let p = out[i];
+            for task in std::fs::read_dir(format!("/proc/{p}/task")).into_iter().flatten().flatten() {
+                let Ok(children) = std::fs::read_to_string(task.path().join("children")) else { continue };
+                out.extend(children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+            }
+            i += 1;
+        }
+        return out;
+    }
+    tree_by_scan(root)
+}
+
+/// [`tree`] from every process's parent, as `/proc/<pid>/stat` gives it.
+fn tree_by_scan(root: u32) -> Vec<u32> {
     let mut parent_of = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for e in entries.flatten() {
@@ -73,6 +93,11 @@ mod tests {
         let t = tree(me);
         assert_eq!(t[0], me);
         assert!(t.contains(&child.id()), "{t:?}");
+        let mut by_scan = tree_by_scan(me);
+        let mut t = t;
+        t.sort_unstable();
+        by_scan.sort_unstable();
+        assert_eq!(t, by_scan, "both ways find the same tree");
         assert!(resident(&[me]) > 1 << 20, "this process holds more than a MiB");
         kill(child.id(), KILL);
         child.wait().expect("reaped");

@@ -222,16 +222,40 @@ fn disk_usage(dir: &Path) -> Option<u64> {
 
 /// The session's processes, for the memory watchdog: everything below `child`, and
 /// everything in the sandbox's pid namespace (a terminal's shell enters it from outside).
-fn session_processes(child: u32, sandbox: Option<Process>) -> Vec<u32> {
+fn session_processes(child: u32, sandbox: Option<Process>, joined: &mut Joined) -> Vec<u32> {
     let mut pids = signal::tree(child);
-    if let Some(ns) =
-        sandbox.filter(Process::alive).and_then(|s| std::fs::read_link(format!("/proc/{}/ns/pid", s.pid)).ok())
-    {
-        pids.extend(signal::in_namespace(&ns));
-        pids.sort_unstable();
-        pids.dedup();
+    // Processes that joined the sandbox's pid namespace from outside (a terminal's shell)
+    // are not below it: found by a scan of every process, which is the machine's size, so
+    // only every few seconds (what they started since is below them).
+    if joined.scanned.is_none_or(|at| at.elapsed() >= JOINED_EVERY) {
+        joined.scanned = Some(Instant::now());
+        joined.ns =
+            sandbox.filter(Process::alive).and_then(|s| std::fs::read_link(format!("/proc/{}/ns/pid", s.pid)).ok());
+        joined.roots = joined.ns.as_deref().map(signal::in_namespace).unwrap_or_default();
+        joined.roots.retain(|p| !pids.contains(p));
     }
+    for root in &joined.roots {
+        // Still in the sandbox (not a pid reused since the scan).
+        let inside = std::fs::read_link(format!("/proc/{root}/ns/pid")).ok();
+        if inside.is_some() && inside == joined.ns && !pids.contains(root) {
+            pids.extend(signal::tree(*root));
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
     pids
+}
+
+/// How often the processes that joined a sandbox from outside are looked for.
+const JOINED_EVERY: Duration = Duration::from_secs(2);
+
+/// The processes found in a sandbox's pid namespace that are not below its supervisor.
+#[derive(Default)]
+struct Joined {
+    scanned: Option<Instant>,
+    /// The sandbox's pid namespace.
+    ns: Option<std::path::PathBuf>,
+    roots: Vec<u32>,
 }
 
 /// Closes every descriptor this process inherited but standard input, output and error,
@@ -286,6 +310,7 @@ fn watch(
     let mut measured = Instant::now();
     let mut measure_every = DISK_EVERY;
     let mut memory_checked = Instant::now();
+    let mut joined = Joined::default();
     let mut sandbox_pid = None;
     let mut stopping: Option<Instant> = None;
     let status = loop {
@@ -308,7 +333,7 @@ fn watch(
                 o.timed_out = true;
             } else if matches!(enforcement, Enforcement::Watchdog) && memory_checked.elapsed() >= MEMORY_EVERY && {
                 memory_checked = Instant::now();
-                signal::resident(&session_processes(child.id(), sandbox_pid)) > spec.limits.memory
+                signal::resident(&session_processes(child.id(), sandbox_pid, &mut joined)) > spec.limits.memory
             } {
                 o.oom = true;
             } else if measured.elapsed() >= measure_every {

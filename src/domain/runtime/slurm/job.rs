@@ -79,13 +79,14 @@ pub fn spec(
     let image = images.get(&s.image).cloned().unwrap_or_default();
     let batch = s.session_type == SessionType::Batch.as_str();
     let command = if batch { s.startup_command.clone().unwrap_or_default() } else { image.interactive_command() };
-    // The request is the whole session's: each container's × the cluster size; a container
-    // is one node's task.
-    let nodes = i64::from(s.cluster_size.max(1));
-    let per = |slot: &str| s.requested_slots.get(slot).and_then(Value::as_f64).unwrap_or(0.0) / nodes as f64;
-    let cpu = per("cpu").ceil().max(1.0) as i64;
-    let memory = per("mem");
-    let gpus = per("cuda.device").ceil() as i64;
+    // The request is the whole session's (each container's × the cluster size), on one node
+    // as sessiond places and counts it: a container is one task with its CPUs; the memory
+    // and GPUs are the node's for all of them.
+    let tasks = i64::from(s.cluster_size.max(1));
+    let total = |slot: &str| s.requested_slots.get(slot).and_then(Value::as_f64).unwrap_or(0.0);
+    let cpu = (total("cpu") / tasks as f64).ceil().max(1.0) as i64;
+    let memory = total("mem");
+    let gpus = total("cuda.device").ceil() as i64;
     // The batch timeout is kept by `timeout` (exit 124, as everywhere); Slurm's own time
     // limit, a minute later, is the backstop, and the policy's lifetime when there is one.
     let timeout = s.batch_timeout_seconds.filter(|t| batch && *t > 0);
@@ -132,8 +133,8 @@ pub fn spec(
             s.id,
             s.name.replace('\n', " ")
         ),
-        nodes,
-        tasks: nodes,
+        nodes: 1,
+        tasks,
         cpus_per_task: cpu,
         memory_per_node_mib: ((memory / f64::from(1 << 20)).ceil() as i64).max(1),
         gpus_per_node: gpus,
@@ -245,6 +246,24 @@ pub fn plan(output_dir: &str, s: session::Model, j: &Job, waiting: Option<String
     let mut output = out.lines;
     if let Some(line) = waiting {
         output.insert(0, line);
+    }
+    // Requeued outside sessiond (an operator's `scontrol requeue`, or Slurm): the job would
+    // run its command a second time, and a session runs once. It ends, said so; its job,
+    // tagged with an ended session, is then cancelled.
+    if j.restart_cnt > 0 && status != Scheduled {
+        let reason = format!(
+            "the Slurm job {} was requeued outside sessiond (by an operator or Slurm); a session runs once, so it ended",
+            j.job_id
+        );
+        return Some(Plan {
+            session: s,
+            steps: vec![(Terminated, Some(reason.clone()), Some((SessionResult::Failure, None)))],
+            step_lines: Vec::new(),
+            output,
+            end_line: Some(format!("session ended: {reason}")),
+            placed: None,
+            after: out.copied,
+        });
     }
     let ran = j.start_time > 0 && !node.is_empty();
     let reached = match (j.job_state.as_str(), &supervised) {
