@@ -132,7 +132,7 @@ async fn sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node
         let job = c.scontrol(&["show", "job", &job_of(c, id)]).unwrap_or_default();
         assert!(!job.contains("JobState=RUNNING") && !job.contains("JobState=PENDING"), "its job is over: {job}");
     }
-    let mut gpu = input("gpu-job", "BATCH", Some("echo on $(hostname)"), 1.0, json!({}));
+    let mut gpu = input("gpu-job", "BATCH", Some("echo gpus=$SLURM_JOB_GPUS"), 1.0, json!({}));
     gpu["resources"].as_array_mut().expect("resources").push(json!({"slot": "cuda.device", "amount": 1}));
     let g = launch(&app, "demo-alice", gpu).await;
     until(&app, &g, ended).await;
@@ -142,7 +142,9 @@ async fn sessions_spread_over_both_nodes_and_a_gpu_session_lands_on_the_gpu_node
         (Some("TERMINATED"), Some("n2"), Some("SUCCESS")),
         "{s}"
     );
-    assert!(logs(&s).contains("a GPU session runs plainly"), "it says it runs outside the sandbox: {s}");
+    let text = logs(&s);
+    assert!(text.contains("in sessiond's sandbox (Slurm job"), "in the sandbox, with its GPU: {text}");
+    assert!(text.contains("gpus=0"), "Slurm's GPU index reaches the session: {text}");
 }
 
 async fn a_session_runs_in_the_sandbox_on_a_node_that_has_it(mut app: TestApp) {

@@ -314,7 +314,7 @@ fn describe(e: StoredEngine, health: &BTreeMap<String, super::slurm::Health>) ->
                     match s.sessiond_on_nodes() {
                         Some(path) => format!(
                             "jobs run in sessiond's sandbox on nodes that have {path} and bubblewrap \
-                             (GPU sessions and other nodes: plainly as {})",
+                             (on other nodes plainly, as {})",
                             s.user
                         ),
                         None => format!("jobs run plainly as {} (no sessiond for the nodes is declared)", s.user),

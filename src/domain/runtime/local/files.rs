@@ -112,6 +112,10 @@ pub struct Spec {
     pub devices: Vec<PathBuf>,
     /// How its limits are enforced (as the server detected at start).
     pub enforcement: super::limits::Enforcement,
+    /// The devices are the GPUs Slurm allocated to the job the supervisor runs in
+    /// (`SLURM_JOB_GPUS`), known only on the node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slurm_gpus: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -63,6 +63,27 @@ fn is_gpu(d: &Path) -> bool {
         .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
+/// The NVIDIA devices of the GPUs Slurm allocated to the job this process runs in (its
+/// `SLURM_JOB_GPUS` indices), and the control devices they need.
+pub(crate) fn slurm_job_gpus() -> Vec<PathBuf> {
+    let Ok(indices) = std::env::var("SLURM_JOB_GPUS") else { return Vec::new() };
+    let mut gpus: Vec<PathBuf> = indices
+        .split(',')
+        .filter_map(|i| i.trim().parse::<u32>().ok())
+        .map(|i| PathBuf::from(format!("/dev/nvidia{i}")))
+        .filter(|p| p.exists())
+        .collect();
+    if !gpus.is_empty() {
+        gpus.extend(
+            ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+                .into_iter()
+                .map(PathBuf::from)
+                .filter(|p| p.exists()),
+        );
+    }
+    gpus
+}
+
 /// The first `n` NVIDIA devices and the control devices they need (none on most machines).
 pub(super) fn accelerator_devices(n: usize) -> Vec<PathBuf> {
     if n == 0 {

@@ -403,5 +403,6 @@ pub(crate) fn session_spec(
         grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
         devices,
         enforcement,
+        slurm_gpus: false,
     }
 }

@@ -170,6 +170,7 @@ pub fn probe(scratch: &Path) -> Result<(), String> {
         grace_ms: 0,
         devices: Vec::new(),
         enforcement: super::limits::Enforcement::Watchdog,
+        slurm_gpus: false,
     };
     let status = scratch.join("probe.json");
     let wrapping = Wrapping { join: Vec::new(), cpus: None, drop_privileges: root, prepare: false };

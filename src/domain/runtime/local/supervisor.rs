@@ -29,7 +29,16 @@ const POLL: Duration = Duration::from_millis(50);
 pub fn supervise(dir: &Path) -> Result<(), String> {
     close_inherited_descriptors();
     let sd = SessionDir { root: dir.to_path_buf() };
-    let spec = sd.read_spec().ok_or_else(|| format!("no readable spec in {}", dir.display()))?;
+    let mut spec = sd.read_spec().ok_or_else(|| format!("no readable spec in {}", dir.display()))?;
+    if spec.slurm_gpus {
+        // In a Slurm job: the GPUs Slurm gave it, numbered as Slurm numbers them.
+        spec.devices = super::machine::slurm_job_gpus();
+        for name in ["SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"] {
+            if let Ok(value) = std::env::var(name) {
+                spec.env.push((name.to_owned(), value));
+            }
+        }
+    }
     let enforcement = &spec.enforcement;
     let me = Process::current().ok_or("cannot read this process's start time")?;
     let mut state = State {

@@ -49,12 +49,6 @@ pub fn session_dir(output_dir: &str, id: Uuid) -> SessionDir {
     SessionDir { root: Path::new(output_dir).join(id.to_string()) }
 }
 
-/// Whether session `s` runs in sessiond's sandbox where the node has it: not while it
-/// asks for GPUs (the sandbox cannot yet bind the devices Slurm allocated on the node).
-pub fn sandboxable(s: &session::Model) -> bool {
-    s.requested_slots.get("cuda.device").and_then(Value::as_f64).unwrap_or(0.0) <= 0.0
-}
-
 /// Where a job records that its image's prepare step failed (its exit code).
 fn prepare_failed_path(output_dir: &str, id: Uuid) -> PathBuf {
     Path::new(output_dir).join(format!("{id}.prepare-failed"))
@@ -109,15 +103,7 @@ pub fn spec(
         let failed = quoted(&prepare_failed_path(&settings.output_dir, s.id).display().to_string());
         format!("/bin/sh -c {} || {{ code=$?; echo $code > {failed}; exit $code; }}\n", quoted(p))
     });
-    let sandbox = match sessiond {
-        Some(_) if !sandboxable(s) => {
-            "echo \"sessiond: a GPU session runs plainly on a Slurm node (the sandbox cannot bind \
-                                       the devices Slurm allocated yet)\"\n"
-                .to_owned()
-        }
-        _ => String::new(),
-    };
-    let sandbox = sessiond.filter(|_| sandboxable(s)).map_or(sandbox, |path| {
+    let sandbox = sessiond.map_or_else(String::new, |path| {
         let dir = quoted(&session_dir(&settings.output_dir, s.id).root.display().to_string());
         let path = quoted(path);
         format!(

@@ -361,7 +361,6 @@ impl SlurmEngine {
         let release = || engine_job::Entity::delete_by_id(s.id).exec(db);
         let sessiond = self.client.settings().sessiond_on_nodes();
         if sessiond.is_some()
-            && job::sandboxable(s)
             && let Err(why) = self.write_session_dir(s, images)
         {
             release().await?;
@@ -403,7 +402,7 @@ impl SlurmEngine {
         let image = images.get(&s.image).cloned().unwrap_or_default();
         // No node keeps a prepared image for sessiond: each job prepares its own.
         let marker = Some(sd.root.join("prepared"));
-        let spec = session_spec(
+        let mut spec = session_spec(
             s,
             &image,
             marker,
@@ -412,6 +411,8 @@ impl SlurmEngine {
             Vec::new(),
             Enforcement::Watchdog,
         );
+        // Which GPUs Slurm allocates is known on the node: its supervisor binds them.
+        spec.slurm_gpus = s.requested_slots.get("cuda.device").and_then(serde_json::Value::as_f64).unwrap_or(0.0) > 0.0;
         std::fs::create_dir_all(sd.work()).map_err(|e| format!("cannot create the session's directory: {e}"))?;
         files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
         if nix::unistd::geteuid().is_root() && settings.user != "root" {
