@@ -108,6 +108,7 @@ pub fn spec(
         let path = quoted(path);
         format!(
             "if [ -x {path} ] && command -v bwrap >/dev/null 2>&1; then exec {path} supervise {dir}; fi\n\
+             : > {dir}/plain\n\
              echo \"sessiond: no sandbox on $(hostname) ({path} or bwrap is missing there); the session runs plainly as $(id -un)\"\n"
         )
     });
@@ -220,6 +221,9 @@ pub fn plan(output_dir: &str, s: session::Model, j: &Job, waiting: Option<String
     // In sessiond's sandbox on the node, its supervisor reports as it does on this machine.
     let sd = session_dir(output_dir, s.id);
     let supervised = sd.read_state();
+    // Submitted for the sandbox, started, and neither its supervisor's state nor the plain
+    // run's marker there yet: still starting.
+    let starting = supervised.is_none() && sd.spec().exists() && !sd.root.join("plain").exists();
     let out = match &supervised {
         Some(_) => new_output(&sd.output(), &copied_file.with_extension("sandbox-copied"), over),
         None => new_output(&output_file, &copied_file, over),
@@ -255,6 +259,7 @@ pub fn plan(output_dir: &str, s: session::Model, j: &Job, waiting: Option<String
     let reached = match (j.job_state.as_str(), &supervised) {
         (_, Some(state)) if over && state.child.is_none() => None,
         ("RUNNING" | "COMPLETING" | "SUSPENDED", Some(state)) => Some(observe::status_of(state.phase)),
+        ("CONFIGURING" | "RUNNING" | "COMPLETING" | "SUSPENDED", None) if starting => Some(Preparing),
         ("CONFIGURING", _) => Some(Creating),
         ("RUNNING" | "COMPLETING" | "SUSPENDED", None) => Some(Running),
         _ if over && ran => Some(Running),
