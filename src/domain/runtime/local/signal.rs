@@ -93,11 +93,23 @@ mod tests {
         let t = tree(me);
         assert_eq!(t[0], me);
         assert!(t.contains(&child.id()), "{t:?}");
-        let mut by_scan = tree_by_scan(me);
-        let mut t = t;
-        t.sort_unstable();
+        // A tree nothing else changes meanwhile (this process's own changes with other
+        // tests' children): a shell with two children.
+        let mut shell = std::process::Command::new("sh").args(["-c", "sleep 5 & sleep 5; wait"]).spawn().expect("sh");
+        let root = shell.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while tree(root).len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let (mut by_children, mut by_scan) = (tree(root), tree_by_scan(root));
+        by_children.sort_unstable();
         by_scan.sort_unstable();
-        assert_eq!(t, by_scan, "both ways find the same tree");
+        assert_eq!(by_children.len(), 3, "the shell and its two sleeps: {by_children:?}");
+        assert_eq!(by_children, by_scan, "both ways find the same tree");
+        for pid in by_children.iter().rev() {
+            kill(*pid, KILL);
+        }
+        shell.wait().expect("reaped");
         assert!(resident(&[me]) > 1 << 20, "this process holds more than a MiB");
         kill(child.id(), KILL);
         child.wait().expect("reaped");

@@ -191,9 +191,17 @@ fn ending(s: &session::Model, j: &Job) -> (SessionStatus, String, SessionResult,
         "PREEMPTED" => (Terminated, format!("the Slurm job {} was preempted", j.job_id), failure, code),
         "DEADLINE" => (Terminated, format!("the Slurm job {} passed its deadline", j.job_id), failure, code),
         "CANCELLED" if stopping => (Terminated, asked(), if batch { failure } else { SessionResult::Success }, code),
+        // Who cancelled is not in what slurmctld keeps of a job (without accounting): an
+        // operator's `scancel` leaves no reason; Slurm's own cancellations give theirs.
+        "CANCELLED" if j.state_reason.is_empty() || j.state_reason == "None" => (
+            Terminated,
+            format!("the Slurm job {} was cancelled outside sessiond (an operator's scancel)", j.job_id),
+            failure,
+            code,
+        ),
         "CANCELLED" => (
             Terminated,
-            format!("the Slurm job {} was cancelled outside sessiond (scancel by an operator or Slurm)", j.job_id),
+            format!("the Slurm job {} was cancelled outside sessiond by Slurm: {}", j.job_id, j.state_reason),
             failure,
             code,
         ),
