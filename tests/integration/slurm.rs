@@ -162,6 +162,11 @@ async fn a_session_runs_in_the_sandbox_on_a_node_that_has_it(mut app: TestApp) {
     assert!(!text.contains("host-visible"), "the host's /root is not there: {text}");
     assert!(text.contains("in sessiond's sandbox (Slurm job"), "its log says where it runs: {text}");
     let uuid = sessiond::graphql::ids::decode(&id).map(|(_, u)| u).unwrap_or_default();
+    // Removed once the session's end is committed: just after it shows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while c.output_dir.join(&uuid).exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(!c.output_dir.join(&uuid).exists(), "its directory goes with the session");
 }
 
