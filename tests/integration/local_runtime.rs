@@ -428,9 +428,54 @@ pub(crate) async fn terminal(
     }
 }
 
-async fn the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only(mut app: TestApp) {
+/// A WebSocket to a terminal.
+pub(crate) type Terminal = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The `url` of session `id`'s terminal app, as its owner alice sees it.
+pub(crate) async fn terminal_url(app: &TestApp, id: &str) -> String {
+    let apps = app
+        .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { apps { name url } } }", json!({"id": id}))
+        .await;
+    apps["data"]["session"]["apps"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "terminal"))
+        .and_then(|t| t["url"].as_str())
+        .unwrap_or_else(|| panic!("a terminal with a url: {apps}"))
+        .to_owned()
+}
+
+/// Sends `input` to the shell and reads its output until `done` holds for all of it (or
+/// 20 s pass); all it read.
+pub(crate) async fn type_and_read(ws: &mut Terminal, input: &[u8], done: impl Fn(&str) -> bool) -> String {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
+    ws.send(Message::Binary(input.to_vec().into())).await.expect("send");
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done(&seen) && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => seen.push_str(&String::from_utf8_lossy(&b)),
+            other => panic!("unexpected {other:?} after {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// Types `exit` (as an `input` message) and returns the close code the terminal ends with.
+pub(crate) async fn exit_shell(ws: &mut Terminal) -> Option<u16> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    ws.send(Message::Text(json!({"type": "input", "data": "exit\n"}).to_string().into())).await.expect("send");
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("closes") {
+            Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),
+            Some(Ok(_)) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+async fn the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only(mut app: TestApp) {
     let machine = Machine::new();
     if !app.start_local_runtime(&machine.path(), 500, None).await {
         return;
@@ -441,15 +486,7 @@ async fn the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only(mut app: Te
         "resourceGroup": "local", "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": 512_i64 << 20}],
     })).await;
     until(&app, &id, |s| s["status"] == "RUNNING").await;
-    let apps = app
-        .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { apps { name url } } }", json!({"id": id}))
-        .await;
-    let url = apps["data"]["session"]["apps"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == "terminal"))
-        .and_then(|t| t["url"].as_str())
-        .unwrap_or_else(|| panic!("a terminal with a url: {apps}"))
-        .to_owned();
+    let url = terminal_url(&app, &id).await;
     assert_eq!(url, format!("/sessions/{id}/terminal"));
 
     assert_eq!(
@@ -461,25 +498,13 @@ async fn the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only(mut app: Te
     assert_eq!(terminal(addr, &url, "not-a-token").await.err().map(|e| e.0), Some(4403));
 
     let mut ws = terminal(addr, &url, "demo-alice").await.expect("alice opens her terminal");
-    ws.send(Message::Binary(b"echo $((6*7)); id -u; pwd\n".to_vec().into())).await.expect("send");
-    let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !(seen.contains("42\r\n") && seen.contains("/home/work")) && Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
-            Ok(Some(Ok(Message::Binary(b)))) => seen.push_str(&String::from_utf8_lossy(&b)),
-            other => panic!("unexpected {other:?} after {seen:?}"),
-        }
-    }
+    let seen = type_and_read(&mut ws, b"echo $((6*7)); id -u; pwd\n", |seen| {
+        seen.contains("42\r\n") && seen.contains("/home/work")
+    })
+    .await;
     assert!(seen.contains("42\r\n"), "{seen:?}");
     assert!(seen.contains("65534"), "the session's uid: {seen:?}");
-    ws.send(Message::Text(json!({"type": "input", "data": "exit\n"}).to_string().into())).await.expect("send");
-    let closed = loop {
-        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await.expect("closes") {
-            Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),
-            Some(Ok(_)) => continue,
-            other => panic!("unexpected {other:?}"),
-        }
-    };
+    let closed = exit_shell(&mut ws).await;
     assert_eq!(closed, Some(1000), "the shell ended");
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::db_tests;
-use crate::local_runtime::{ended, launch, logs, terminal, terminate, until};
+use crate::local_runtime::{ended, exit_shell, launch, logs, terminal, terminal_url, terminate, type_and_read, until};
 use crate::support::slurm::{self, Cluster};
 use crate::support::{TestApp, project};
 
@@ -356,8 +356,6 @@ async fn a_session_waits_in_slurms_queue_behind_outside_jobs_with_slurms_reason(
 }
 
 async fn an_interactive_session_opens_its_terminal_in_its_job(mut app: TestApp) {
-    use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
     let Some(c) = slurm::cluster() else { return };
     let _one = slurm::lock().await;
     c.cancel_all();
@@ -365,38 +363,18 @@ async fn an_interactive_session_opens_its_terminal_in_its_job(mut app: TestApp) 
     let addr = app.serve().await;
     let id = launch(&app, "demo-alice", input("shell", "INTERACTIVE", None, 1.0, json!({}))).await;
     until(&app, &id, |s| s["status"] == "RUNNING").await;
-    let apps = app
-        .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { apps { name url } } }", json!({"id": id}))
-        .await;
-    let url = apps["data"]["session"]["apps"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == "terminal"))
-        .and_then(|t| t["url"].as_str())
-        .unwrap_or_else(|| panic!("a terminal with a url: {apps}"))
-        .to_owned();
+    let url = terminal_url(&app, &id).await;
     assert_eq!(terminal(addr, &url, "demo-bob").await.err().map(|e| e.0), Some(4404), "bob cannot open it");
     let job = job_of(c, &id);
     let mut ws = terminal(addr, &url, "demo-alice").await.expect("alice opens her terminal");
-    ws.send(Message::Binary(b"echo $((6*7)) job=$SLURM_JOB_ID; id -un\n".to_vec().into())).await.expect("send");
-    let mut seen = String::new();
     let want = format!("42 job={job}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !(seen.contains(&want) && seen.contains(slurm::USER)) && std::time::Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
-            Ok(Some(Ok(Message::Binary(b)))) => seen.push_str(&String::from_utf8_lossy(&b)),
-            other => panic!("unexpected {other:?} after {seen:?}"),
-        }
-    }
+    let seen = type_and_read(&mut ws, b"echo $((6*7)) job=$SLURM_JOB_ID; id -un\n", |seen| {
+        seen.contains(&want) && seen.contains(slurm::USER)
+    })
+    .await;
     assert!(seen.contains(&want), "a shell in the session's job: {seen:?}");
     assert!(seen.contains(slurm::USER), "as the jobs' user: {seen:?}");
-    ws.send(Message::Text(json!({"type": "input", "data": "exit\n"}).to_string().into())).await.expect("send");
-    let closed = loop {
-        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("closes") {
-            Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),
-            Some(Ok(_)) => continue,
-            other => panic!("unexpected {other:?}"),
-        }
-    };
+    let closed = exit_shell(&mut ws).await;
     assert_eq!(closed, Some(1000), "the shell ended");
     assert_eq!(detail(&app, &id).await["status"], "RUNNING", "the session goes on without its terminal");
     terminate(&app, &id).await;

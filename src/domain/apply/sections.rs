@@ -197,6 +197,14 @@ const SLURM_KEYS: &[&str] = &[
     "sessiond",
 ];
 
+/// A path key's value that must be absolute: otherwise a problem at its span saying `what`.
+fn require_absolute(e: &mut Entry<'_, '_, '_, '_>, key: &str, value: Option<&str>, what: &str) {
+    if value.is_some_and(|v| !v.starts_with('/')) {
+        let span = e.span_of(key);
+        e.bad(key, span, what.to_owned());
+    }
+}
+
 pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
     let Some(kind_text) = e.required_string("kind") else {
         e.only(SLURM_KEYS);
@@ -229,27 +237,17 @@ pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
             let partition = e.required_string("partition");
             let user = e.required_string("user");
             let output_dir = e.required_string("output_dir");
-            if let Some(d) = &output_dir
-                && !d.starts_with('/')
-            {
-                let span = e.span_of("output_dir");
-                e.bad("output_dir", span, "an absolute directory every node and this server see".to_owned());
-            }
+            require_absolute(
+                e,
+                "output_dir",
+                output_dir.as_deref(),
+                "an absolute directory every node and this server see",
+            );
             let api_version = e.string("api_version");
             let slurm_conf = e.string("slurm_conf");
-            if let Some(c) = &slurm_conf
-                && !c.starts_with('/')
-            {
-                let span = e.span_of("slurm_conf");
-                e.bad("slurm_conf", span, "an absolute path to the cluster's slurm.conf".to_owned());
-            }
+            require_absolute(e, "slurm_conf", slurm_conf.as_deref(), "an absolute path to the cluster's slurm.conf");
             let sessiond = e.string("sessiond");
-            if let Some(c) = &sessiond
-                && !c.starts_with('/')
-            {
-                let span = e.span_of("sessiond");
-                e.bad("sessiond", span, "the absolute path of sessiond on the nodes".to_owned());
-            }
+            require_absolute(e, "sessiond", sessiond.as_deref(), "the absolute path of sessiond on the nodes");
             let token = match (e.string("token_file"), e.string("token_env")) {
                 (Some(f), None) => Some(TokenSource::File(f)),
                 (None, Some(v)) => Some(TokenSource::Env(v)),
