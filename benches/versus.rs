@@ -19,9 +19,16 @@
 //! `/proc` (the contender's process tree, and every `postgres` process for the database),
 //! per 1 000 answers. Start-up is from spawn to the first good answer of the page.
 //!
-//! `cargo bench --bench versus [-- --runs N] [--seconds S] [--sessions N] [--only a,b]`
-//! (defaults: 3 runs of 20 s, 100 000 sessions, every contender). PostgreSQL as in the
-//! tests; Node and npm for PostGraphile (its packages installed from the lockfile).
+//! `--page full` asks instead for the page with every column the Sessions page shows: also
+//! the resource group, the image, and the requested and occupied slots with accelerators
+//! (PostGraphile through its foreign keys and the slots' JSON; the floor serves only the
+//! plain page and sits this one out).
+//!
+//! `cargo bench --bench versus [-- --runs N] [--seconds S] [--sessions N] [--only a,b]
+//! [--page plain|full] [--connections 16,64]` (defaults: 3 runs of 20 s, 100 000 sessions,
+//! every contender, the plain page, closed loops at 16 and 64 connections; the ratios are
+//! taken at the first). PostgreSQL as in the tests; Node and npm for PostGraphile (its
+//! packages installed from the lockfile).
 
 #[allow(dead_code)] // each benchmark uses a part of it
 mod support;
@@ -48,6 +55,21 @@ const SESSIOND_PAGE: &str = "query($p: ID!) { sessions(projectId: $p, scope: PRO
 const POSTGRAPHILE_PAGE: &str = "query($p: UUID!) { allSessions(condition: {projectId: $p}, first: 50,
   orderBy: [CREATED_AT_DESC, ID_DESC]) { edges { node { id name status sessionType createdAt elapsedSeconds
   userByOwnerId { email } projectByProjectId { name } requestedCpu requestedMemory } } } }";
+
+/// The page with every column of the Sessions page (`--page full`).
+const SESSIOND_FULL_PAGE: &str = "query($p: ID!) { sessions(projectId: $p, scope: PROJECT, first: 50) { edges { node {
+  id name status type createdAt elapsedSeconds owner { email } project { name } resourceGroup { name } image { name }
+  requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { cpu memory accelerators { slot amount } } } } } }";
+
+const POSTGRAPHILE_FULL_PAGE: &str = "query($p: UUID!) { allSessions(condition: {projectId: $p}, first: 50,
+  orderBy: [CREATED_AT_DESC, ID_DESC]) { edges { node { id name status sessionType createdAt elapsedSeconds
+  userByOwnerId { email } projectByProjectId { name } resourceGroupByResourceGroup { name } imageByImage { name }
+  requestedCpu requestedMemory requestedSlots occupiedSlots } } } }";
+
+/// Whether `--page full` asks for the page with every column.
+fn full_page() -> bool {
+    flag("--page").as_deref() == Some("full")
+}
 
 /// What PostGraphile's generic schema lacks, as computed columns it exposes.
 const POSTGRAPHILE_COLUMNS: &str = "
@@ -205,9 +227,11 @@ async fn spawn(kind: Kind, data: &Data) -> Running {
             c
         }
     };
-    let (query, variables) = match kind {
-        Kind::PostGraphile | Kind::PostGraphile2 => (POSTGRAPHILE_PAGE, json!({"p": data.project})),
-        _ => (SESSIOND_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
+    let (query, variables) = match (kind, full_page()) {
+        (Kind::PostGraphile | Kind::PostGraphile2, false) => (POSTGRAPHILE_PAGE, json!({"p": data.project})),
+        (Kind::PostGraphile | Kind::PostGraphile2, true) => (POSTGRAPHILE_FULL_PAGE, json!({"p": data.project})),
+        (_, false) => (SESSIOND_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
+        (_, true) => (SESSIOND_FULL_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
     };
     let target = Target {
         kind,
@@ -488,8 +512,15 @@ async fn main() {
     let seconds = Duration::from_secs(flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(20));
     let sessions: u64 = flag("--sessions").and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let only = flag("--only");
-    let kinds: Vec<Kind> =
-        Kind::ALL.into_iter().filter(|k| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == k.name()))).collect();
+    let kinds: Vec<Kind> = Kind::ALL
+        .into_iter()
+        .filter(|k| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == k.name())))
+        .filter(|k| !(full_page() && *k == Kind::Floor))
+        .collect();
+    let loads: Vec<usize> = flag("--connections")
+        .map(|c| c.split(',').map(|n| n.parse().expect("--connections 16,64")).collect())
+        .unwrap_or_else(|| vec![16, 64]);
+    let first = loads[0];
     stamp("cargo bench --bench versus");
     let data = prepare(sessions).await;
 
@@ -497,7 +528,7 @@ async fn main() {
     let mut closed: HashMap<(Kind, usize), Figures> = HashMap::new();
     let mut answers: HashMap<Kind, Value> = HashMap::new();
     for round in 0..runs() {
-        for connections in [16, 64] {
+        for &connections in &loads {
             for &kind in &kinds {
                 let running = spawn(kind, &data).await;
                 let run = load(&running, Load::Closed(connections), seconds).await;
@@ -536,7 +567,7 @@ async fn main() {
     // A fixed rate of half the slowest contender's maximum.
     let slowest = kinds
         .iter()
-        .map(|k| over_runs(&closed[&(*k, 16)].runs.iter().map(|r| r.per_second).collect::<Vec<_>>(), 0).0)
+        .map(|k| over_runs(&closed[&(*k, first)].runs.iter().map(|r| r.per_second).collect::<Vec<_>>(), 0).0)
         .fold(f64::INFINITY, f64::min);
     let rate = (slowest / 2.0).floor().max(1.0);
     let mut fixed: HashMap<Kind, Figures> = HashMap::new();
@@ -549,7 +580,8 @@ async fn main() {
     }
 
     println!(
-        "{sessions} sessions; closed loops of {}s after {}s of warm-up; fixed rate {rate:.0} req/s (half of the slowest at 16 connections)",
+        "{sessions} sessions, the {} page; closed loops of {}s after {}s of warm-up; fixed rate {rate:.0} req/s (half of the slowest at {first} connections)",
+        if full_page() { "full" } else { "plain" },
         seconds.as_secs(),
         WARM_UP.as_secs()
     );
@@ -582,15 +614,17 @@ async fn main() {
         }
     };
     for &kind in &kinds {
-        row(kind, "16 connections", &closed[&(kind, 16)], Some(&closed[&(kind, 16)]));
-        row(kind, "64 connections", &closed[&(kind, 64)], None);
+        for (i, &connections) in loads.iter().enumerate() {
+            let f = &closed[&(kind, connections)];
+            row(kind, &format!("{connections} connections"), f, (i == 0).then_some(f));
+        }
         row(kind, &format!("{rate:.0} req/s"), &fixed[&kind], None);
     }
 
     // The targets, as ratios within each round, then their median.
     println!();
     let ratio = |a: Kind, b: Kind, of: &dyn Fn(&Run) -> f64| -> Option<f64> {
-        let (x, y) = (closed.get(&(a, 16))?, closed.get(&(b, 16))?);
+        let (x, y) = (closed.get(&(a, first))?, closed.get(&(b, first))?);
         Some(med(x.runs.iter().zip(&y.runs).map(|(p, q)| of(p) / of(q)).collect()))
     };
     let report = |what: &str, value: Option<f64>, target: &str, met: &dyn Fn(f64) -> bool| {
@@ -600,7 +634,7 @@ async fn main() {
     };
     use Kind::*;
     report(
-        "sessiond-pg CPU per request ÷ PostGraphile's (16 connections)",
+        &format!("sessiond-pg CPU per request ÷ PostGraphile's ({first} connections)"),
         ratio(SessiondPg, PostGraphile, &|r| r.cpu),
         "≤ 0.5",
         &|v| v <= 0.5,
@@ -609,7 +643,7 @@ async fn main() {
         v <= 1.5
     });
     report(
-        "sessiond-pg throughput ÷ PostGraphile 2 workers' (16 connections)",
+        &format!("sessiond-pg throughput ÷ PostGraphile 2 workers' ({first} connections)"),
         ratio(SessiondPg, PostGraphile2, &|r| r.per_second),
         "≥ 1",
         &|v| v >= 1.0,
@@ -621,6 +655,12 @@ async fn main() {
         &|v| v <= 1.2,
     );
     report(
+        &format!("sessiond-sqlite server CPU per page, ms ({first} connections)"),
+        closed.get(&(SessiondSqlite, first)).map(|f| med(f.runs.iter().map(|r| r.cpu).collect())),
+        "≤ 1.0",
+        &|v| v <= 1.0,
+    );
+    report(
         "sessiond-pg p99 at the fixed rate (ms)",
         fixed.get(&SessiondPg).map(|f| med(f.runs.iter().map(|r| r.p99_ms).collect())),
         "< 20",
@@ -628,19 +668,19 @@ async fn main() {
     );
     report(
         "sessiond-sqlite start-up (ms)",
-        closed.get(&(SessiondSqlite, 16)).map(|f| med(f.started_ms.clone())),
+        closed.get(&(SessiondSqlite, first)).map(|f| med(f.started_ms.clone())),
         "< 300",
         &|v| v < 300.0,
     );
     report(
         "sessiond-sqlite idle memory, VmRSS (MiB)",
-        closed.get(&(SessiondSqlite, 16)).map(|f| med(f.idle_rss_mib.clone())),
+        closed.get(&(SessiondSqlite, first)).map(|f| med(f.idle_rss_mib.clone())),
         "< 30",
         &|v| v < 30.0,
     );
     report(
         "sessiond-sqlite idle heap, RssAnon (MiB)",
-        closed.get(&(SessiondSqlite, 16)).map(|f| med(f.idle_anon_mib.clone())),
+        closed.get(&(SessiondSqlite, first)).map(|f| med(f.idle_anon_mib.clone())),
         "< 30",
         &|v| v < 30.0,
     );

@@ -14,6 +14,16 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// How log lines are written on stderr: `text` (plain, coloured only on a terminal) or
+    /// `json` (one JSON object per line, for a log collector).
+    #[arg(long, global = true, value_enum, env = "SESSIOND_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,8 +53,12 @@ pub enum Command {
         #[command(flatten)]
         db: DbArgs,
         /// A declaration file, or a directory whose `*.toml` files are read as one.
-        #[arg(short = 'f', long = "file")]
-        file: PathBuf,
+        #[arg(short = 'f', long = "file", required_unless_present = "explain")]
+        file: Option<PathBuf>,
+        /// Print every section and key a declaration file may hold (type, default,
+        /// meaning) and exit.
+        #[arg(long, conflicts_with_all = ["file", "dry_run", "prune"])]
+        explain: bool,
         /// Print the plan and change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -213,7 +227,7 @@ pub struct RuntimeArgs {
     #[arg(long, env = "SESSIOND_IMAGES_FILE")]
     pub images_file: Option<PathBuf>,
     /// Where the local runtime keeps each session's directory (spec, state, output, work).
-    #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = "sessiond-runtime")]
+    #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]
     pub runtime_dir: PathBuf,
     /// This machine's agent id.
     #[arg(long, env = "SESSIOND_LOCAL_AGENT", default_value = "local")]
@@ -226,7 +240,7 @@ pub struct RuntimeArgs {
     pub terminate_grace_ms: u64,
     /// Bytes each session's work directory may hold (no larger file may be written; a
     /// session past it is ended with "disk limit exceeded").
-    #[arg(long, env = "SESSIOND_WORK_DIR_LIMIT", default_value_t = crate::domain::runtime::local::files::DEFAULT_WORK_DIR_LIMIT)]
+    #[arg(long, env = "SESSIOND_WORK_DIR_LIMIT", default_value_t = crate::domain::runtime::local::limits::DEFAULT_WORK_DIR_LIMIT)]
     pub work_dir_limit: u64,
 }
 
@@ -235,11 +249,11 @@ impl Default for RuntimeArgs {
         Self {
             choice: RuntimeChoice::Simulated,
             images_file: None,
-            runtime_dir: PathBuf::from("sessiond-runtime"),
+            runtime_dir: PathBuf::from(crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR),
             local_agent: "local".to_owned(),
             local_resource_group: "local".to_owned(),
             terminate_grace_ms: 5_000,
-            work_dir_limit: crate::domain::runtime::local::files::DEFAULT_WORK_DIR_LIMIT,
+            work_dir_limit: crate::domain::runtime::local::limits::DEFAULT_WORK_DIR_LIMIT,
         }
     }
 }

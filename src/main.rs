@@ -11,8 +11,21 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
-use sessiond::config::{Cli, Command, TokenCommand};
+use sessiond::config::{Cli, Command, LogFormat, TokenCommand};
 use sessiond::{db, domain, graphql, server};
+
+/// Log lines on stderr, filtered by `SESSIOND_LOG` (default `info`): plain text, coloured
+/// only when stderr is a terminal, or one JSON object per line.
+fn logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SESSIOND_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
+    }
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -21,13 +34,7 @@ fn main() -> ExitCode {
         // descriptors (a file its parent left open) must reach no session and no terminal.
         domain::runtime::local::supervisor::close_inherited_descriptors();
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SESSIOND_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging(cli.log_format);
     // A supervisor is a small synchronous process, one per running session: no runtime.
     let result = if let Command::Supervise { dir } = &cli.command {
         domain::runtime::local::supervisor::supervise(dir).map_err(Into::into)
@@ -124,7 +131,9 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 started.elapsed().as_secs_f64()
             );
         }
-        Command::Apply { db: args, file, dry_run, prune } => {
+        Command::Apply { explain: true, .. } => print!("{}", domain::apply::keys::explain()),
+        Command::Apply { db: args, file, dry_run, prune, .. } => {
+            let file = file.ok_or("give the declaration with -f FILE")?;
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
             apply(&conn, &file, domain::apply::Options { prune, dry_run }).await?;

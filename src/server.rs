@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use crate::config::{DbArgs, RuntimeArgs, RuntimeChoice, ServeArgs, Timings};
 use crate::db;
+use crate::domain::environments::Images;
 use crate::domain::events::EventBus;
 use crate::domain::launch::LaunchLimits;
 use crate::domain::live::{Live, LiveConnections};
-use crate::domain::runtime::local::images::Images;
 use crate::domain::runtime::local::{LocalConfig, LocalRuntime};
 use crate::domain::runtime::{self, RuntimeInfo, SimulatedRuntime};
 use crate::domain::scheduling;
@@ -134,11 +134,23 @@ pub async fn choose_runtime(
         return Ok((None, RuntimeInfo::simulated("chosen with --runtime simulated")));
     }
     let images = match &args.images_file {
-        Some(path) => Images::load(path)?,
+        Some(path) => crate::domain::apply::images_file(path)?,
         None => Images::default(),
     };
+    use crate::domain::runtime::local::machine::{DEFAULT_RUNTIME_DIR, reachable_runtime_dir};
+    let explicit = args.runtime_dir != std::path::Path::new(DEFAULT_RUNTIME_DIR);
+    let dir = match reachable_runtime_dir(&std::path::absolute(&args.runtime_dir)?, explicit) {
+        Ok((dir, note)) => {
+            if let Some(note) = note {
+                tracing::info!("{note}");
+            }
+            dir
+        }
+        Err(why) if args.choice == RuntimeChoice::Local => return Err(format!("--runtime local: {why}").into()),
+        Err(why) => return Ok((None, RuntimeInfo::simulated(format!("the local runtime cannot run here: {why}")))),
+    };
     let config = LocalConfig {
-        dir: std::path::absolute(&args.runtime_dir)?,
+        dir,
         agent: args.local_agent.clone(),
         resource_group: args.local_resource_group.clone(),
         images,

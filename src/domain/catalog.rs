@@ -23,7 +23,7 @@ pub async fn images(db: &impl ConnectionTrait) -> DomainResult<Vec<image::Model>
 /// How each image that declares one runs on a machine of the local runtime.
 pub async fn local_environments(
     db: &impl ConnectionTrait,
-) -> DomainResult<std::collections::BTreeMap<String, super::runtime::local::images::LocalImage>> {
+) -> DomainResult<std::collections::BTreeMap<String, super::environments::LocalImage>> {
     let mut out = std::collections::BTreeMap::new();
     for i in image::Entity::find().filter(image::Column::LocalEnvironment.is_not_null()).all(db).await? {
         let Some(stored) = i.local_environment else { continue };

@@ -172,6 +172,66 @@ impl From<sea_orm::TransactionError<DomainError>> for DomainError {
 
 pub type DomainResult<T> = Result<T, DomainError>;
 
+/// The public codes of errors (`extensions.code` in GraphQL, `error.code` in other
+/// answers): one per kind of [`DomainError`], and a few of the transports'.
+pub mod codes {
+    pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
+    pub const FORBIDDEN: &str = "FORBIDDEN";
+    pub const NOT_FOUND: &str = "NOT_FOUND";
+    pub const BAD_USER_INPUT: &str = "BAD_USER_INPUT";
+    pub const NAME_TAKEN: &str = "NAME_TAKEN";
+    pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
+    pub const NEVER_FITS: &str = "NEVER_FITS";
+    pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
+    pub const LAGGED: &str = "LAGGED";
+    pub const IDEMPOTENCY_KEY_REUSED: &str = "IDEMPOTENCY_KEY_REUSED";
+    /// The server cannot answer now (its database is unreachable, or it is at its in-flight
+    /// cap): HTTP 503 with `Retry-After`.
+    pub const UNAVAILABLE: &str = "UNAVAILABLE";
+    pub const INTERNAL: &str = "INTERNAL";
+
+    /// The message a client sees for any internal error; the detail goes to the log.
+    pub const INTERNAL_MESSAGE: &str = "internal error";
+}
+
+/// The API's spelling of a domain field name (GraphQL's, and the export's query
+/// parameters'): `startup_command` → `startupCommand`,
+/// `resources[1]` → `resources[1]`.
+pub fn camel(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The public code of `err`.
+pub fn code_of(err: &DomainError) -> &'static str {
+    use codes::*;
+    match err {
+        DomainError::Unauthenticated => UNAUTHENTICATED,
+        DomainError::Forbidden(_) => FORBIDDEN,
+        DomainError::NotFound(_) => NOT_FOUND,
+        DomainError::BadInput(_) => BAD_USER_INPUT,
+        DomainError::NameTaken(_) => NAME_TAKEN,
+        DomainError::QuotaExceeded(_) => QUOTA_EXCEEDED,
+        DomainError::NeverFits(_) => NEVER_FITS,
+        DomainError::LimitExceeded(_) => LIMIT_EXCEEDED,
+        DomainError::Lagged(_) => LAGGED,
+        DomainError::IdempotencyKeyReused => IDEMPOTENCY_KEY_REUSED,
+        DomainError::Unavailable(_) => UNAVAILABLE,
+        DomainError::Internal(_) => INTERNAL,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -429,23 +429,12 @@ pub struct Signature {
 
 /// The request as the text a signature covers: every argument, in a fixed order.
 fn canonical(r: &ExportRequest) -> String {
-    let f = &r.filter;
-    let names = |v: Option<Vec<&str>>| v.map(|v| v.join(","));
-    let time = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true));
     serde_json::json!([
         r.project_id,
         r.scope.as_str(),
-        names(f.types.as_ref().map(|v| v.iter().map(|t| t.as_str()).collect())),
-        f.tab.map(|t| t.as_str()),
-        names(f.statuses.as_ref().map(|v| v.iter().map(|s| s.as_str()).collect())),
-        f.name_contains,
-        f.resource_group,
-        f.owner_email,
-        f.launch_group_id,
-        time(f.created_after),
-        time(f.created_before),
+        r.filter.texts(),
         r.orders.iter().map(|o| format!("{}:{}", o.field.as_str(), o.descending)).collect::<Vec<_>>(),
-        names(r.columns.as_ref().map(|v| v.iter().map(|c| c.as_str()).collect())),
+        r.columns.as_ref().map(|v| v.iter().map(|c| c.as_str()).collect::<Vec<_>>()),
     ])
     .to_string()
 }

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod clock;
 pub mod configuration;
 pub mod credentials;
+pub mod environments;
 pub mod error;
 pub mod events;
 pub mod export;

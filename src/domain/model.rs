@@ -30,6 +30,16 @@ macro_rules! string_enum {
             }
         }
 
+        impl $crate::domain::model::Vocabulary for $name {
+            const NAME: &'static str = stringify!($name);
+            fn as_str(self) -> &'static str {
+                $name::as_str(self)
+            }
+            fn parse(text: &str) -> Option<Self> {
+                $name::parse(text)
+            }
+        }
+
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
@@ -38,6 +48,14 @@ macro_rules! string_enum {
     };
 }
 pub(crate) use string_enum;
+
+/// A closed vocabulary ([`string_enum`]) seen from outside: its values by their names.
+pub trait Vocabulary: Copy + Sized + 'static {
+    /// The vocabulary's own name (`SessionType`).
+    const NAME: &'static str;
+    fn as_str(self) -> &'static str;
+    fn parse(text: &str) -> Option<Self>;
+}
 
 string_enum!(
     /// What a user may administer: `ADMIN` every project of its own domain, `SUPERADMIN` all.

@@ -9,23 +9,8 @@ use serde_json::Value;
 
 use crate::domain::{DomainError, InputProblem};
 
-pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
-pub const FORBIDDEN: &str = "FORBIDDEN";
-pub const NOT_FOUND: &str = "NOT_FOUND";
-pub const BAD_USER_INPUT: &str = "BAD_USER_INPUT";
-pub const NAME_TAKEN: &str = "NAME_TAKEN";
-pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
-pub const NEVER_FITS: &str = "NEVER_FITS";
-pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
-pub const LAGGED: &str = "LAGGED";
-pub const IDEMPOTENCY_KEY_REUSED: &str = "IDEMPOTENCY_KEY_REUSED";
-/// The server cannot answer now (its database is unreachable, or it is at its in-flight
-/// cap): HTTP 503 with `Retry-After`.
-pub const UNAVAILABLE: &str = "UNAVAILABLE";
-pub const INTERNAL: &str = "INTERNAL";
-
-/// The message a client sees for any internal error; the detail goes to the log.
-pub const INTERNAL_MESSAGE: &str = "internal error";
+pub use crate::domain::error::codes::*;
+pub use crate::domain::error::{camel, code_of};
 
 #[derive(Clone, Debug)]
 pub struct ApiError(pub DomainError);
@@ -51,24 +36,6 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
-/// The GraphQL spelling of a domain field name: `startup_command` → `startupCommand`,
-/// `resources[1]` → `resources[1]`.
-pub fn camel(field: &str) -> String {
-    let mut out = String::with_capacity(field.len());
-    let mut upper = false;
-    for c in field.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The same error with each input problem's domain field name replaced by its path in
 /// this API, as `path` gives it.
 pub fn with_paths(err: DomainError, path: impl Fn(&str) -> String) -> DomainError {
@@ -77,24 +44,6 @@ pub fn with_paths(err: DomainError, path: impl Fn(&str) -> String) -> DomainErro
             problems.into_iter().map(|p| InputProblem { field: p.field.as_deref().map(&path), ..p }).collect(),
         ),
         other => other,
-    }
-}
-
-/// The public code of a domain error.
-pub fn code_of(err: &DomainError) -> &'static str {
-    match err {
-        DomainError::Unauthenticated => UNAUTHENTICATED,
-        DomainError::Forbidden(_) => FORBIDDEN,
-        DomainError::NotFound(_) => NOT_FOUND,
-        DomainError::BadInput(_) => BAD_USER_INPUT,
-        DomainError::NameTaken(_) => NAME_TAKEN,
-        DomainError::QuotaExceeded(_) => QUOTA_EXCEEDED,
-        DomainError::NeverFits(_) => NEVER_FITS,
-        DomainError::LimitExceeded(_) => LIMIT_EXCEEDED,
-        DomainError::Lagged(_) => LAGGED,
-        DomainError::IdempotencyKeyReused => IDEMPOTENCY_KEY_REUSED,
-        DomainError::Unavailable(_) => UNAVAILABLE,
-        DomainError::Internal(_) => INTERNAL,
     }
 }
 

@@ -47,6 +47,6 @@ impl ExportQuery {
         // Checked now, so that a link that would fail is never handed out.
         export::prepare(db, viewer, &request, now).await.map_err(|e| with_paths(e, list_path))?;
         let signature = export::sign(db, viewer, &request, now).await?;
-        Ok(crate::http::export::link(&request, &signature))
+        Ok(crate::http::export::query::link(&request, &signature))
     }
 }

@@ -19,7 +19,9 @@ pub enum SchedulerStrategy {
     Drf,
 }
 
-fn session_types(value: &serde_json::Value) -> Vec<SessionType> {
+/// The values the resolvers below show, also written by the compiled list
+/// ([`super::compiled`]).
+pub(super) fn session_types(value: &serde_json::Value) -> Vec<SessionType> {
     value
         .as_array()
         .into_iter()
@@ -27,6 +29,18 @@ fn session_types(value: &serde_json::Value) -> Vec<SessionType> {
         .filter_map(|t| model::SessionType::parse(t.as_str()?))
         .map(Into::into)
         .collect()
+}
+
+pub(super) fn scheduler_strategy(group: &entity::resource_group::Model) -> ApiResult<SchedulerStrategy> {
+    Ok(model::SchedulerStrategy::stored(&group.scheduler)?.into())
+}
+
+pub(super) fn minimum_slots(image: &entity::image::Model) -> ApiResult<Vec<SlotAmount>> {
+    Ok(SlotAmount::list(&Slots::from_json(&image.minimum_slots)?))
+}
+
+pub(super) fn image_apps(image: &entity::image::Model) -> Vec<String> {
+    crate::domain::sessions::image_apps(image)
 }
 
 /// A pool of agents that sessions are scheduled on.
@@ -42,7 +56,7 @@ impl ResourceGroup {
     }
     /// How pending sessions of one priority are ordered.
     async fn strategy(&self) -> ApiResult<SchedulerStrategy> {
-        Ok(model::SchedulerStrategy::stored(&self.0.scheduler)?.into())
+        scheduler_strategy(&self.0)
     }
     /// A session pending longer is cancelled; null: no limit.
     async fn pending_timeout_seconds(&self) -> Option<i64> {
@@ -66,11 +80,11 @@ impl Image {
     }
     /// The least a session of this image must request.
     async fn minimum_slots(&self) -> ApiResult<Vec<SlotAmount>> {
-        Ok(SlotAmount::list(&Slots::from_json(&self.0.minimum_slots)?))
+        minimum_slots(&self.0)
     }
     /// Applications a running session offers, e.g. jupyter, terminal.
     async fn apps(&self) -> Vec<String> {
-        crate::domain::sessions::image_apps(&self.0)
+        image_apps(&self.0)
     }
 }
 

@@ -50,25 +50,6 @@ fn parse_status(text: &str) -> ApiResult<DomStatus> {
     Ok(DomStatus::stored(text)?)
 }
 
-/// The fields of a session that are a conversion of its stored value, as the API shows
-/// them: the resolvers below and the compiled list ([`super::compiled`]) both call these.
-pub(super) mod shown {
-    use super::*;
-
-    pub fn session_type(s: &session::Model) -> ApiResult<SessionType> {
-        Ok(model::SessionType::stored(&s.session_type)?.into())
-    }
-    pub fn status(s: &session::Model) -> ApiResult<SessionStatus> {
-        Ok(parse_status(&s.status)?.into())
-    }
-    pub fn result(s: &session::Model) -> ApiResult<SessionResult> {
-        Ok(DomResult::stored(&s.result)?.into())
-    }
-    pub fn batch_timeout_seconds(s: &session::Model) -> Option<i32> {
-        s.batch_timeout_seconds.map(|t| i32::try_from(t).unwrap_or(i32::MAX))
-    }
-}
-
 /// A compute session.
 ///
 /// Its fields (like those of the other per-row objects: edges, users, projects, slots) are
@@ -86,29 +67,138 @@ impl Session {
     }
 }
 
+/// The plain fields of a session: each declared once, with its GraphQL name, type, and how
+/// it is read from the stored row (`|s, now|`: the row, and the instant elapsed times count
+/// to). From this list come the functions the `Session` object's resolvers call
+/// ([`plain`]) and the compiled list's getters ([`super::compiled`]); a test holds the
+/// list and the object's fields equal. The relations and the fields with arguments are
+/// resolvers of their own.
+macro_rules! session_plain_fields {
+    ($then:ident { }) => {
+        $then! {
+            { }
+            "id" id: ID = |s, now| encode(NodeKind::Session, s.id);
+            "name" name: &str = |s, now| &s.name;
+            "type" session_type: ApiResult<SessionType> = |s, now| Ok(model::SessionType::stored(&s.session_type)?.into());
+            "status" status: ApiResult<SessionStatus> = |s, now| Ok(parse_status(&s.status)?.into());
+            "statusInfo" status_info: Option<&str> = |s, now| s.status_info.as_deref();
+            "result" result: ApiResult<SessionResult> = |s, now| Ok(DomResult::stored(&s.result)?.into());
+            "exitCode" exit_code: Option<i32> = |s, now| s.exit_code;
+            "agent" agent: Option<&str> = |s, now| s.agent_id.as_deref();
+            "requestedSlots" requested_slots: ApiResult<ResourceSlots> =
+                |s, now| Ok(ResourceSlots(Slots::from_json(&s.requested_slots)?));
+            "occupiedSlots" occupied_slots: ApiResult<ResourceSlots> =
+                |s, now| Ok(ResourceSlots(Slots::from_json(&s.occupied_slots)?));
+            "clusterSize" cluster_size: i32 = |s, now| s.cluster_size;
+            "priority" priority: i32 = |s, now| s.priority;
+            "startupCommand" startup_command: Option<&str> = |s, now| s.startup_command.as_deref();
+            "batchTimeoutSeconds" batch_timeout_seconds: Option<i32> =
+                |s, now| s.batch_timeout_seconds.map(|t| i32::try_from(t).unwrap_or(i32::MAX));
+            "createdAt" created_at: DateTime<Utc> = |s, now| s.created_at;
+            "scheduledAt" scheduled_at: Option<DateTime<Utc>> = |s, now| s.scheduled_at;
+            "startedAt" started_at: Option<DateTime<Utc>> = |s, now| s.started_at;
+            "terminatedAt" terminated_at: Option<DateTime<Utc>> = |s, now| s.terminated_at;
+            "elapsedSeconds" elapsed_seconds: i64 = |s, now| dom::elapsed_seconds(s, now);
+            "queuePosition" queue_position: ApiResult<Option<i32>> = |s, now| Ok(dom::queue_position(s)?);
+        }
+    };
+}
+pub(super) use session_plain_fields;
+
+/// The plain fields' functions, from their declaration.
+macro_rules! plain_functions {
+    (
+        { }
+        $( $(#[$doc:meta])* $gql:literal $name:ident : $ty:ty = |$s:ident, $now:ident| $body:expr; )*
+    ) => {
+        /// The plain fields of a session, as functions of its stored row.
+        pub(super) mod plain {
+            use super::*;
+            $(
+                #[allow(unused_variables)]
+                pub fn $name($s: &session::Model, $now: DateTime<Utc>) -> $ty {
+                    $body
+                }
+            )*
+        }
+    };
+}
+session_plain_fields!(plain_functions {});
+
+// Each plain field's resolver calls its declared function (`plain`); the compiled list
+// calls the same ones. The other resolvers follow.
 #[Object(serial)]
 impl Session {
     pub async fn id(&self) -> ID {
-        encode(NodeKind::Session, self.0.id)
+        plain::id(&self.0, clock::now())
     }
     async fn name(&self) -> &str {
-        &self.0.name
+        plain::name(&self.0, clock::now())
     }
     #[graphql(name = "type")]
     async fn session_type(&self) -> ApiResult<SessionType> {
-        shown::session_type(&self.0)
+        plain::session_type(&self.0, clock::now())
     }
     async fn status(&self) -> ApiResult<SessionStatus> {
-        shown::status(&self.0)
+        plain::status(&self.0, clock::now())
     }
     async fn status_info(&self) -> Option<&str> {
-        self.0.status_info.as_deref()
+        plain::status_info(&self.0, clock::now())
     }
     async fn result(&self) -> ApiResult<SessionResult> {
-        shown::result(&self.0)
+        plain::result(&self.0, clock::now())
     }
     async fn exit_code(&self) -> Option<i32> {
-        self.0.exit_code
+        plain::exit_code(&self.0, clock::now())
+    }
+    /// The agent (node) the session runs on, once scheduled.
+    async fn agent(&self) -> Option<&str> {
+        plain::agent(&self.0, clock::now())
+    }
+    /// What the whole session asks for: each container's request × the cluster size.
+    async fn requested_slots(&self) -> ApiResult<ResourceSlots> {
+        plain::requested_slots(&self.0, clock::now())
+    }
+    /// What the session was allocated: its request, from SCHEDULED on (kept after it
+    /// ends, for the record; only sessions in SCHEDULED…TERMINATING count as
+    /// occupancy). Empty for a session that never started.
+    async fn occupied_slots(&self) -> ApiResult<ResourceSlots> {
+        plain::occupied_slots(&self.0, clock::now())
+    }
+    async fn cluster_size(&self) -> i32 {
+        plain::cluster_size(&self.0, clock::now())
+    }
+    async fn priority(&self) -> i32 {
+        plain::priority(&self.0, clock::now())
+    }
+    async fn startup_command(&self) -> Option<&str> {
+        plain::startup_command(&self.0, clock::now())
+    }
+    async fn batch_timeout_seconds(&self) -> Option<i32> {
+        plain::batch_timeout_seconds(&self.0, clock::now())
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        plain::created_at(&self.0, clock::now())
+    }
+    async fn scheduled_at(&self) -> Option<DateTime<Utc>> {
+        plain::scheduled_at(&self.0, clock::now())
+    }
+    async fn started_at(&self) -> Option<DateTime<Utc>> {
+        plain::started_at(&self.0, clock::now())
+    }
+    async fn terminated_at(&self) -> Option<DateTime<Utc>> {
+        plain::terminated_at(&self.0, clock::now())
+    }
+    /// Whole seconds from creation to termination, or to now while not terminated.
+    async fn elapsed_seconds(&self) -> i64 {
+        plain::elapsed_seconds(&self.0, clock::now())
+    }
+    /// Place among the pending sessions of its resource group in scheduling order (1
+    /// is next), once the scheduler has ordered it; for a SCHEDULED session waiting in
+    /// Slurm, its place in the order Slurm will start the partition's jobs; null
+    /// otherwise.
+    async fn queue_position(&self) -> ApiResult<Option<i32>> {
+        plain::queue_position(&self.0, clock::now())
     }
     async fn owner(&self, ctx: &Context<'_>) -> ApiResult<Arc<User>> {
         if let Some(owner) = &self.1.owner {
@@ -138,26 +228,6 @@ impl Session {
         let i = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
         Ok(Image(i.ok_or_else(|| DomainError::invariant("session without image"))?))
     }
-    /// The agent (node) the session runs on, once scheduled.
-    async fn agent(&self) -> Option<&str> {
-        self.0.agent_id.as_deref()
-    }
-    /// What the whole session asks for: each container's request × the cluster size.
-    async fn requested_slots(&self) -> ApiResult<ResourceSlots> {
-        Ok(ResourceSlots(Slots::from_json(&self.0.requested_slots)?))
-    }
-    /// What the session was allocated: its request, from SCHEDULED on (kept after it ends,
-    /// for the record; only sessions in SCHEDULED…TERMINATING count as occupancy). Empty
-    /// for a session that never started.
-    async fn occupied_slots(&self) -> ApiResult<ResourceSlots> {
-        Ok(ResourceSlots(Slots::from_json(&self.0.occupied_slots)?))
-    }
-    async fn cluster_size(&self) -> i32 {
-        self.0.cluster_size
-    }
-    async fn priority(&self) -> i32 {
-        self.0.priority
-    }
     async fn environment(&self) -> Vec<EnvVar> {
         self.0
             .environment
@@ -169,43 +239,15 @@ impl Session {
             })
             .collect()
     }
-    async fn startup_command(&self) -> Option<&str> {
-        self.0.startup_command.as_deref()
-    }
-    async fn batch_timeout_seconds(&self) -> Option<i32> {
-        shown::batch_timeout_seconds(&self.0)
-    }
     async fn launch_group(&self, ctx: &Context<'_>) -> ApiResult<Option<LaunchGroup>> {
         let Some(id) = self.0.launch_group_id else { return Ok(None) };
         Ok(loaders(ctx)?.load_one(LaunchGroupId(id)).await?.map(LaunchGroup))
-    }
-    async fn created_at(&self) -> DateTime<Utc> {
-        self.0.created_at
-    }
-    async fn scheduled_at(&self) -> Option<DateTime<Utc>> {
-        self.0.scheduled_at
-    }
-    async fn started_at(&self) -> Option<DateTime<Utc>> {
-        self.0.started_at
-    }
-    async fn terminated_at(&self) -> Option<DateTime<Utc>> {
-        self.0.terminated_at
-    }
-    /// Whole seconds from creation to termination, or to now while not terminated.
-    async fn elapsed_seconds(&self) -> i64 {
-        dom::elapsed_seconds(&self.0, clock::now())
     }
     /// Every current cause that keeps a PENDING session from starting, as found by the
     /// latest scheduling pass; for a SCHEDULED one, why its engine has not started it
     /// (Slurm's reason as a code, with Slurm's text; `ENGINE_UNREACHABLE`); empty otherwise.
     async fn pending_reasons(&self) -> ApiResult<Vec<PendingReason>> {
         Ok(dom::pending_reasons(&self.0)?.into_iter().map(Into::into).collect())
-    }
-    /// Place among the pending sessions of its resource group in scheduling order (1 is
-    /// next), once the scheduler has ordered it; for a SCHEDULED session waiting in Slurm,
-    /// its place in the order Slurm will start the partition's jobs; null otherwise.
-    async fn queue_position(&self) -> ApiResult<Option<i32>> {
-        Ok(dom::queue_position(&self.0)?)
     }
     /// Scheduling decisions, newest first. For the detail panel: costly in long lists (it
     /// is not batched), so a query may ask for it on about 100 sessions at once.

@@ -39,6 +39,7 @@ impl From<SessionScope> for DomScope {
 }
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(remote = "crate::domain::sessions::SessionTab")]
 pub enum SessionTab {
     /// Every non-terminal status, PENDING included.
     Running,
@@ -69,23 +70,77 @@ pub struct SessionOrder {
     pub direction: OrderDirection,
 }
 
-/// Narrows a session list; every given condition must hold.
-#[derive(InputObject, Default)]
-pub struct SessionFilter {
-    pub types: Option<Vec<SessionType>>,
-    pub tab: Option<SessionTab>,
-    pub statuses: Option<Vec<SessionStatus>>,
-    /// Case-insensitive part of the name.
-    pub name_contains: Option<String>,
-    pub resource_group: Option<String>,
-    /// Only with scope PROJECT.
-    pub owner_email: Option<String>,
-    pub launch_group_id: Option<ID>,
-    /// Created at or after this instant.
-    pub created_after: Option<DateTime<Utc>>,
-    /// Created before this instant.
-    pub created_before: Option<DateTime<Utc>>,
+/// A filter field's value as the GraphQL input holds it, and the domain's value it is.
+pub trait ApiFilterValue: Sized {
+    type Api: async_graphql::InputType + Clone;
+    fn domain(value: Self::Api, field: &str) -> ApiResult<Self>;
 }
+
+/// A list of a domain vocabulary's values, as a list of its GraphQL enum.
+macro_rules! vocabulary_list {
+    ($($domain:ty => $api:ty),*) => {$(
+        impl ApiFilterValue for Vec<$domain> {
+            type Api = Vec<$api>;
+            fn domain(value: Vec<$api>, _: &str) -> ApiResult<Self> {
+                Ok(value.into_iter().map(Into::into).collect())
+            }
+        }
+    )*};
+}
+vocabulary_list!(crate::domain::model::SessionType => SessionType, crate::domain::status::SessionStatus => SessionStatus);
+
+impl ApiFilterValue for dom::SessionTab {
+    type Api = SessionTab;
+    fn domain(value: SessionTab, _: &str) -> ApiResult<Self> {
+        Ok(value.into())
+    }
+}
+
+impl ApiFilterValue for String {
+    type Api = String;
+    fn domain(value: String, _: &str) -> ApiResult<Self> {
+        Ok(value)
+    }
+}
+
+impl ApiFilterValue for DateTime<Utc> {
+    type Api = DateTime<Utc>;
+    fn domain(value: DateTime<Utc>, _: &str) -> ApiResult<Self> {
+        Ok(value)
+    }
+}
+
+/// A public id, read as the domain reads it from a link.
+impl ApiFilterValue for dom::LaunchGroupRef {
+    type Api = ID;
+    fn domain(value: ID, field: &str) -> ApiResult<Self> {
+        use crate::domain::sessions::FilterValue;
+        Self::read(field, &value).map_err(|p| with_paths(DomainError::BadInput(vec![p]), list_path).into())
+    }
+}
+
+/// The GraphQL input from the domain's declaration of the filter's fields.
+macro_rules! api_filter {
+    ($( $(#[$doc:meta])* $field:ident : $ty:ty ),* $(,)?) => {
+        /// Narrows a session list; every given condition must hold.
+        #[derive(InputObject, Default)]
+        pub struct SessionFilter {
+            $( $(#[$doc])* pub $field: Option<<$ty as ApiFilterValue>::Api>, )*
+        }
+
+        impl SessionFilter {
+            pub(super) fn to_domain(&self) -> ApiResult<dom::SessionFilter> {
+                Ok(dom::SessionFilter {
+                    $( $field: match &self.$field {
+                        None => None,
+                        Some(v) => Some(<$ty as ApiFilterValue>::domain(v.clone(), stringify!($field))?),
+                    }, )*
+                })
+            }
+        }
+    };
+}
+crate::domain::sessions::session_filter_fields!(api_filter);
 
 /// The API path of a domain field of the list's arguments: paging as it is, the rest
 /// inside `filter`.
@@ -96,31 +151,6 @@ pub(super) fn list_path(field: &str) -> String {
         "orderBy".to_owned()
     } else {
         format!("filter.{}", camel(field))
-    }
-}
-
-impl SessionFilter {
-    pub(super) fn to_domain(&self) -> ApiResult<dom::SessionFilter> {
-        let launch_group_id = match &self.launch_group_id {
-            None => None,
-            Some(id) => Some(decode_uuid(id, NodeKind::LaunchGroup).ok_or_else(|| {
-                DomainError::bad_input("INVALID_ID", Some(list_path("launch_group_id")), "not a launch group id")
-            })?),
-        };
-        Ok(dom::SessionFilter {
-            types: self.types.as_ref().map(|ts| ts.iter().map(|t| (*t).into()).collect()),
-            tab: self.tab.map(|t| match t {
-                SessionTab::Running => dom::SessionTab::Running,
-                SessionTab::Finished => dom::SessionTab::Finished,
-            }),
-            statuses: self.statuses.as_ref().map(|ss| ss.iter().map(|s| (*s).into()).collect()),
-            name_contains: self.name_contains.clone(),
-            resource_group: self.resource_group.clone(),
-            owner_email: self.owner_email.clone(),
-            launch_group_id,
-            created_after: self.created_after,
-            created_before: self.created_before,
-        })
     }
 }
 
@@ -158,8 +188,14 @@ impl SessionEdge {
 }
 
 /// A page of sessions. `totalCount` costs a statement only when asked for.
+///
+/// Resolved one field after the other (`serial`), like the session itself: async-graphql
+/// writes the fields of a concurrent object in the order they finish, so a `totalCount`
+/// (a statement) would come out after the page's fields wherever it was asked, and its
+/// place would change from one answer to the next. Serial, every answer keeps the order
+/// of the selection, as the GraphQL spec asks; nothing else here waits.
 #[derive(SimpleObject)]
-#[graphql(complex)]
+#[graphql(complex, serial)]
 pub struct SessionConnection {
     pub edges: Vec<SessionEdge>,
     pub page_info: PageInfo,

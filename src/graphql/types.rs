@@ -127,6 +127,15 @@ impl ResourceSlots {
     pub(super) fn memory_of(slots: &Slots) -> BigInt {
         BigInt(slots.get(slots::MEM).round() as i64)
     }
+
+    /// `accelerators` (the compiled list writes them too).
+    pub(super) fn accelerators_of(slots: &Slots) -> Vec<SlotAmount> {
+        slots
+            .iter()
+            .filter(|(s, _)| *s != slots::CPU && *s != slots::MEM)
+            .map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount })
+            .collect()
+    }
 }
 
 #[Object(serial)]
@@ -140,11 +149,7 @@ impl ResourceSlots {
     }
     /// Every slot but `cpu` and `mem`, e.g. `cuda.device`.
     async fn accelerators(&self) -> Vec<SlotAmount> {
-        self.0
-            .iter()
-            .filter(|(s, _)| *s != slots::CPU && *s != slots::MEM)
-            .map(|(slot, amount)| SlotAmount { slot: slot.to_owned(), amount })
-            .collect()
+        Self::accelerators_of(&self.0)
     }
     async fn all(&self) -> Vec<SlotAmount> {
         SlotAmount::list(&self.0)

@@ -27,10 +27,10 @@ use super::waiting::{EVICTED, too_big};
 use super::{AppState, bearer_token};
 use crate::domain::DomainError;
 use crate::domain::auth;
+use crate::domain::ids::{NodeKind, decode_uuid};
 use crate::domain::runtime::local::terminal as local_terminal;
 use crate::domain::runtime::terminal;
 use crate::domain::shares::Share;
-use crate::graphql::ids::{NodeKind, decode_uuid};
 
 /// Largest message a client may send (input, resize).
 const MAX_MESSAGE: usize = 64 << 10;

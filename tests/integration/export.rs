@@ -263,12 +263,12 @@ async fn a_signed_link_downloads_without_a_header_for_a_minute(app: TestApp) {
     };
     let past = chrono::Utc::now() - chrono::TimeDelta::seconds(61);
     let signature = sessiond::domain::export::sign(&app.db, &viewer, &request, past).await.expect("sign");
-    let old = sessiond::http::export::link(&request, &signature);
+    let old = sessiond::http::export::query::link(&request, &signature);
     let (status, _, _) = export(&app, None, old.strip_prefix("/export/sessions.csv?").expect("path")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "expired");
     let fresh = sessiond::domain::export::sign(&app.db, &viewer, &request, chrono::Utc::now()).await.expect("sign");
     let (status, _, _) =
-        export(&app, None, sessiond::http::export::link(&request, &fresh).split_once('?').expect("q").1).await;
+        export(&app, None, sessiond::http::export::query::link(&request, &fresh).split_once('?').expect("q").1).await;
     assert_eq!(status, StatusCode::OK, "the same request signed now works");
     // No link for what the list would refuse.
     let resp = app.gql(Some("demo-carol"), LINK, json!({"p": p})).await;
@@ -422,7 +422,106 @@ async fn a_download_dropped_midway_stops_reading(app: TestApp) {
     assert!(read < whole, "the first batch costs less than all of them ({read} vs {whole})");
 }
 
+/// Every filter field the domain declares goes through the list, the export and a signed
+/// link alike: the export holds exactly the list's rows, the link carries the field and
+/// downloads the same, and a link whose field is changed or dropped is refused. A value
+/// the list refuses, the export refuses with the same code.
+async fn every_declared_filter_goes_through_the_list_the_export_and_a_link(app: TestApp) {
+    use sessiond::domain::error::camel;
+    use sessiond::domain::sessions::SessionFilter;
+    app.generate(600, 17).await;
+    let p = default_project();
+    let all = app
+        .gql(
+            Some("demo-admin"),
+            "query($p: ID!) { sessions(projectId: $p, scope: PROJECT, first: 500, orderBy: [{field: CREATED_AT, direction: ASC}]) {
+               nodes { createdAt launchGroup { id } } } }",
+            json!({"p": p}),
+        )
+        .await;
+    let nodes = all["data"]["sessions"]["nodes"].as_array().unwrap_or_else(|| panic!("{all}")).clone();
+    let created = |at: usize| nodes[at]["createdAt"].as_str().expect("createdAt").to_owned();
+    let mut groups: Vec<String> =
+        nodes.iter().filter_map(|n| n["launchGroup"]["id"].as_str().map(str::to_owned)).collect();
+    groups.dedup();
+    assert!(groups.len() >= 2, "two launch groups to tell apart");
+    let (early, late) = (created(nodes.len() / 3), created(2 * nodes.len() / 3));
+    for field in SessionFilter::FIELDS {
+        // A value that keeps some sessions, as the list takes it and as the export's text,
+        // and another text to change a link with.
+        let (value, text, other): (Value, String, String) = match *field {
+            "types" => (json!(["BATCH"]), "BATCH".into(), "INTERACTIVE".into()),
+            "tab" => (json!("FINISHED"), "FINISHED".into(), "RUNNING".into()),
+            "statuses" => (json!(["TERMINATED", "RUNNING"]), "TERMINATED,RUNNING".into(), "TERMINATED".into()),
+            "name_contains" => (json!("a"), "a".into(), "b".into()),
+            "resource_group" => (json!("default"), "default".into(), "local".into()),
+            "owner_email" => (json!("bob@example.com"), "bob@example.com".into(), "alice@example.com".into()),
+            "launch_group_id" => (json!(groups[0]), groups[0].clone(), groups[1].clone()),
+            "created_after" => (json!(late), late.clone(), early.clone()),
+            "created_before" => (json!(early), early.clone(), late.clone()),
+            other => panic!("no case for the filter field `{other}`: add one"),
+        };
+        let param = camel(field);
+        let filter = json!({ param.clone(): value });
+        let listed = list_names(&app, "demo-admin", "PROJECT", filter.clone(), Value::Null).await;
+        assert!(!listed.is_empty(), "{field}: the case keeps some sessions");
+        let query = serde_urlencoded::to_string([
+            ("projectId", p.as_str()),
+            ("scope", "PROJECT"),
+            ("columns", "NAME"),
+            (param.as_str(), text.as_str()),
+        ])
+        .expect("a query");
+        let (status, _, body) = export(&app, Some("demo-admin"), &query).await;
+        assert_eq!(status, StatusCode::OK, "{field}: {}", String::from_utf8_lossy(&body));
+        let exported: Vec<String> = records(&body)[1..].iter().map(|r| r[0].clone()).collect();
+        assert_eq!(exported, listed, "{field}: the export holds the list's rows");
+
+        let resp =
+            app.gql(Some("demo-admin"), LINK, json!({"p": p, "scope": "PROJECT", "f": filter, "c": ["NAME"]})).await;
+        let url = resp["data"]["sessionExportUrl"].as_str().unwrap_or_else(|| panic!("{field}: {resp}")).to_owned();
+        let link = url.strip_prefix("/export/sessions.csv?").expect("a path on this server").to_owned();
+        let params: Vec<(String, String)> = serde_urlencoded::from_str(&link).expect("a query");
+        // (Times as the domain writes them, to the microsecond.)
+        let carried = params.iter().any(|(n, v)| *n == param && (*v == text || field.starts_with("created")));
+        assert!(carried, "{field}: the link carries it: {link}");
+        let (status, _, by_link) = export(&app, None, &link).await;
+        assert_eq!((status, &by_link), (StatusCode::OK, &body), "{field}: the link downloads the same");
+        let changed: Vec<(String, String)> =
+            params.iter().map(|(n, v)| (n.clone(), if *n == param { other.clone() } else { v.clone() })).collect();
+        let dropped: Vec<&(String, String)> = params.iter().filter(|(n, _)| *n != param).collect();
+        for altered in [serde_urlencoded::to_string(&changed), serde_urlencoded::to_string(&dropped)] {
+            let (status, _, _) = export(&app, None, &altered.expect("a query")).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{field}: an altered link is refused");
+        }
+    }
+    // What the list refuses, the export refuses alike: BAD_USER_INPUT, naming the field.
+    for (param, value, filter) in [
+        ("launchGroupId", "not-an-id", json!({"launchGroupId": "not-an-id"})),
+        ("nameContains", "a\u{1}b", json!({"nameContains": "a\u{1}b"})),
+        ("resourceGroup", &*"x".repeat(300), json!({"resourceGroup": "x".repeat(300)})),
+    ] {
+        let resp = app
+            .gql(
+                Some("demo-admin"),
+                "query($p: ID!, $f: SessionFilter) { sessions(projectId: $p, scope: PROJECT, filter: $f) { nodes { id } } }",
+                json!({"p": p, "f": filter}),
+            )
+            .await;
+        assert_eq!(crate::support::error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
+        let query = serde_urlencoded::to_string([("projectId", p.as_str()), ("scope", "PROJECT"), (param, value)]);
+        let (status, _, body) = export(&app, Some("demo-admin"), &query.expect("a query")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{param}: {}", String::from_utf8_lossy(&body));
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(
+            (body["error"]["code"].as_str(), body["error"]["field"].as_str()),
+            (Some("BAD_USER_INPUT"), Some(param))
+        );
+    }
+}
+
 db_tests!(
+    every_declared_filter_goes_through_the_list_the_export_and_a_link,
     a_download_dropped_midway_stops_reading,
     every_cell_says_what_the_list_shows,
     a_signed_link_downloads_without_a_header_for_a_minute,

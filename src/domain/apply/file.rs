@@ -14,11 +14,11 @@ use super::reader::{Entry, Reader, Table, quoted};
 
 use super::Declared;
 use super::sections::{
-    AGENT_ENGINE, IMAGE_KEYS, read_agent, read_domain, read_engine, read_group, read_image, read_local, read_policy,
-    read_project, read_user,
+    AGENT_ENGINE, read_agent, read_domain, read_engine, read_group, read_image, read_local, read_policy, read_project,
+    read_user,
 };
+use crate::domain::environments::{Images, LocalImage};
 use crate::domain::runtime::engines::EngineKind;
-use crate::domain::runtime::local::images::LocalImage;
 
 /// One declaration file's text and the name its problems are reported under.
 pub struct Source {
@@ -244,6 +244,22 @@ fn check_references(declared: &Declared, refs: Vec<Ref>, problems: &mut Vec<Prob
     }
 }
 
+/// The local environments of a file given with `--images-file`: its `[images]` section,
+/// read as `apply` reads it (the other sections are `apply`'s). The error names the file,
+/// the line and the key of every problem.
+pub fn images_file(path: &Path) -> Result<Images, String> {
+    let text = read_text(path)?;
+    images_text(&path.display().to_string(), &text)
+}
+
+/// The same from a file's text.
+pub fn images_text(name: &str, text: &str) -> Result<Images, String> {
+    let source = Source { name: name.to_owned(), text: text.to_owned() };
+    local_images(&source)
+        .map(|images| Images { images })
+        .map_err(|problems| problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
+}
+
 /// The local environments declared in one file's `[images]` section (`--images-file`):
 /// read as `apply` reads them; the image's other keys and the other sections are `apply`'s.
 pub fn local_images(source: &Source) -> Result<BTreeMap<String, LocalImage>, Vec<Problem>> {
@@ -270,7 +286,7 @@ pub fn local_images(source: &Source) -> Result<BTreeMap<String, LocalImage>, Vec
             let line = r.line(name.span().start);
             let Some(fields) = r.table(&path, entry) else { continue };
             let mut e = Entry { r: &mut r, path, fields, line };
-            e.only(IMAGE_KEYS);
+            e.only(super::keys::IMAGE_KEYS);
             out.insert(name.get_ref().as_ref().to_owned(), read_local(&mut e));
         }
     }
@@ -281,6 +297,43 @@ pub fn local_images(source: &Source) -> Result<BTreeMap<String, LocalImage>, Vec
 mod tests {
     use super::super::reader::bytes;
     use super::*;
+
+    #[test]
+    fn an_images_file_reads_and_names_its_mistakes() {
+        let dir = tempfile::tempdir().expect("a root");
+        let root = dir.path().display().to_string();
+        let images = images_text(
+            "f.toml",
+            &format!("[images.\"python:3.12\"]\nprepare = \"python3 --version\"\nenv = {{ A = \"1\" }}\n[images.\"x\"]\nroot = \"{root}\"\n"),
+        )
+        .expect("valid");
+        assert_eq!(images.get("python:3.12").prepare.as_deref(), Some("python3 --version"));
+        assert_eq!(images.get("python:3.12").env["A"], "1");
+        assert_eq!(images.get("x").root_dir(), Some(std::path::PathBuf::from(&root)));
+        // Never the host's whole file system, nor a directory that is not there.
+        let e = images_text("f.toml", "[images.a]\nroot = \"/\"\n").expect_err("the host's root");
+        assert!(e.contains("may not be /"), "{e}");
+        let e = images_text("f.toml", "[images.a]\nroot = \"/usr/..\"\n").expect_err("the host's root again");
+        assert!(e.contains("may not be /"), "{e}");
+        let e = images_text("f.toml", "[images.a]\nroot = \"/no/such/root\"\n").expect_err("missing");
+        assert!(e.contains("not a directory"), "{e}");
+        // Variable names as a launch takes them.
+        for bad in ["\"A=B\"", "\"\"", "\"1X\"", "\"A\\u0000\""] {
+            let e = images_text("f.toml", &format!("[images.a]\nenv = {{ {bad} = \"x\" }}\n")).expect_err(bad);
+            assert!(e.contains("is not a variable name"), "{bad}: {e}");
+        }
+        let e = images_text("f.toml", "[images.a]\nenv = { A = \"x\\u0000y\" }\n").expect_err("NUL in a value");
+        assert!(e.contains("NUL"), "{e}");
+        assert_eq!(images.get("unknown"), LocalImage::default(), "an image without an entry runs on the host");
+        assert_eq!(images.get("unknown").interactive_command(), crate::domain::environments::KEEP_RUNNING);
+
+        let e = images_text("f.toml", "[images.a]\nroot = \"host\"\nprepared = \"x\"\n").expect_err("unknown key");
+        assert!(e.starts_with("f.toml:3: images.a.prepared: unknown key"), "{e}");
+        let e = images_text("f.toml", "[images.a]\nroot = \"relative\"\n").expect_err("relative root");
+        assert!(e.contains("absolute"), "{e}");
+        let full = images_text("f.toml", "[domains.d]\n[images.a]\ntypes = [\"BATCH\"]\nprepare = \"true\"\n");
+        assert_eq!(full.expect("a declaration file serves").get("a").prepare.as_deref(), Some("true"));
+    }
     use crate::domain::model::{Role, SessionType};
     use crate::domain::runtime::engines::{EngineSettings, TokenSource};
 

@@ -56,6 +56,7 @@
 //! `apply` neither revokes nor deletes keypairs it does not declare.
 
 pub mod file;
+pub mod keys;
 mod prune;
 mod reader;
 mod sections;
@@ -65,12 +66,12 @@ mod write;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::domain::environments::LocalImage;
 use crate::domain::model::{Role, SchedulerStrategy, SessionType};
-use crate::domain::runtime::local::images::LocalImage;
 use crate::domain::slots::ResourceSlots;
 use crate::domain::{DomainError, begin_write};
 
-pub use file::{Problem, Source};
+pub use file::{Problem, Source, images_file};
 
 pub const DEFAULT_CONCURRENT: i64 = 10;
 pub const DEFAULT_PENDING: i64 = 20;

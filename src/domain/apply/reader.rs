@@ -89,7 +89,8 @@ impl<'v, 't> Entry<'_, '_, 'v, 't> {
     }
 
     /// Reports every key not in `allowed`.
-    pub(super) fn only(&mut self, allowed: &[&str]) {
+    pub(super) fn only(&mut self, allowed: &[super::keys::Key]) {
+        let allowed = super::keys::names(allowed);
         for (k, _) in self.fields {
             let name = k.get_ref().as_ref();
             if !allowed.contains(&name) {

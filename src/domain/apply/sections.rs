@@ -7,6 +7,7 @@ use std::path::Path;
 use toml::de::DeValue;
 
 use super::file::Ref;
+use super::keys;
 use super::reader::{Entry, quoted};
 use super::{
     AgentDecl, Declared, DomainDecl, EngineDecl, GroupDecl, ImageDecl, KeypairDecl, PolicyDecl, ProjectDecl, UserDecl,
@@ -15,17 +16,17 @@ use crate::domain::runtime::engines::{EngineKind, EngineSettings, SlurmSettings,
 
 /// The pseudo-section of a declared agent's check of its group's engine.
 pub(super) const AGENT_ENGINE: &str = "agent's engine";
+use crate::domain::environments::LocalImage;
 use crate::domain::model::{Role, SchedulerStrategy, SessionType};
-use crate::domain::runtime::local::images::LocalImage;
 
 pub(super) fn read_domain(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
-    e.only(&["limits"]);
+    e.only(keys::DOMAIN_KEYS);
     let limits = e.slots("limits");
     declared.domains.insert(name.to_owned(), DomainDecl { limits });
 }
 
 pub(super) fn read_project(e: &mut Entry<'_, '_, '_, '_>, key: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
-    e.only(&["limits", "resource_groups"]);
+    e.only(keys::PROJECT_KEYS);
     let limits = e.slots("limits");
     let groups = e.strings("resource_groups").unwrap_or_default();
     let Some((domain, name)) = key.split_once('/').filter(|(d, n)| !d.is_empty() && !n.is_empty() && !n.contains('/'))
@@ -57,7 +58,7 @@ pub(super) fn read_project(e: &mut Entry<'_, '_, '_, '_>, key: &str, declared: &
 }
 
 pub(super) fn read_user(e: &mut Entry<'_, '_, '_, '_>, email: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
-    e.only(&["domain", "role", "name", "projects", "keypairs"]);
+    e.only(keys::USER_KEYS);
     let at = email.find('@');
     if !at.is_some_and(|i| i > 0 && i + 1 < email.len()) || email.chars().any(|c| c.is_whitespace() || c.is_control()) {
         let (line, path) = (e.line, e.path.clone());
@@ -114,7 +115,7 @@ pub(super) fn read_keypairs(e: &mut Entry<'_, '_, '_, '_>, refs: &mut Vec<Ref>) 
         let line = e.r.line(item.span().start);
         let path = format!("{}.keypairs[{i}]", e.path);
         let mut k = Entry { r: &mut *e.r, path, fields, line };
-        k.only(&["access_key", "policy", "secret", "secret_sha256"]);
+        k.only(keys::KEYPAIR_KEYS);
         let access_key = k.required_string("access_key");
         let policy = match k.value("policy") {
             None => Some("default".to_owned()),
@@ -166,7 +167,7 @@ pub(super) fn default_name(email: &str) -> String {
 }
 
 pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
-    e.only(&["limits", "max_concurrent_sessions", "max_pending_sessions", "max_session_lifetime_seconds"]);
+    e.only(keys::POLICY_KEYS);
     let limits = e.slots("limits");
     let most = i64::from(i32::MAX);
     let concurrent = e.integer("max_concurrent_sessions", 0, most).unwrap_or(super::DEFAULT_CONCURRENT);
@@ -184,19 +185,6 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
     );
 }
 
-const SLURM_KEYS: &[&str] = &[
-    "kind",
-    "url",
-    "partition",
-    "user",
-    "token_file",
-    "token_env",
-    "api_version",
-    "output_dir",
-    "slurm_conf",
-    "sessiond",
-];
-
 /// A path key's value that must be absolute: otherwise a problem at its span saying `what`.
 fn require_absolute(e: &mut Entry<'_, '_, '_, '_>, key: &str, value: Option<&str>, what: &str) {
     if value.is_some_and(|v| !v.starts_with('/')) {
@@ -207,7 +195,7 @@ fn require_absolute(e: &mut Entry<'_, '_, '_, '_>, key: &str, value: Option<&str
 
 pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
     let Some(kind_text) = e.required_string("kind") else {
-        e.only(SLURM_KEYS);
+        e.only(keys::SLURM_KEYS);
         return;
     };
     let Some(kind) = EngineKind::parse(&kind_text.to_lowercase()) else {
@@ -218,15 +206,15 @@ pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
     };
     let settings = match kind {
         EngineKind::Simulated => {
-            e.only(&["kind"]);
+            e.only(&[keys::ENGINE_KIND]);
             EngineSettings::Simulated
         }
         EngineKind::Local => {
-            e.only(&["kind"]);
+            e.only(&[keys::ENGINE_KIND]);
             EngineSettings::Local
         }
         EngineKind::Slurm => {
-            e.only(SLURM_KEYS);
+            e.only(keys::SLURM_KEYS);
             let url = e.required_string("url");
             if let Some(u) = &url
                 && !(u.starts_with("http://") || u.starts_with("https://"))
@@ -290,7 +278,7 @@ pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
 }
 
 pub(super) fn read_group(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
-    e.only(&["description", "scheduler", "pending_timeout_seconds", "session_types", "engine"]);
+    e.only(keys::GROUP_KEYS);
     let engine = e.string("engine");
     if let Some(engine) = &engine {
         let span = e.span_of("engine");
@@ -313,7 +301,7 @@ pub(super) fn read_group(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &m
 }
 
 pub(super) fn read_agent(e: &mut Entry<'_, '_, '_, '_>, id: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
-    e.only(&["resource_group", "slots", "this_machine", "schedulable"]);
+    e.only(keys::AGENT_KEYS);
     let this_machine = e.boolean("this_machine", false);
     let schedulable = e.boolean("schedulable", true);
     let slots = e.slots("slots");
@@ -343,10 +331,8 @@ pub(super) fn read_agent(e: &mut Entry<'_, '_, '_, '_>, id: &str, declared: &mut
     );
 }
 
-pub(super) const IMAGE_KEYS: &[&str] = &["types", "minimum", "apps", "root", "command", "prepare", "env"];
-
 pub(super) fn read_image(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
-    e.only(IMAGE_KEYS);
+    e.only(keys::IMAGE_KEYS);
     let types = if e.value("types").is_none() {
         e.missing("types");
         None

@@ -19,8 +19,8 @@ use entity::{
 
 use super::shown::{diff, diff_list, diff_opt, limits_shown, slots_diff, slots_shown, strings, type_names};
 use super::{Action, ApplyError, Change, Declared, Plan};
+use crate::domain::environments::LocalImage;
 use crate::domain::ids::stable_id;
-use crate::domain::runtime::local::images::LocalImage;
 use crate::domain::slots::ResourceSlots;
 use crate::domain::{catalog, clock};
 

@@ -5,7 +5,9 @@ use super::{Agent, Check, PendingSession, Quota, Snapshot};
 use crate::domain::occupancy::{LimitLayer, PendingReason, quota_failures};
 use crate::domain::slots::ResourceSlots;
 
-pub(super) fn quota_checks(state: &Snapshot, s: &PendingSession, requested: &ResourceSlots) -> Vec<Check> {
+/// The checks of whether a session may start at all, wherever it would go: its keypair's,
+/// project's and domain's quotas and its keypair's concurrency.
+pub(super) fn admission_checks(state: &Snapshot, s: &PendingSession, requested: &ResourceSlots) -> Vec<Check> {
     let empty = Quota::default();
     let kp = state.keypairs.get(&s.keypair);
     let keypair_quota = kp.map_or(&empty, |k| &k.quota);

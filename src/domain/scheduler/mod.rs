@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::model::SchedulerStrategy;
 use super::occupancy::{LimitLayer, PendingReason};
 use super::slots::{ResourceRequest, ResourceSlots};
-use fit::{allocate, place, quota_checks};
+use fit::{admission_checks, allocate, place};
 pub use queue::dominant_share;
 use queue::{Queue, order_band};
 
@@ -130,8 +130,10 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
             // The whole session's request, once: every check, the placement and the
             // allocation use it.
             let total = s.request.total();
-            let mut checks = quota_checks(state, &s, &total);
-            let quota_ok = checks.iter().all(|c| c.failures.is_empty());
+            // Whether it may start wherever it goes (quotas, concurrency); then whether it
+            // waits its turn, and where it goes. It starts only if every check passed.
+            let mut checks = admission_checks(state, &s, &total);
+            let admitted = all_passed(&checks);
             if blocked {
                 checks.push(Check {
                     name: "queue",
@@ -173,7 +175,7 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                 },
             });
             match placement {
-                Some(agents) if quota_ok => {
+                Some(agents) if all_passed(&checks) => {
                     allocate(state, g, &s, &total, &agents, &group_name);
                     queue.taken(&s, state, &group_name, &capacity);
                     decisions.push(Decision {
@@ -184,7 +186,7 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                     });
                 }
                 placement => {
-                    if placement.is_none() && quota_ok && !only_elsewhere {
+                    if placement.is_none() && admitted && !only_elsewhere {
                         // Head-of-line: the rest of the band waits behind it. A session that
                         // may not start anyway (over a quota) blocks nobody.
                         blocked = true;
@@ -204,6 +206,11 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
         }
     }
     decisions
+}
+
+/// Whether none of `checks` failed: what a session needs to start.
+fn all_passed(checks: &[Check]) -> bool {
+    checks.iter().all(|c| c.failures.is_empty())
 }
 
 fn wait(s: &PendingSession, group: &str, checks: Vec<Check>) -> Decision {
@@ -329,6 +336,27 @@ mod tests {
             (reasons[0].slot.as_deref(), reasons[0].requested, reasons[0].remaining),
             (Some("cpu"), Some(2.0), Some(1.0))
         );
+    }
+
+    #[test]
+    fn a_session_starts_exactly_when_every_check_it_ran_passed() {
+        // Quotas, concurrency, the queue and capacity binding in turn over one pass.
+        let pending: Vec<_> = (0..12).map(|i| session(i, 1 + i % 3, 1.0 + (i % 2) as f64, i as i64)).collect();
+        let mut snap = snapshot(SchedulerStrategy::Fifo, &[("a", 3.0), ("b", 2.0)], pending);
+        snap.projects
+            .insert(uuid(1000), Quota { limit: ResourceSlots::from_pairs([("cpu", 4.0)]), used: ResourceSlots::new() });
+        snap.keypairs.insert(uuid(102), KeypairQuota { quota: Quota::default(), max_concurrent: 1, active: 0 });
+        let decisions = schedule(&snap);
+        let (mut started, mut waited) = (0, 0);
+        for d in &decisions {
+            let passed = all_passed(&d.checks);
+            match d.outcome {
+                Outcome::Schedule { .. } => started += usize::from(passed),
+                Outcome::Wait { .. } => waited += usize::from(!passed),
+            }
+            assert_eq!(matches!(d.outcome, Outcome::Schedule { .. }), passed, "{:?}", d.checks);
+        }
+        assert!(started > 0 && waited > 0);
     }
 
     #[test]

@@ -16,7 +16,8 @@ mod filter;
 mod order;
 
 pub use facts::*;
-pub use filter::{SessionFilter, SessionTab};
+pub(crate) use filter::session_filter_fields;
+pub use filter::{FilterValue, LaunchGroupRef, MAX_FILTER_TEXT, SessionFilter, SessionTab};
 pub use order::{MAX_ORDERS, SessionOrder, SessionOrderField, SessionPosition};
 
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
-//! Which documents have a compiled form, and that form: the session list with plain fields,
-//! read from a document async-graphql has already parsed (and, before the plan is kept,
-//! validated and answered without an error).
+//! Which documents have a compiled form, and that form: a session list, read from a
+//! document async-graphql has already parsed (and, before the plan is kept, validated and
+//! answered without an error), planned against the schema ([`super::schema`]) with the
+//! fields the compiled list knows ([`super::fields`]).
 //!
 //! What compiles, and nothing else (anything else is answered by the executor):
 //! - a document of one operation, a query without directives, whose only root selection is
@@ -8,15 +9,16 @@
 //! - its arguments as written, with variables for `projectId`, `scope`, `first`, `after`,
 //!   `last` and `before` (their values are coerced as the executor coerces them); `filter`
 //!   and `orderBy` only as literals, which validation has checked once and for all;
-//! - under it `edges { cursor node { … } }`, `nodes { … }`, `pageInfo { … }` and, in a
-//!   session, its scalar fields, `requestedSlots`/`occupiedSlots { cpu memory }`,
-//!   `owner { id email fullName role }` and `project { id name }`;
-//! - `__typename` anywhere below the root, and aliases;
+//! - below it, any field of any object the fields module knows (the connection, edges,
+//!   page info, sessions and their relations: owner, project, resource group, image,
+//!   launch group, requested and occupied slots with accelerators), `__typename`
+//!   anywhere, and aliases;
 //! - no fragments, no directives, no response key selected twice (the executor merges
 //!   those), no arguments below the root.
 
 use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, Field, OperationType, Selection, SelectionSet, VariableDefinition,
+    DocumentOperations, ExecutableDocument, Field as QueryField, OperationType, Selection, SelectionSet,
+    VariableDefinition,
 };
 use async_graphql::{Name, Positioned};
 /// A value as written in the document: variables not yet replaced.
@@ -26,10 +28,8 @@ use crate::domain::paging::MAX_PAGE_SIZE;
 
 use super::super::limits;
 use super::super::session_list::page_complexity;
-
-/// A selection of one object: each field's response key (written as JSON, with its colon)
-/// and what it is.
-pub(super) type Fields<F> = Vec<(Vec<u8>, F)>;
+use super::fields::{self, Get, Loads};
+use super::schema::{self, Types};
 
 /// A compiled session list.
 pub struct Plan {
@@ -37,78 +37,23 @@ pub struct Plan {
     pub(super) key: Vec<u8>,
     pub(super) variables: Vec<Positioned<VariableDefinition>>,
     pub(super) arguments: Vec<(Positioned<Name>, Positioned<Value>)>,
-    pub(super) connection: Fields<Connection>,
+    /// The connection's selection.
+    pub(super) root: Object,
+    /// The relations to load for the page.
+    pub(super) loads: Loads,
 }
 
-pub(super) enum Connection {
-    Typename,
-    Edges(Fields<Edge>),
-    Nodes(Fields<SessionField>),
-    PageInfo(Fields<PageInfoField>),
+/// The selection of one object: each field's response key (written as JSON, with its
+/// colon) and what it is.
+pub(super) struct Object {
+    pub(super) fields: Vec<(Vec<u8>, Field)>,
 }
 
-pub(super) enum Edge {
-    Typename,
-    Cursor,
-    Node(Fields<SessionField>),
-}
-
-#[derive(Clone, Copy)]
-pub(super) enum PageInfoField {
-    Typename,
-    HasNextPage,
-    HasPreviousPage,
-    StartCursor,
-    EndCursor,
-}
-
-pub(super) enum SessionField {
-    Typename,
-    Id,
-    Name,
-    Type,
-    Status,
-    StatusInfo,
-    Result,
-    ExitCode,
-    Agent,
-    ClusterSize,
-    Priority,
-    StartupCommand,
-    BatchTimeoutSeconds,
-    CreatedAt,
-    ScheduledAt,
-    StartedAt,
-    TerminatedAt,
-    ElapsedSeconds,
-    QueuePosition,
-    RequestedSlots(Fields<SlotsField>),
-    OccupiedSlots(Fields<SlotsField>),
-    Owner(Fields<UserField>),
-    Project(Fields<ProjectField>),
-}
-
-#[derive(Clone, Copy)]
-pub(super) enum SlotsField {
-    Typename,
-    Cpu,
-    Memory,
-}
-
-#[derive(Clone, Copy)]
-pub(super) enum UserField {
-    Typename,
-    Id,
-    Email,
-    FullName,
-    Role,
-}
-
-#[derive(Clone, Copy)]
-pub(super) enum ProjectField {
-    Typename,
-    Id,
-    Name,
+pub(super) enum Field {
+    /// `__typename`: the type's name, written as JSON.
+    Typename(Vec<u8>),
+    /// A field read by `get`; `object` is its selection when its type is an object.
+    Get { get: Get, nullable: bool, list: bool, object: Option<Object> },
 }
 
 /// The arguments a variable may stand for: those whose values the executor's coercion and
@@ -149,12 +94,16 @@ impl Plan {
                 return None;
             }
         }
-        let connection = fields(&root.selection_set.node, connection)?;
+        let types = schema::types();
+        let connection = types.field("Query", "sessions")?;
+        let mut loads = Loads::default();
+        let object = object(types, &connection.named, &root.selection_set.node, &mut loads)?;
         let plan = Plan {
             key: key_of(root),
             variables: operation.variable_definitions.clone(),
             arguments: root.arguments.clone(),
-            connection,
+            root: object,
+            loads,
         };
         // The cost async-graphql gives the page at its largest size: each field below the
         // list costs at most 1 per session.
@@ -184,16 +133,17 @@ fn count(set: &SelectionSet) -> usize {
         .fold(0, usize::saturating_add)
 }
 
-fn key_of(field: &Field) -> Vec<u8> {
+fn key_of(field: &QueryField) -> Vec<u8> {
     let mut key = serde_json::to_vec(field.response_key().node.as_str()).unwrap_or_default();
     key.push(b':');
     key
 }
 
-/// The fields of one object: each through `field`, which says what it is (`None`: not
-/// compiled). Plain fields only, each response key once.
-fn fields<F>(set: &SelectionSet, field: impl Fn(&Field) -> Option<F>) -> Option<Fields<F>> {
-    let mut compiled: Fields<F> = Vec::with_capacity(set.items.len());
+/// The selection `set` of an object of the type `type_name`: each field as the schema types
+/// it and the fields module reads it (`None`: something is not compiled). Plain fields
+/// only, each response key once.
+fn object(types: &Types, type_name: &str, set: &SelectionSet, loads: &mut Loads) -> Option<Object> {
+    let mut compiled: Vec<(Vec<u8>, Field)> = Vec::with_capacity(set.items.len());
     for item in &set.items {
         let Selection::Field(f) = &item.node else { return None };
         let f = &f.node;
@@ -204,110 +154,35 @@ fn fields<F>(set: &SelectionSet, field: impl Fn(&Field) -> Option<F>) -> Option<
         if compiled.iter().any(|(k, _)| *k == key) {
             return None;
         }
-        compiled.push((key, field(f)?));
+        let name = f.name.node.as_str();
+        let sub = &f.selection_set.node;
+        let field = if name == "__typename" {
+            if !sub.items.is_empty() {
+                return None;
+            }
+            Field::Typename(serde_json::to_vec(type_name).ok()?)
+        } else {
+            let ty = types.field(type_name, name)?;
+            if ty.takes_arguments {
+                return None;
+            }
+            let get = fields::getter(type_name, name)?;
+            let object = if types.is_object(&ty.named) {
+                if sub.items.is_empty() {
+                    return None;
+                }
+                Some(object(types, &ty.named, sub, loads)?)
+            } else if sub.items.is_empty() {
+                None
+            } else {
+                return None;
+            };
+            loads.add(type_name, name);
+            Field::Get { get, nullable: ty.nullable, list: ty.list, object }
+        };
+        compiled.push((key, field));
     }
-    Some(compiled)
-}
-
-/// A leaf: a field with no selection of its own.
-fn leaf<F>(f: &Field, what: F) -> Option<F> {
-    f.selection_set.node.items.is_empty().then_some(what)
-}
-
-fn connection(f: &Field) -> Option<Connection> {
-    let set = &f.selection_set.node;
-    match f.name.node.as_str() {
-        "__typename" => leaf(f, Connection::Typename),
-        "edges" => Some(Connection::Edges(fields(set, edge)?)),
-        "nodes" => Some(Connection::Nodes(fields(set, session)?)),
-        "pageInfo" => Some(Connection::PageInfo(fields(set, page_info)?)),
-        _ => None,
-    }
-}
-
-fn edge(f: &Field) -> Option<Edge> {
-    match f.name.node.as_str() {
-        "__typename" => leaf(f, Edge::Typename),
-        "cursor" => leaf(f, Edge::Cursor),
-        "node" => Some(Edge::Node(fields(&f.selection_set.node, session)?)),
-        _ => None,
-    }
-}
-
-fn page_info(f: &Field) -> Option<PageInfoField> {
-    let what = match f.name.node.as_str() {
-        "__typename" => PageInfoField::Typename,
-        "hasNextPage" => PageInfoField::HasNextPage,
-        "hasPreviousPage" => PageInfoField::HasPreviousPage,
-        "startCursor" => PageInfoField::StartCursor,
-        "endCursor" => PageInfoField::EndCursor,
-        _ => return None,
-    };
-    leaf(f, what)
-}
-
-fn session(f: &Field) -> Option<SessionField> {
-    use SessionField as S;
-    let set = &f.selection_set.node;
-    let what = match f.name.node.as_str() {
-        "requestedSlots" => return Some(S::RequestedSlots(fields(set, slots)?)),
-        "occupiedSlots" => return Some(S::OccupiedSlots(fields(set, slots)?)),
-        "owner" => return Some(S::Owner(fields(set, user)?)),
-        "project" => return Some(S::Project(fields(set, project)?)),
-        "__typename" => S::Typename,
-        "id" => S::Id,
-        "name" => S::Name,
-        "type" => S::Type,
-        "status" => S::Status,
-        "statusInfo" => S::StatusInfo,
-        "result" => S::Result,
-        "exitCode" => S::ExitCode,
-        "agent" => S::Agent,
-        "clusterSize" => S::ClusterSize,
-        "priority" => S::Priority,
-        "startupCommand" => S::StartupCommand,
-        "batchTimeoutSeconds" => S::BatchTimeoutSeconds,
-        "createdAt" => S::CreatedAt,
-        "scheduledAt" => S::ScheduledAt,
-        "startedAt" => S::StartedAt,
-        "terminatedAt" => S::TerminatedAt,
-        "elapsedSeconds" => S::ElapsedSeconds,
-        "queuePosition" => S::QueuePosition,
-        _ => return None,
-    };
-    leaf(f, what)
-}
-
-fn slots(f: &Field) -> Option<SlotsField> {
-    let what = match f.name.node.as_str() {
-        "__typename" => SlotsField::Typename,
-        "cpu" => SlotsField::Cpu,
-        "memory" => SlotsField::Memory,
-        _ => return None,
-    };
-    leaf(f, what)
-}
-
-fn user(f: &Field) -> Option<UserField> {
-    let what = match f.name.node.as_str() {
-        "__typename" => UserField::Typename,
-        "id" => UserField::Id,
-        "email" => UserField::Email,
-        "fullName" => UserField::FullName,
-        "role" => UserField::Role,
-        _ => return None,
-    };
-    leaf(f, what)
-}
-
-fn project(f: &Field) -> Option<ProjectField> {
-    let what = match f.name.node.as_str() {
-        "__typename" => ProjectField::Typename,
-        "id" => ProjectField::Id,
-        "name" => ProjectField::Name,
-        _ => return None,
-    };
-    leaf(f, what)
+    Some(Object { fields: compiled })
 }
 
 #[cfg(test)]
@@ -323,6 +198,8 @@ mod tests {
     fn plain_lists_compile() {
         assert!(plan("query($p: ID!) { sessions(projectId: $p, first: 50) { edges { cursor node { id name owner { email } requestedSlots { cpu memory } } } pageInfo { hasNextPage endCursor } } }").is_some());
         assert!(plan("{ s: sessions(projectId: \"x\", filter: {tab: RUNNING}, orderBy: [{field: NAME, direction: ASC}]) { __typename nodes { __typename t: type } } }").is_some());
+        // Every column of the Sessions page, relations included.
+        assert!(plan("{ sessions(projectId: \"x\") { nodes { name status type owner { email } project { name } resourceGroup { name } image { name } launchGroup { id name } requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { all { slot amount } } createdAt elapsedSeconds } } }").is_some());
     }
 
     #[test]
@@ -343,8 +220,8 @@ mod tests {
             "{ sessions(projectId: \"x\") { nodes { logs(tail: 5) } } }",
             // Fields that need a loader or a statement of their own.
             "{ sessions(projectId: \"x\") { totalCount } }",
-            "{ sessions(projectId: \"x\") { nodes { image { name } } } }",
-            "{ sessions(projectId: \"x\") { nodes { requestedSlots { accelerators { slot } } } } }",
+            "{ sessions(projectId: \"x\") { nodes { launchGroup { sessions { nodes { id } } } } } }",
+            "{ sessions(projectId: \"x\") { nodes { schedulingHistory { edges { cursor } } } } }",
             "mutation { sessions(projectId: \"x\") { nodes { id } } }",
             // Two operations: validation weighs both.
             "query A { sessions(projectId: \"x\") { nodes { id } } } query B { sessions(projectId: \"y\") { nodes { id } } }",

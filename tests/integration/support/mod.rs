@@ -231,7 +231,7 @@ impl TestApp {
     /// start here, unless `SESSIOND_REQUIRE_SANDBOX=1` (set by `.ci/run`) makes that a
     /// failure. `Query.runtime` then reports the local runtime.
     pub async fn start_local_runtime(&mut self, dir: &std::path::Path, grace_ms: u64, images: Option<&str>) -> bool {
-        let limit = sessiond::domain::runtime::local::files::DEFAULT_WORK_DIR_LIMIT;
+        let limit = sessiond::domain::runtime::local::limits::DEFAULT_WORK_DIR_LIMIT;
         self.start_local_runtime_with(dir, grace_ms, images, limit).await
     }
 

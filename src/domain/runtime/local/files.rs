@@ -104,7 +104,7 @@ pub struct Spec {
     pub root: Option<PathBuf>,
     /// The image's one-time prepare step (PULLING), with its marker, when it has not run.
     pub prepare: Option<Prepare>,
-    pub limits: Limits,
+    pub limits: super::limits::Limits,
     pub batch_timeout_seconds: Option<i64>,
     /// Between SIGTERM and killing whatever is left.
     pub grace_ms: u64,
@@ -123,28 +123,6 @@ pub struct Prepare {
     pub command: String,
     pub marker: PathBuf,
 }
-
-/// The limits of a session, as the supervisor enforces them.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Limits {
-    /// Whole cores (at least 1).
-    pub cores: u32,
-    /// Bytes of memory.
-    pub memory: u64,
-    /// Processes and threads.
-    pub pids: u64,
-    /// Bytes the work directory may hold (and the largest file the session may write).
-    #[serde(default = "default_disk")]
-    pub disk: u64,
-}
-
-/// The work directory's limit of a spec written before there was one.
-fn default_disk() -> u64 {
-    DEFAULT_WORK_DIR_LIMIT
-}
-
-/// The work directory's limit unless configured (`--work-dir-limit`): 10 GiB.
-pub const DEFAULT_WORK_DIR_LIMIT: u64 = 10 << 30;
 
 /// Where a supervisor is in running its session.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]

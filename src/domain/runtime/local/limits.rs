@@ -15,9 +15,30 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::files::Limits;
+/// The limits of a session, as the supervisor enforces them.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Limits {
+    /// Whole cores (at least 1).
+    pub cores: u32,
+    /// Bytes of memory.
+    pub memory: u64,
+    /// Processes and threads.
+    pub pids: u64,
+    /// Bytes the work directory may hold (and the largest file the session may write).
+    #[serde(default = "default_disk")]
+    pub disk: u64,
+}
+
+/// The work directory's limit of a spec written before there was one.
+fn default_disk() -> u64 {
+    DEFAULT_WORK_DIR_LIMIT
+}
+
+/// The work directory's limit unless configured (`--work-dir-limit`): 10 GiB.
+pub const DEFAULT_WORK_DIR_LIMIT: u64 = 10 << 30;
 
 /// The cgroup controllers a session is limited by.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

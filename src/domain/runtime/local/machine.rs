@@ -22,6 +22,61 @@ pub(super) fn remove_session_dir(runtime_dir: &Path, dir: &Path) {
     }
 }
 
+/// The runtime directory when none is given (`--runtime-dir`): relative to where the
+/// server starts.
+pub const DEFAULT_RUNTIME_DIR: &str = "sessiond-runtime";
+
+/// Where sessions of a server running as root keep their directories when the default one
+/// is out of their reach: a directory of its own per configured path, the same at every
+/// start (a restart finds its sessions).
+const SHARED_RUNTIME_ROOT: &str = "/var/lib/sessiond";
+
+/// The local runtime's directory for `dir` (absolute): `dir` itself, unless the server runs
+/// as root (sessions then run as `nobody`) and a directory above `dir` does not let others
+/// through (a root user's 0700 home). Then the default moves to a directory of its own
+/// under /var/lib/sessiond, said in the second value; a directory given explicitly is an
+/// error that says what to do.
+pub fn reachable_runtime_dir(dir: &Path, explicit: bool) -> Result<(PathBuf, Option<String>), String> {
+    if !sandbox::is_root() {
+        return Ok((dir.to_owned(), None));
+    }
+    let Some(closed) = closed_ancestor(dir) else { return Ok((dir.to_owned(), None)) };
+    let why = format!(
+        "{} is closed to other users (mode {:04o}), so sessions, which run as `nobody`, cannot reach {}",
+        closed.display(),
+        mode(&closed) & 0o7777,
+        dir.display()
+    );
+    if explicit {
+        return Err(format!(
+            "{why}: give --runtime-dir a directory under one every user may pass through, such as {SHARED_RUNTIME_ROOT}"
+        ));
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(dir.as_os_str().as_encoded_bytes());
+    let name: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let moved = Path::new(SHARED_RUNTIME_ROOT).join(format!("runtime-{name}"));
+    if let Some(still) = closed_ancestor(&moved) {
+        return Err(format!(
+            "{why}, nor {} ({} is closed too): give --runtime-dir a directory every user may pass through",
+            moved.display(),
+            still.display()
+        ));
+    }
+    let note = format!("{why}; sessions keep their directories in {} instead", moved.display());
+    Ok((moved, Some(note)))
+}
+
+/// The first existing directory above `dir` that others may not pass through.
+fn closed_ancestor(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors().skip(1).filter(|a| a.exists()).find(|a| mode(a) & 0o001 == 0).map(Path::to_owned)
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).map_or(0, |m| m.permissions().mode())
+}
+
 /// Makes a directory traversable by the sessions' unprivileged uid (not listable).
 pub(super) fn open_to_traverse(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -102,4 +157,30 @@ pub(super) fn accelerator_devices(n: usize) -> Vec<PathBuf> {
         }
     }
     gpus
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_directory_under_a_closed_one_moves_or_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().expect("a directory");
+        let dir = home.path().join("work").join(DEFAULT_RUNTIME_DIR);
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).expect("open");
+        assert_eq!(reachable_runtime_dir(&dir, false).expect("reachable"), (dir.clone(), None));
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).expect("close");
+        if !sandbox::is_root() {
+            // Sessions run as this user: nothing to move.
+            assert_eq!(reachable_runtime_dir(&dir, false).expect("as it is"), (dir, None));
+            return;
+        }
+        let (moved, note) = reachable_runtime_dir(&dir, false).expect("moved");
+        assert!(moved.starts_with(SHARED_RUNTIME_ROOT), "{}", moved.display());
+        assert!(note.expect("said").contains("closed to other users (mode 0700)"));
+        assert_eq!(reachable_runtime_dir(&dir, false).expect("moved").0, moved, "the same at every start");
+        let refused = reachable_runtime_dir(&dir, true).expect_err("given explicitly");
+        assert!(refused.contains("give --runtime-dir a directory"), "{refused}");
+    }
 }

@@ -19,7 +19,6 @@
 
 pub mod enter;
 pub mod files;
-pub mod images;
 pub mod limits;
 pub(crate) mod machine;
 pub(crate) mod observe;
@@ -41,13 +40,14 @@ use entity::{agent, engine, project, resource_group, resource_group_project, ses
 use super::engines::EngineKind;
 use super::reconcile;
 use super::{Runtime, RuntimeInfo, RuntimeKind, env_vars, lifetimes};
+use crate::domain::environments::{self as images, Images};
 use crate::domain::events::EventBus;
 use crate::domain::model::{SchedulerStrategy, SessionType};
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainResult, catalog, clock};
-use files::{Limits, Prepare, SessionDir, Spec};
-use images::Images;
+use files::{Prepare, SessionDir, Spec};
 use limits::Enforcement;
+use limits::Limits;
 pub(crate) use machine::prepare_dirs;
 use machine::{accelerator_devices, capacity, open_to_traverse, remove_session_dir};
 use observe::Plan;

@@ -165,7 +165,7 @@ pub fn probe(scratch: &Path) -> Result<(), String> {
         image_env: Vec::new(),
         root: None,
         prepare: None,
-        limits: super::files::Limits { cores: 1, memory: 64 << 20, pids: 64, disk: 64 << 20 },
+        limits: super::limits::Limits { cores: 1, memory: 64 << 20, pids: 64, disk: 64 << 20 },
         batch_timeout_seconds: None,
         grace_ms: 0,
         devices: Vec::new(),

@@ -11,9 +11,9 @@ use entity::session;
 
 use super::Plan;
 use super::client::{Client, Job, JobSpec};
+use crate::domain::environments::LocalImage;
 use crate::domain::model::SessionType;
 use crate::domain::runtime::local::files::SessionDir;
-use crate::domain::runtime::local::images::LocalImage;
 use crate::domain::runtime::local::observe;
 use crate::domain::runtime::output::new_output;
 use crate::domain::runtime::reconcile::steps_between;

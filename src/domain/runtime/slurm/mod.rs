@@ -343,7 +343,7 @@ impl SlurmEngine {
         &self,
         db: &DatabaseConnection,
         s: &session::Model,
-        images: &BTreeMap<String, crate::domain::runtime::local::images::LocalImage>,
+        images: &BTreeMap<String, crate::domain::environments::LocalImage>,
         lifetime: Option<i64>,
     ) -> DomainResult<Option<Plan>> {
         let claim = engine_job::Entity::insert(engine_job::ActiveModel {
@@ -394,23 +394,17 @@ impl SlurmEngine {
     fn write_session_dir(
         &self,
         s: &session::Model,
-        images: &BTreeMap<String, crate::domain::runtime::local::images::LocalImage>,
+        images: &BTreeMap<String, crate::domain::environments::LocalImage>,
     ) -> Result<(), String> {
-        use crate::domain::runtime::local::{files, limits::Enforcement, session_spec};
+        use crate::domain::runtime::local::limits::{DEFAULT_WORK_DIR_LIMIT, Enforcement};
+        use crate::domain::runtime::local::{files, session_spec};
         let settings = self.client.settings();
         let sd = job::session_dir(&settings.output_dir, s.id);
         let image = images.get(&s.image).cloned().unwrap_or_default();
         // No node keeps a prepared image for sessiond: each job prepares its own.
         let marker = Some(sd.root.join("prepared"));
-        let mut spec = session_spec(
-            s,
-            &image,
-            marker,
-            files::DEFAULT_WORK_DIR_LIMIT,
-            self.grace,
-            Vec::new(),
-            Enforcement::Watchdog,
-        );
+        let mut spec =
+            session_spec(s, &image, marker, DEFAULT_WORK_DIR_LIMIT, self.grace, Vec::new(), Enforcement::Watchdog);
         // Which GPUs Slurm allocates is known on the node: its supervisor binds them.
         spec.slurm_gpus = s.requested_slots.get("cuda.device").and_then(serde_json::Value::as_f64).unwrap_or(0.0) > 0.0;
         std::fs::create_dir_all(sd.work()).map_err(|e| format!("cannot create the session's directory: {e}"))?;

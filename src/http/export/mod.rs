@@ -14,16 +14,14 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
+use crate::domain::error::codes::{INTERNAL, INTERNAL_MESSAGE};
+use crate::domain::error::{camel, code_of};
 use crate::domain::export::{self, Export, ExportRequest};
-use crate::domain::model::{SessionColumnKey, SessionType};
-use crate::domain::sessions::{SessionFilter, SessionOrder, SessionOrderField, SessionTab};
-use crate::domain::status::SessionStatus;
-use crate::domain::visibility::SessionScope;
 use crate::domain::{DomainError, auth, clock};
-use crate::graphql::errors::{INTERNAL, INTERNAL_MESSAGE, camel, code_of};
-use crate::graphql::ids::{NodeKind, decode_uuid};
 
 use super::AppState;
+
+pub mod query;
 
 /// The answer to a request that cannot be served.
 struct Refusal {
@@ -50,10 +48,6 @@ fn error(status: StatusCode, code: &str, message: &str, field: Option<&str>) -> 
     Refusal { status, body: body.to_string() }
 }
 
-fn bad(field: &str, message: impl AsRef<str>) -> Refusal {
-    error(StatusCode::BAD_REQUEST, "BAD_USER_INPUT", message.as_ref(), Some(field))
-}
-
 fn domain_error(e: &DomainError) -> Refusal {
     let status = match e {
         DomainError::Unauthenticated => StatusCode::UNAUTHORIZED,
@@ -77,84 +71,6 @@ fn domain_error(e: &DomainError) -> Refusal {
     error(status, code_of(e), &e.to_string(), field.as_deref())
 }
 
-/// A comma-separated list of names, each parsed by `parse`.
-fn list<T>(field: &str, text: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, Refusal> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| parse(s).ok_or_else(|| bad(field, format!("`{field}`: unknown value `{s}`"))))
-        .collect()
-}
-
-fn time(field: &str, text: &str) -> Result<DateTime<Utc>, Refusal> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| bad(field, format!("`{field}`: not an RFC 3339 time")))
-}
-
-/// `CREATED_AT_DESC`-style orders, comma-separated.
-fn orders(text: &str) -> Result<Vec<SessionOrder>, Refusal> {
-    list("orderBy", text, |s| {
-        let (field, direction) = s.rsplit_once('_')?;
-        let descending = match direction {
-            "ASC" => false,
-            "DESC" => true,
-            _ => return None,
-        };
-        Some(SessionOrder { field: SessionOrderField::parse(field)?, descending })
-    })
-}
-
-/// The export the query string asks for.
-fn request(params: &[(String, String)]) -> Result<ExportRequest, Refusal> {
-    let mut project_id = None;
-    let mut scope = SessionScope::Mine;
-    let mut filter = SessionFilter::default();
-    let mut order = Vec::new();
-    let mut columns = None;
-    let mut seen = std::collections::BTreeSet::new();
-    for (name, value) in params {
-        if !seen.insert(name.as_str()) {
-            return Err(bad(name, format!("`{name}` is given twice")));
-        }
-        if value.contains('\0') {
-            return Err(bad(name, format!("`{name}` contains a NUL character")));
-        }
-        match name.as_str() {
-            "projectId" => project_id = Some(value.clone()),
-            "scope" => scope = SessionScope::parse(value).ok_or_else(|| bad(name, "`scope` is MINE or PROJECT"))?,
-            "types" => filter.types = Some(list(name, value, SessionType::parse)?),
-            "statuses" => filter.statuses = Some(list(name, value, SessionStatus::parse)?),
-            "tab" => {
-                filter.tab = Some(SessionTab::parse(value).ok_or_else(|| bad(name, "`tab` is RUNNING or FINISHED"))?)
-            }
-            "nameContains" => filter.name_contains = Some(value.clone()),
-            "resourceGroup" => filter.resource_group = Some(value.clone()),
-            "ownerEmail" => filter.owner_email = Some(value.clone()),
-            "createdAfter" => filter.created_after = Some(time(name, value)?),
-            "createdBefore" => filter.created_before = Some(time(name, value)?),
-            "launchGroupId" => {
-                // An id that names no launch group selects nothing, as in the list.
-                filter.launch_group_id = Some(decode_uuid(value, NodeKind::LaunchGroup).unwrap_or(uuid::Uuid::nil()));
-            }
-            "orderBy" => order = orders(value)?,
-            "columns" => columns = Some(list(name, value, SessionColumnKey::parse)?),
-            "key" | "expires" | "sig" => {} // a signed link's own parameters
-            other => return Err(bad(other, format!("unknown parameter `{other}`"))),
-        }
-    }
-    let Some(project_id) = project_id else {
-        return Err(bad("projectId", "`projectId` is required"));
-    };
-    let Some(project_id) = decode_uuid(&project_id, NodeKind::Project) else {
-        return Err(error(StatusCode::NOT_FOUND, "NOT_FOUND", "project not found", None));
-    };
-    if order.is_empty() {
-        order.push(SessionOrder::DEFAULT);
-    }
-    Ok(ExportRequest { project_id, scope, filter, orders: order, columns })
-}
-
 /// What a spreadsheet would run as a formula is made plain text with a leading `'`.
 fn neutralised(cell: String) -> String {
     match cell.chars().next() {
@@ -169,9 +85,9 @@ pub async fn sessions_csv(
     Query(params): Query<Vec<(String, String)>>,
 ) -> Response {
     let now = clock::now();
-    let request = match request(&params) {
+    let request = match query::request(&params) {
         Ok(r) => r,
-        Err(refusal) => return refusal.into_response(),
+        Err(e) => return domain_error(&e).into_response(),
     };
     let viewer = match viewer(&state, &headers, &params, &request, now).await {
         Ok(v) => v,
@@ -226,53 +142,6 @@ async fn viewer(
         return Err(DomainError::Forbidden("this export link belongs to another user".to_owned()));
     }
     Ok(signer)
-}
-
-/// The path of a signed link to the export `request`.
-pub fn link(request: &ExportRequest, signature: &export::Signature) -> String {
-    use crate::graphql::ids::encode;
-    use chrono::SecondsFormat;
-    let f = &request.filter;
-    let join = |names: Vec<&str>| names.join(",");
-    let mut q: Vec<(&str, String)> = vec![("projectId", encode(NodeKind::Project, request.project_id).0)];
-    q.push(("scope", request.scope.as_str().to_owned()));
-    if let Some(t) = &f.types {
-        q.push(("types", join(t.iter().map(|t| t.as_str()).collect())));
-    }
-    if let Some(t) = f.tab {
-        q.push(("tab", t.as_str().to_owned()));
-    }
-    if let Some(s) = &f.statuses {
-        q.push(("statuses", join(s.iter().map(|s| s.as_str()).collect())));
-    }
-    for (name, value) in
-        [("nameContains", &f.name_contains), ("resourceGroup", &f.resource_group), ("ownerEmail", &f.owner_email)]
-    {
-        if let Some(v) = value {
-            q.push((name, v.clone()));
-        }
-    }
-    if let Some(id) = f.launch_group_id {
-        q.push(("launchGroupId", encode(NodeKind::LaunchGroup, id).0));
-    }
-    for (name, value) in [("createdAfter", f.created_after), ("createdBefore", f.created_before)] {
-        if let Some(t) = value {
-            q.push((name, t.to_rfc3339_opts(SecondsFormat::Micros, true)));
-        }
-    }
-    let orders: Vec<String> = request
-        .orders
-        .iter()
-        .map(|o| format!("{}_{}", o.field.as_str(), if o.descending { "DESC" } else { "ASC" }))
-        .collect();
-    q.push(("orderBy", orders.join(",")));
-    if let Some(c) = &request.columns {
-        q.push(("columns", join(c.iter().map(|c| c.as_str()).collect())));
-    }
-    q.push(("key", signature.keypair_id.to_string()));
-    q.push(("expires", signature.expires.to_string()));
-    q.push(("sig", signature.mac.clone()));
-    format!("/export/sessions.csv?{}", serde_urlencoded::to_string(&q).unwrap_or_default())
 }
 
 /// The file: the header row, then one chunk per batch of rows.

@@ -1,0 +1,351 @@
+//! What the compiled list knows of each field: how its value is read from what a list page
+//! holds. One entry per field of the types a session list shows; each goes through the
+//! function its resolver calls (a session's plain fields come from their one declaration,
+//! [`session_plain_fields`]; the slots' and the resource objects' own functions), so that a
+//! value is written as the executor writes it. The
+//! schema says everything else (which fields exist, their types, nullability, `__typename`):
+//! [`super::schema`]. A field with no entry here is not compiled: its list is answered by
+//! the executor.
+
+use std::collections::HashMap;
+
+use async_graphql::{ID, InputType, Value};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use entity::{image, launch_group, project, resource_group, user};
+
+use crate::domain::model::Role as DomRole;
+use crate::domain::sessions::{PageRow, SessionPage};
+use crate::domain::slots::{self, ResourceSlots as Slots};
+use crate::domain::{DomainError, DomainResult};
+
+use super::super::cursor;
+use super::super::ids::{NodeKind, encode};
+use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
+use super::super::errors::ApiResult;
+use super::super::session::{plain, session_plain_fields};
+use super::super::types::{ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount};
+use super::super::viewer::Role;
+
+/// An object of the answer, as the list page holds it.
+pub(super) enum Node<'a> {
+    Connection,
+    Edge(&'a PageRow),
+    PageInfo,
+    Session(&'a PageRow),
+    User(&'a user::Model),
+    Project(&'a project::Model),
+    ResourceGroup(&'a resource_group::Model),
+    Image(&'a image::Model),
+    LaunchGroup(&'a launch_group::Model),
+    Slots(Slots),
+    SlotAmount(String, f64),
+}
+
+/// A field's value: a leaf (text without a copy where it can), an object, a list of them.
+pub(super) enum Out<'a> {
+    Value(Value),
+    Text(Option<&'a str>),
+    Null,
+    One(Node<'a>),
+    Many(Vec<Node<'a>>),
+}
+
+/// What every object of one answer shares: the page, its project, the instant elapsed
+/// times are counted to, and the relations the plan loaded.
+pub(super) struct Page<'a> {
+    pub page: &'a SessionPage,
+    pub project: &'a project::Model,
+    pub now: DateTime<Utc>,
+    pub groups: &'a HashMap<String, resource_group::Model>,
+    pub images: &'a HashMap<String, image::Model>,
+    pub launch_groups: &'a HashMap<Uuid, launch_group::Model>,
+}
+
+/// Reads one field of an object.
+pub(super) type Get = for<'a> fn(&Node<'a>, &Page<'a>) -> DomainResult<Out<'a>>;
+
+/// The relations a field needs loaded for the whole page, one statement each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Loads {
+    pub groups: bool,
+    pub images: bool,
+    pub launch_groups: bool,
+}
+
+impl Loads {
+    /// Adds what `type_name.field` needs (the executor's prefetch loads the same).
+    pub(super) fn add(&mut self, type_name: &str, field: &str) {
+        match (type_name, field) {
+            ("Session", "resourceGroup") => self.groups = true,
+            ("Session", "image") => self.images = true,
+            ("Session", "launchGroup") => self.launch_groups = true,
+            _ => {}
+        }
+    }
+}
+
+fn leaf<'a, T: InputType>(value: T) -> DomainResult<Out<'a>> {
+    Ok(Out::Value(value.to_value()))
+}
+
+fn text(value: &str) -> DomainResult<Out<'_>> {
+    Ok(Out::Text(Some(value)))
+}
+
+fn amounts<'a>(list: Vec<SlotAmount>) -> DomainResult<Out<'a>> {
+    Ok(Out::Many(list.into_iter().map(|a| Node::SlotAmount(a.slot, a.amount)).collect()))
+}
+
+fn missing(what: &str) -> DomainError {
+    DomainError::invariant(format!("a compiled list without its {what}"))
+}
+
+/// The objects each getter reads: a node of another kind is a planning mistake, answered
+/// by the executor.
+macro_rules! node {
+    ($n:expr, $variant:ident) => {
+        match $n {
+            Node::$variant(v) => *v,
+            _ => return Err(DomainError::invariant(concat!("not a ", stringify!($variant)))),
+        }
+    };
+}
+
+/// The slots a getter of `ResourceSlots` reads.
+fn slots_of<'n>(n: &'n Node<'_>) -> DomainResult<&'n Slots> {
+    match n {
+        Node::Slots(slots) => Ok(slots),
+        _ => Err(DomainError::invariant("not a ResourceSlots")),
+    }
+}
+
+/// The getter of `field` of the object type `type_name`, if the compiled list writes it.
+pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
+    macro_rules! get {
+        (|$n:ident, $p:ident| $body:expr) => {{
+            #[allow(unused_variables)]
+            let g: Get = |$n, $p| $body;
+            Some(g)
+        }};
+    }
+    match (type_name, field) {
+        ("SessionConnection", "edges") => get!(|n, p| Ok(Out::Many(p.page.rows.iter().map(Node::Edge).collect()))),
+        ("SessionConnection", "nodes") => get!(|n, p| Ok(Out::Many(p.page.rows.iter().map(Node::Session).collect()))),
+        ("SessionConnection", "pageInfo") => get!(|n, p| Ok(Out::One(Node::PageInfo))),
+
+        ("SessionEdge", "cursor") => get!(|n, p| leaf(cursor::encode(&node!(n, Edge).position))),
+        ("SessionEdge", "node") => get!(|n, p| Ok(Out::One(Node::Session(node!(n, Edge))))),
+
+        ("PageInfo", "hasNextPage") => get!(|n, p| leaf(p.page.has_next_page)),
+        ("PageInfo", "hasPreviousPage") => get!(|n, p| leaf(p.page.has_previous_page)),
+        ("PageInfo", "startCursor") => get!(|n, p| leaf(p.page.rows.first().map(|r| cursor::encode(&r.position)))),
+        ("PageInfo", "endCursor") => get!(|n, p| leaf(p.page.rows.last().map(|r| cursor::encode(&r.position)))),
+
+        ("Session", field) => session(field),
+
+        ("User", "id") => get!(|n, p| leaf(encode(NodeKind::User, node!(n, User).id))),
+        ("User", "email") => get!(|n, p| text(&node!(n, User).email)),
+        ("User", "fullName") => get!(|n, p| text(&node!(n, User).full_name)),
+        ("User", "role") => get!(|n, p| leaf(Role::from(DomRole::stored(&node!(n, User).role)?))),
+
+        ("Project", "id") => get!(|n, p| leaf(encode(NodeKind::Project, node!(n, Project).id))),
+        ("Project", "name") => get!(|n, p| text(&node!(n, Project).name)),
+
+        ("ResourceGroup", "name") => get!(|n, p| text(&node!(n, ResourceGroup).name)),
+        ("ResourceGroup", "description") => get!(|n, p| text(&node!(n, ResourceGroup).description)),
+        ("ResourceGroup", "strategy") => {
+            get!(|n, p| leaf(scheduler_strategy(node!(n, ResourceGroup)).map_err(|e| e.0)?))
+        }
+        ("ResourceGroup", "pendingTimeoutSeconds") => {
+            get!(|n, p| leaf(node!(n, ResourceGroup).pending_timeout_seconds))
+        }
+        ("ResourceGroup", "allowedSessionTypes") => {
+            get!(|n, p| leaf(session_types(&node!(n, ResourceGroup).allowed_session_types)))
+        }
+
+        ("Image", "name") => get!(|n, p| text(&node!(n, Image).name)),
+        ("Image", "supportedTypes") => get!(|n, p| leaf(session_types(&node!(n, Image).supported_types))),
+        ("Image", "minimumSlots") => get!(|n, p| amounts(minimum_slots(node!(n, Image)).map_err(|e| e.0)?)),
+        ("Image", "apps") => get!(|n, p| leaf(image_apps(node!(n, Image)))),
+
+        ("LaunchGroup", "id") => get!(|n, p| leaf(encode(NodeKind::LaunchGroup, node!(n, LaunchGroup).id))),
+        ("LaunchGroup", "name") => get!(|n, p| text(&node!(n, LaunchGroup).name)),
+        ("LaunchGroup", "count") => get!(|n, p| leaf(node!(n, LaunchGroup).count)),
+        ("LaunchGroup", "createdAt") => get!(|n, p| leaf(node!(n, LaunchGroup).created_at)),
+
+        ("ResourceSlots", "cpu") => get!(|n, p| leaf(slots_of(n)?.get(slots::CPU))),
+        ("ResourceSlots", "memory") => get!(|n, p| leaf(ResourceSlots::memory_of(slots_of(n)?))),
+        ("ResourceSlots", "accelerators") => get!(|n, p| amounts(ResourceSlots::accelerators_of(slots_of(n)?))),
+        ("ResourceSlots", "all") => get!(|n, p| amounts(SlotAmount::list(slots_of(n)?))),
+
+        ("SlotAmount", "slot") => get!(|n, p| match n {
+            Node::SlotAmount(slot, _) => Ok(Out::Value(Value::String(slot.clone()))),
+            _ => Err(DomainError::invariant("not a SlotAmount")),
+        }),
+        ("SlotAmount", "amount") => get!(|n, p| match n {
+            Node::SlotAmount(_, amount) => leaf(*amount),
+            _ => Err(DomainError::invariant("not a SlotAmount")),
+        }),
+        _ => None,
+    }
+}
+
+/// A session's fields: the plain ones as their resolvers read them (one declaration,
+/// [`session_plain_fields`]), then its relations.
+fn session(field: &str) -> Option<Get> {
+    if let Some(get) = plain(field) {
+        return Some(get);
+    }
+    macro_rules! get {
+        (|$s:ident, $row:ident, $p:ident| $body:expr) => {{
+            #[allow(unused_variables)]
+            let g: Get = |n, $p| {
+                let $row = node!(n, Session);
+                let $s = &$row.session;
+                $body
+            };
+            Some(g)
+        }};
+    }
+    match field {
+        // The executor reads the whole owner (its role too) whichever of its fields are asked.
+        "owner" => get!(|s, row, p| {
+            DomRole::stored(&row.owner.role)?;
+            Ok(Out::One(Node::User(&row.owner)))
+        }),
+        "project" => get!(|s, row, p| Ok(Out::One(Node::Project(p.project)))),
+        "resourceGroup" => get!(|s, row, p| {
+            let group = p.groups.get(&s.resource_group).ok_or_else(|| missing("resource group"))?;
+            Ok(Out::One(Node::ResourceGroup(group)))
+        }),
+        "image" => get!(|s, row, p| Ok(Out::One(Node::Image(p.images.get(&s.image).ok_or_else(|| missing("image"))?)))),
+        "launchGroup" => get!(|s, row, p| {
+            Ok(match s.launch_group_id.and_then(|id| p.launch_groups.get(&id)) {
+                Some(group) => Out::One(Node::LaunchGroup(group)),
+                None => Out::Null,
+            })
+        }),
+        _ => None,
+    }
+}
+
+/// The getters of a session's plain fields, from their declaration.
+macro_rules! compiled_plain_fields {
+    (
+        { }
+        $( $(#[$doc:meta])* $gql:literal $name:ident : $ty:ty = |$s:ident, $now:ident| $body:expr; )*
+    ) => {
+        fn plain(field: &str) -> Option<Get> {
+            match field {
+                $( $gql => {
+                    let g: Get = |n, p| ToOut::out(plain::$name(&node!(n, Session).session, p.now));
+                    Some(g)
+                } )*
+                _ => None,
+            }
+        }
+    };
+}
+session_plain_fields!(compiled_plain_fields {});
+
+/// A resolver's value as the compiled list writes it.
+trait ToOut<'a> {
+    fn out(self) -> DomainResult<Out<'a>>;
+}
+
+impl<'a> ToOut<'a> for &'a str {
+    fn out(self) -> DomainResult<Out<'a>> {
+        Ok(Out::Text(Some(self)))
+    }
+}
+
+impl<'a> ToOut<'a> for Option<&'a str> {
+    fn out(self) -> DomainResult<Out<'a>> {
+        Ok(Out::Text(self))
+    }
+}
+
+impl<'a, T: ToOut<'a>> ToOut<'a> for ApiResult<T> {
+    fn out(self) -> DomainResult<Out<'a>> {
+        self.map_err(|e| e.0)?.out()
+    }
+}
+
+impl<'a> ToOut<'a> for ResourceSlots {
+    fn out(self) -> DomainResult<Out<'a>> {
+        Ok(Out::One(Node::Slots(self.0)))
+    }
+}
+
+/// Leaves, converted as the executor converts them.
+macro_rules! leaves {
+    ($($t:ty),*) => {$(
+        impl<'a> ToOut<'a> for $t {
+            fn out(self) -> DomainResult<Out<'a>> {
+                leaf(self)
+            }
+        }
+    )*};
+}
+leaves!(
+    ID,
+    i32,
+    i64,
+    Option<i32>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+    SessionType,
+    SessionStatus,
+    SessionResult
+);
+
+#[cfg(test)]
+mod tests {
+    use super::super::schema::types;
+    use super::*;
+
+    /// Fields of the list's objects that the compiled list leaves to the executor, and why.
+    const NOT_COMPILED: &[(&str, &str)] = &[
+        ("SessionConnection", "totalCount"),   // a statement of its own
+        ("Session", "environment"),            // not a list column
+        ("Session", "pendingReasons"),         // the detail panel's
+        ("Session", "statusTransitions"),      // a statement of its own
+        ("Session", "schedulingHistory"),      // arguments, a statement per session
+        ("Session", "apps"),                   // the runtime's terminal
+        ("Session", "logs"),                   // arguments, a statement per session
+        ("LaunchGroup", "sessions"),           // arguments, a list of its own
+    ];
+
+    /// Every field of every object a session list reaches is compiled or left to the
+    /// executor on purpose: a field added to the schema fails here until it is one or the
+    /// other.
+    #[test]
+    fn every_field_of_the_list_is_compiled_or_left_on_purpose() {
+        let types = types();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec!["SessionConnection".to_owned()];
+        while let Some(object) = todo.pop() {
+            if !seen.insert(object.clone()) {
+                continue;
+            }
+            let fields = types.fields(&object);
+            assert!(!fields.is_empty(), "{object} is an object of the schema");
+            for (name, ty) in fields {
+                if NOT_COMPILED.contains(&(object.as_str(), name)) {
+                    continue;
+                }
+                assert!(getter(&object, name).is_some(), "{object}.{name} is neither compiled nor left on purpose");
+                if types.is_object(&ty.named) {
+                    todo.push(ty.named.clone());
+                }
+            }
+        }
+        for (object, name) in NOT_COMPILED {
+            assert!(types.field(object, name).is_some(), "{object}.{name} is no field");
+            assert!(getter(object, name).is_none(), "{object}.{name} is compiled after all");
+        }
+        assert!(seen.contains("ResourceGroup") && seen.contains("Image") && seen.contains("SlotAmount"));
+    }
+}
