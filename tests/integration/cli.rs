@@ -206,6 +206,7 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--work-dir-limit", "SESSIOND_WORK_DIR_LIMIT", Some("10737418240")),
     ("--log-retention-days", "SESSIOND_LOG_RETENTION_DAYS", Some("30")),
     ("--log-lines-per-user", "SESSIOND_LOG_LINES_PER_USER", Some("1000000")),
+    ("--log-format", "SESSIOND_LOG_FORMAT", Some("text")),
 ];
 
 #[test]
@@ -805,7 +806,51 @@ async fn slurm_as_the_readme_says(app: TestApp) {
     assert!(["n1", "n2"].contains(&s["agent"].as_str().unwrap_or("")), "{seen}");
 }
 
+/// Logs on a stderr that is not a terminal are plain text, without colour codes; with
+/// `--log-format json` each line is one JSON object.
+async fn logs_are_plain_text_off_a_terminal_or_json_lines(app: TestApp) {
+    for format in ["text", "json"] {
+        let Some((url, _dir)) = fresh_database(app.backend).await else { return };
+        let addr = format!("127.0.0.1:{}", free_port());
+        let runtime = tempfile::tempdir().expect("runtime directory");
+        let mut child = Command::new(BIN)
+            .args(["serve", "--demo", "--runtime", "simulated", "--bind", &addr, "--database-url", &url])
+            .args(["--log-format", format])
+            .env("SESSIOND_RUNTIME_DIR", runtime.path())
+            .env("SESSIOND_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sessiond");
+        let client = reqwest::Client::new();
+        let base = format!("http://{addr}");
+        let mut up = false;
+        for _ in 0..200 {
+            if post(&client, &base, "demo-alice", "{ __typename }").await.is_ok() {
+                up = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("its stderr");
+        assert!(up, "sessiond serve never answered");
+        let text = String::from_utf8(out.stderr).expect("UTF-8");
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert!(lines.len() >= 2, "{format}: the start-up is logged: {text}");
+        assert!(!text.contains('\u{1b}'), "{format}: no colour codes off a terminal: {text}");
+        if format == "json" {
+            for line in lines {
+                let entry: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+                assert!(entry["level"].is_string() && entry["timestamp"].is_string(), "{line}");
+            }
+        }
+    }
+}
+
 db_tests!(
+    logs_are_plain_text_off_a_terminal_or_json_lines,
     slurm_as_the_readme_says,
     deploy_as_the_readme_says,
     serve_demo_answers_the_readme_example,

@@ -21,9 +21,9 @@ use crate::domain::slots::{self, ResourceSlots as Slots};
 use crate::domain::{DomainError, DomainResult};
 
 use super::super::cursor;
+use super::super::errors::ApiResult;
 use super::super::ids::{NodeKind, encode};
 use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
-use super::super::errors::ApiResult;
 use super::super::session::{plain, session_plain_fields};
 use super::super::types::{ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount};
 use super::super::viewer::Role;
@@ -289,17 +289,7 @@ macro_rules! leaves {
         }
     )*};
 }
-leaves!(
-    ID,
-    i32,
-    i64,
-    Option<i32>,
-    DateTime<Utc>,
-    Option<DateTime<Utc>>,
-    SessionType,
-    SessionStatus,
-    SessionResult
-);
+leaves!(ID, i32, i64, Option<i32>, DateTime<Utc>, Option<DateTime<Utc>>, SessionType, SessionStatus, SessionResult);
 
 #[cfg(test)]
 mod tests {
@@ -308,14 +298,14 @@ mod tests {
 
     /// Fields of the list's objects that the compiled list leaves to the executor, and why.
     const NOT_COMPILED: &[(&str, &str)] = &[
-        ("SessionConnection", "totalCount"),   // a statement of its own
-        ("Session", "environment"),            // not a list column
-        ("Session", "pendingReasons"),         // the detail panel's
-        ("Session", "statusTransitions"),      // a statement of its own
-        ("Session", "schedulingHistory"),      // arguments, a statement per session
-        ("Session", "apps"),                   // the runtime's terminal
-        ("Session", "logs"),                   // arguments, a statement per session
-        ("LaunchGroup", "sessions"),           // arguments, a list of its own
+        ("SessionConnection", "totalCount"), // a statement of its own
+        ("Session", "environment"),          // not a list column
+        ("Session", "pendingReasons"),       // the detail panel's
+        ("Session", "statusTransitions"),    // a statement of its own
+        ("Session", "schedulingHistory"),    // arguments, a statement per session
+        ("Session", "apps"),                 // the runtime's terminal
+        ("Session", "logs"),                 // arguments, a statement per session
+        ("LaunchGroup", "sessions"),         // arguments, a list of its own
     ];
 
     /// Every field of every object a session list reaches is compiled or left to the
