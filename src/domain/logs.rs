@@ -1,8 +1,7 @@
 //! A session's log: the lines its runtime wrote, oldest first.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -65,10 +64,10 @@ pub struct LogFeed(Arc<FeedInner>);
 
 #[derive(Debug)]
 struct FeedInner {
-    followed: std::sync::Mutex<HashMap<Uuid, Followed>>,
-    /// Looks taken, and statements run: for tests and metrics.
-    looks: AtomicU64,
-    statements: AtomicU64,
+    followed: Mutex<HashMap<Uuid, Followed>>,
+    /// Looks taken, and the statements they ran: for tests and metrics. Counted together
+    /// when a look ends, so that a reader never sees a look without its statements.
+    figures: Mutex<(u64, u64)>,
 }
 
 #[derive(Debug)]
@@ -81,18 +80,14 @@ struct Followed {
 impl LogFeed {
     /// A feed reading from `db` (the background connection) until the last clone is dropped.
     pub fn start(db: DatabaseConnection) -> Self {
-        let inner = Arc::new(FeedInner {
-            followed: Default::default(),
-            looks: AtomicU64::new(0),
-            statements: AtomicU64::new(0),
-        });
+        let inner = Arc::new(FeedInner { followed: Default::default(), figures: Mutex::new((0, 0)) });
         tokio::spawn(run_feed(db, Arc::downgrade(&inner)));
         Self(inner)
     }
 
     /// How many looks the feed has taken, and how many statements they ran.
     pub fn figures(&self) -> (u64, u64) {
-        (self.0.looks.load(Ordering::Relaxed), self.0.statements.load(Ordering::Relaxed))
+        *self.0.figures.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sessions followed now.
@@ -142,11 +137,25 @@ async fn look(db: &DatabaseConnection, inner: &FeedInner) -> DomainResult<()> {
     if watched.is_empty() {
         return Ok(());
     }
-    inner.looks.fetch_add(1, Ordering::Relaxed);
+    let mut ran = 0;
+    let read = read_news(db, inner, &watched, &mut ran).await;
+    let mut figures = inner.figures.lock().unwrap_or_else(PoisonError::into_inner);
+    *figures = (figures.0 + 1, figures.1 + ran);
+    read
+}
+
+/// The news of the `watched` sessions (each with the last line its followers have), told
+/// to their followers; `ran` counts the statements.
+async fn read_news(
+    db: &DatabaseConnection,
+    inner: &FeedInner,
+    watched: &[(Uuid, i64)],
+    ran: &mut u64,
+) -> DomainResult<()> {
     for chunk in watched.chunks(PROBE_BATCH) {
         let ids: Vec<Uuid> = chunk.iter().map(|(id, _)| *id).collect();
         let probed = probe(db, &ids).await?;
-        inner.statements.fetch_add(1, Ordering::Relaxed);
+        *ran += 1;
         for (id, after) in chunk {
             let (ended, newest) = match probed.get(id) {
                 Some((status, newest)) => (status.is_terminal(), *newest),
@@ -163,7 +172,7 @@ async fn look(db: &DatabaseConnection, inner: &FeedInner) -> DomainResult<()> {
                         .limit(FOLLOW_BATCH)
                         .all(db)
                         .await?;
-                    inner.statements.fetch_add(1, Ordering::Relaxed);
+                    *ran += 1;
                     let full = lines.len() as u64 == FOLLOW_BATCH;
                     if let Some(last) = lines.last() {
                         after = last.id;
