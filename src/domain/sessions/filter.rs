@@ -290,6 +290,21 @@ fn escape_like(s: &str) -> String {
     out
 }
 
+/// A value of each declared field, as a link writes it (for tests of every layer that
+/// walks the declared fields).
+#[cfg(test)]
+pub(crate) fn example(field: &str) -> String {
+    match field {
+        "types" => "BATCH,INFERENCE".into(),
+        "tab" => "FINISHED".into(),
+        "statuses" => "RUNNING".into(),
+        "name_contains" | "resource_group" | "owner_email" => "x".into(),
+        "launch_group_id" => ids::encode(NodeKind::LaunchGroup, Uuid::nil()),
+        "created_after" | "created_before" => "2026-01-02T03:04:05.000006Z".into(),
+        other => panic!("no example for the filter field `{other}`: add one"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,19 +312,6 @@ mod tests {
     #[test]
     fn like_patterns_are_escaped() {
         assert_eq!(escape_like("a_b%c\\"), "a\\_b\\%c\\\\");
-    }
-
-    /// A value of each declared field, as a link writes it.
-    fn example(field: &str) -> String {
-        match field {
-            "types" => "BATCH,INFERENCE".into(),
-            "tab" => "FINISHED".into(),
-            "statuses" => "RUNNING".into(),
-            "name_contains" | "resource_group" | "owner_email" => "x".into(),
-            "launch_group_id" => ids::encode(NodeKind::LaunchGroup, Uuid::nil()),
-            "created_after" | "created_before" => "2026-01-02T03:04:05.000006Z".into(),
-            other => panic!("no example for the filter field `{other}`: add one"),
-        }
     }
 
     #[test]

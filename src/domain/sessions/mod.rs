@@ -16,6 +16,8 @@ mod filter;
 mod order;
 
 pub use facts::*;
+#[cfg(test)]
+pub(crate) use filter::example as filter_example;
 pub(crate) use filter::session_filter_fields;
 pub use filter::{FilterValue, LaunchGroupRef, MAX_FILTER_TEXT, SessionFilter, SessionTab};
 pub use order::{MAX_ORDERS, SessionOrder, SessionOrderField, SessionPosition};

@@ -114,14 +114,7 @@ mod tests {
     fn a_link_reads_back_as_its_request() {
         let mut filter = SessionFilter::default();
         for field in SessionFilter::FIELDS {
-            let example = match *field {
-                "types" => "BATCH".to_owned(),
-                "tab" => "RUNNING".to_owned(),
-                "statuses" => "PENDING,RUNNING".to_owned(),
-                "launch_group_id" => ids::encode(NodeKind::LaunchGroup, uuid::Uuid::nil()),
-                "created_after" | "created_before" => "2026-01-02T03:04:05.000006Z".to_owned(),
-                _ => "a b&c=d".to_owned(),
-            };
+            let example = crate::domain::sessions::filter_example(field);
             filter.read(field, &example).expect("a field").expect("a value");
         }
         let request = ExportRequest {
