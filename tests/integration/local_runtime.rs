@@ -409,13 +409,33 @@ async fn session_logs_streams_lines_printed_after_subscribing(mut app: TestApp) 
 }
 
 /// Opens the terminal at `url` (a path) as `token`; the socket after `connection_ack`, or
-/// the close code and reason.
-pub(crate) async fn terminal(
+/// the close code and reason. While it is open, no test counts the server's terminals.
+pub(crate) async fn terminal(addr: std::net::SocketAddr, url: &str, token: &str) -> Result<Terminal, (u16, String)> {
+    let guard = TERMINALS.read().await;
+    open_terminal(addr, url, token).await.map(|ws| Terminal { ws, _counting: Some(guard) })
+}
+
+/// Opens a terminal as [`terminal`] does, for a test that holds [`count_terminals`].
+pub(crate) async fn terminal_counted(
     addr: std::net::SocketAddr,
     url: &str,
     token: &str,
-) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, (u16, String)>
-{
+    _counting: &tokio::sync::RwLockWriteGuard<'static, ()>,
+) -> Result<Terminal, (u16, String)> {
+    open_terminal(addr, url, token).await.map(|ws| Terminal { ws, _counting: None })
+}
+
+/// Tests run side by side in one process, and the kernel hands a released pseudo-terminal's
+/// number to the next one opened: a test that counts the server's descriptors of one
+/// terminal holds this alone while every other test's terminals wait.
+static TERMINALS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Waits until no other test has a terminal open and keeps new ones from opening.
+pub(crate) async fn count_terminals() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    TERMINALS.write().await
+}
+
+async fn open_terminal(addr: std::net::SocketAddr, url: &str, token: &str) -> Result<Socket, (u16, String)> {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}{url}")).await.expect("WebSocket handshake");
@@ -428,8 +448,27 @@ pub(crate) async fn terminal(
     }
 }
 
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 /// A WebSocket to a terminal.
-pub(crate) type Terminal = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+#[derive(Debug)]
+pub(crate) struct Terminal {
+    ws: Socket,
+    _counting: Option<tokio::sync::RwLockReadGuard<'static, ()>>,
+}
+
+impl std::ops::Deref for Terminal {
+    type Target = Socket;
+    fn deref(&self) -> &Socket {
+        &self.ws
+    }
+}
+
+impl std::ops::DerefMut for Terminal {
+    fn deref_mut(&mut self) -> &mut Socket {
+        &mut self.ws
+    }
+}
 
 /// The `url` of session `id`'s terminal app, as its owner alice sees it.
 pub(crate) async fn terminal_url(app: &TestApp, id: &str) -> String {

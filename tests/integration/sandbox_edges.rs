@@ -13,7 +13,10 @@ use tokio_tungstenite::tungstenite::Message;
 use sessiond::config::{HttpLimits, ShareLimits};
 
 use crate::db_tests;
-use crate::local_runtime::{Machine, cgroups_left, ended, input, launch, logs, processes_with, terminal, until};
+use crate::local_runtime::{
+    Machine, cgroups_left, count_terminals, ended, input, launch, logs, processes_with, terminal, terminal_counted,
+    until,
+};
 use crate::support::{TestApp, project};
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -201,7 +204,8 @@ async fn a_dropped_terminal_lets_everything_go(app: TestApp) {
     let addr = app.serve().await;
     let id = launch(&app, "demo-alice", interactive("dropped")).await;
     let url = terminal_url(&app, &id).await;
-    let mut ws = terminal(addr, &url, "demo-alice").await.expect("a terminal");
+    let counting = count_terminals().await;
+    let mut ws = terminal_counted(addr, &url, "demo-alice", &counting).await.expect("a terminal");
     let index = pty_index(&mut ws).await;
     // Durations of this run only: tests run side by side.
     let unique = uuid::Uuid::new_v4().as_u128() % 1_000_000;
@@ -222,15 +226,15 @@ async fn a_dropped_terminal_lets_everything_go(app: TestApp) {
     assert_eq!(processes_with(&job), Vec::<u32>::new(), "the shell's job got its hang-up");
     assert_eq!(processes_with(&detached).len(), 1, "a process detached on purpose stays");
     // Two terminals per user here: a third is refused, and one closed frees its place.
-    let mut first = terminal(addr, &url, "demo-alice").await.expect("one");
-    let _second = terminal(addr, &url, "demo-alice").await.expect("two");
-    let refused = terminal(addr, &url, "demo-alice").await.expect_err("a third is refused");
+    let mut first = terminal_counted(addr, &url, "demo-alice", &counting).await.expect("one");
+    let _second = terminal_counted(addr, &url, "demo-alice", &counting).await.expect("two");
+    let refused = terminal_counted(addr, &url, "demo-alice", &counting).await.expect_err("a third is refused");
     assert_eq!(refused.0, 1013, "{refused:?}");
     assert!(refused.1.contains("at most 2 open terminals"), "{refused:?}");
     first.close(None).await.expect("close");
     let mut reopened = None;
     for _ in 0..100 {
-        if let Ok(ws) = terminal(addr, &url, "demo-alice").await {
+        if let Ok(ws) = terminal_counted(addr, &url, "demo-alice", &counting).await {
             reopened = Some(ws);
             break;
         }
@@ -261,6 +265,7 @@ async fn a_revoked_tokens_terminal_is_closed(mut app: TestApp) {
         }
     };
     assert_eq!(closed, Some(4403));
+    drop(ws);
     assert_eq!(terminal(addr, &url, &token).await.err().map(|e| e.0), Some(4403), "and cannot open again");
 }
 
