@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, IdenStatic, QueryFilter, QueryResult, TryGetable,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, FromQueryResult, Iterable, QueryFilter, QueryResult,
 };
 use uuid::Uuid;
 
@@ -44,78 +44,92 @@ enum Column {
     ElapsedText,
 }
 
-impl Column {
-    fn title(&self) -> String {
-        use SessionColumnKey as K;
-        match self {
-            Column::Accelerator(slot) => format!("Accelerator {slot}"),
-            Column::ElapsedSeconds => "Elapsed (s)".into(),
-            Column::ElapsedText => "Elapsed".into(),
-            Column::Key(key) => match key {
-                K::Name => "Name",
-                K::Status => "Status",
-                K::Accelerators => "Accelerators",
-                K::Cpu => "CPU (cores)",
-                K::Memory => "Memory (GiB)",
-                K::Elapsed => "Elapsed",
-                K::Type => "Type",
-                K::Image => "Image",
-                K::ResourceGroup => "Resource group",
-                K::Owner => "Owner",
-                K::Project => "Project",
-                K::CreatedAt => "Created at (UTC)",
-                K::StartedAt => "Started at (UTC)",
-                K::TerminatedAt => "Terminated at (UTC)",
-                K::ClusterSize => "Cluster size",
-                K::StatusInfo => "Status info",
-                K::Result => "Result",
-                K::Agent => "Agent",
-                K::Priority => "Priority",
-                K::QueuePosition => "Queue position",
+/// What a cell of a session is made from: its stored row, the instant elapsed times count
+/// to, and the names of the owners and projects of its batch.
+struct Row<'a> {
+    session: &'a session::Model,
+    now: DateTime<Utc>,
+    owners: &'a HashMap<Uuid, String>,
+    projects: &'a HashMap<Uuid, String>,
+}
+
+/// The file's column of each list column, declared once: its title, whether its cells hold
+/// free text (a name or a message someone chose, as opposed to a value formatted here), and
+/// its cell, read through the same functions of the stored row ([`sessions`]'s) as the
+/// list's fields. From the declaration come [`Column::title`], [`Column::is_free_text`]
+/// and [`Column::cell`]; a column made of several (ACCELERATORS, ELAPSED) is declared by
+/// its parts.
+macro_rules! file_columns {
+    (
+        $( $key:ident $title:literal $free:ident = |$r:ident| $cell:expr; )*
+        ; parts:
+        $( $part:pat => $ptitle:expr, $pfree:ident = |$pr:ident| $pcell:expr; )*
+    ) => {
+        impl Column {
+            fn title(&self) -> String {
+                match self {
+                    $( Column::Key(SessionColumnKey::$key) => $title.to_owned(), )*
+                    $( $part => $ptitle, )*
+                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed) => String::new(),
+                }
             }
-            .into(),
-        }
-    }
 
-    /// Whether the cell holds text a user chose or that came from outside (a name, a
-    /// message), as opposed to a value this module formats.
-    fn is_free_text(&self) -> bool {
-        use SessionColumnKey as K;
-        matches!(
-            self,
-            Column::Key(K::Name | K::Image | K::ResourceGroup | K::Owner | K::Project | K::StatusInfo | K::Agent)
-        )
-    }
+            #[allow(unused_variables)] // a part's bindings, for its title and cell
+            fn is_free_text(&self) -> bool {
+                match self {
+                    $( Column::Key(SessionColumnKey::$key) => file_columns!(@free $free), )*
+                    $( $part => file_columns!(@free $pfree), )*
+                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed) => false,
+                }
+            }
 
-    /// The columns of the sessions table its cells are made from.
-    fn reads(&self) -> &'static [session::Column] {
-        use SessionColumnKey as K;
-        use session::Column as C;
-        match self {
-            Column::Accelerator(_) => &[C::RequestedSlots],
-            Column::ElapsedSeconds | Column::ElapsedText => &[C::CreatedAt, C::TerminatedAt],
-            Column::Key(key) => match key {
-                K::Name => &[C::Name],
-                K::Status => &[C::Status],
-                K::Accelerators | K::Cpu | K::Memory => &[C::RequestedSlots],
-                K::Elapsed => &[C::CreatedAt, C::TerminatedAt],
-                K::Type => &[C::SessionType],
-                K::Image => &[C::Image],
-                K::ResourceGroup => &[C::ResourceGroup],
-                K::Owner => &[C::OwnerId],
-                K::Project => &[C::ProjectId],
-                K::CreatedAt => &[C::CreatedAt],
-                K::StartedAt => &[C::StartedAt],
-                K::TerminatedAt => &[C::TerminatedAt],
-                K::ClusterSize => &[C::ClusterSize],
-                K::StatusInfo => &[C::StatusInfo],
-                K::Result => &[C::Result],
-                K::Agent => &[C::AgentId],
-                K::Priority => &[C::Priority],
-                K::QueuePosition => &[C::Status, C::QueuePosition],
-            },
+            fn cell(&self, row: &Row<'_>) -> DomainResult<String> {
+                match self {
+                    $( Column::Key(SessionColumnKey::$key) => { let $r = row; $cell } )*
+                    $( $part => { let $pr = row; $pcell } )*
+                    Column::Key(key @ (SessionColumnKey::Accelerators | SessionColumnKey::Elapsed)) => {
+                        Err(DomainError::invariant(format!("{key} is made of several columns")))
+                    }
+                }
+            }
         }
-    }
+    };
+    (@free free) => { true };
+    (@free formatted) => { false };
+}
+
+file_columns! {
+    Name "Name" free = |r| Ok(r.session.name.clone());
+    Status "Status" formatted = |r| Ok(sessions::status(r.session)?.as_str().to_owned());
+    Cpu "CPU (cores)" formatted = |r| Ok(number(sessions::requested_slots(r.session)?.get(slots::CPU)));
+    Memory "Memory (GiB)" formatted = |r| Ok(gib(sessions::requested_slots(r.session)?.get(slots::MEM)));
+    Type "Type" formatted = |r| Ok(sessions::session_type(r.session)?.as_str().to_owned());
+    Image "Image" free = |r| Ok(r.session.image.clone());
+    ResourceGroup "Resource group" free = |r| Ok(r.session.resource_group.clone());
+    Owner "Owner" free = |r| Ok(r.owners.get(&r.session.owner_id).cloned().unwrap_or_default());
+    Project "Project" free = |r| Ok(r.projects.get(&r.session.project_id).cloned().unwrap_or_default());
+    CreatedAt "Created at (UTC)" formatted = |r| Ok(time(Some(r.session.created_at)));
+    StartedAt "Started at (UTC)" formatted = |r| Ok(time(r.session.started_at));
+    TerminatedAt "Terminated at (UTC)" formatted = |r| Ok(time(r.session.terminated_at));
+    ClusterSize "Cluster size" formatted = |r| Ok(r.session.cluster_size.to_string());
+    StatusInfo "Status info" free = |r| Ok(r.session.status_info.clone().unwrap_or_default());
+    Result "Result" formatted = |r| Ok(sessions::result(r.session)?.as_str().to_owned());
+    Agent "Agent" free = |r| Ok(r.session.agent_id.clone().unwrap_or_default());
+    Priority "Priority" formatted = |r| Ok(r.session.priority.to_string());
+    QueuePosition "Queue position" formatted =
+        |r| Ok(sessions::queue_position(r.session)?.map(|p| p.to_string()).unwrap_or_default());
+    ; parts:
+    Column::Accelerator(slot) => format!("Accelerator {slot}"), formatted =
+        |r| Ok(number(sessions::requested_slots(r.session)?.get(slot)));
+    Column::ElapsedSeconds => "Elapsed (s)".to_owned(), formatted =
+        |r| Ok(sessions::elapsed_seconds(r.session, r.now).to_string());
+    Column::ElapsedText => "Elapsed".to_owned(), formatted =
+        |r| Ok(elapsed_text(sessions::elapsed_seconds(r.session, r.now)));
+}
+
+/// A time as the file writes it: RFC 3339 in UTC to the second; empty for none.
+fn time(t: Option<DateTime<Utc>>) -> String {
+    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default()
 }
 
 /// A prepared export: checked arguments, the columns, and the instant elapsed times use.
@@ -123,18 +137,16 @@ pub struct Export {
     set: SessionSet,
     orders: Vec<SessionOrder>,
     columns: Vec<Column>,
-    /// What the columns read of each session, each once.
-    reads: Vec<session::Column>,
     now: DateTime<Utc>,
     /// The project's name, for the file name.
     pub project_name: String,
 }
 
-/// One batch as read from the database, not yet made text: the rows (only the columns
-/// the file shows), the names they refer to, and where the next batch starts (`None`: this
-/// was the last).
+/// One batch as read from the database, not yet made text: the sessions (the rows a list
+/// page reads), the names they refer to, and where the next batch starts (`None`: this was
+/// the last).
 pub struct Fetched {
-    rows: Vec<QueryResult>,
+    rows: Vec<session::Model>,
     owners: HashMap<Uuid, String>,
     projects: HashMap<Uuid, String>,
     next: Option<SessionPosition>,
@@ -202,13 +214,7 @@ pub async fn prepare(
             key => columns.push(Column::Key(key)),
         }
     }
-    let mut reads: Vec<session::Column> = Vec::new();
-    for c in columns.iter().flat_map(Column::reads) {
-        if !reads.iter().any(|r| r.as_str() == c.as_str()) {
-            reads.push(*c);
-        }
-    }
-    Ok(Export { set, orders: request.orders.clone(), columns, reads, now, project_name: project.name })
+    Ok(Export { set, orders: request.orders.clone(), columns, now, project_name: project.name })
 }
 
 /// The accelerator slots (every slot but CPU and memory) the agents of `groups` offer, sorted.
@@ -267,28 +273,26 @@ impl Export {
         })
     }
 
-    /// The rows after `after` (from the start with `None`): at most [`BATCH`], only the
-    /// columns the file shows.
+    /// The sessions after `after` (from the start with `None`): at most [`BATCH`].
     async fn fetch(&self, db: &impl ConnectionTrait, after: Option<SessionPosition>) -> DomainResult<Fetched> {
-        use session::Column as C;
         let request = PageRequest { size: BATCH, backward: false, after, before: None };
-        let (rows, next) = self.set.next_rows(db, &self.orders, &request, self.now, &self.reads, Ok).await?;
+        let every: Vec<session::Column> = session::Column::iter().collect();
+        let read = |row: QueryResult| Ok(session::Model::from_query_result(&row, "")?);
+        let (rows, next) = self.set.next_rows(db, &self.orders, &request, self.now, &every, read).await?;
         // Each id once, only when its column is shown.
-        let ids = |column: Column, id: C| -> DomainResult<Vec<Uuid>> {
-            if !self.columns.contains(&column) {
-                return Ok(Vec::new());
+        let ids = |key: SessionColumnKey, id: fn(&session::Model) -> Uuid| -> Vec<Uuid> {
+            if !self.columns.contains(&Column::Key(key)) {
+                return Vec::new();
             }
-            let ids = rows.iter().map(|row| get(row, id)).collect::<DomainResult<BTreeSet<Uuid>>>()?;
-            Ok(ids.into_iter().collect())
+            rows.iter().map(id).collect::<BTreeSet<Uuid>>().into_iter().collect()
         };
-        let owners: HashMap<Uuid, String> =
-            relations::users(db, &ids(Column::Key(SessionColumnKey::Owner), C::OwnerId)?)
-                .await?
-                .into_iter()
-                .map(|(id, u)| (id, u.email))
-                .collect();
+        let owners: HashMap<Uuid, String> = relations::users(db, &ids(SessionColumnKey::Owner, |s| s.owner_id))
+            .await?
+            .into_iter()
+            .map(|(id, u)| (id, u.email))
+            .collect();
         let projects: HashMap<Uuid, String> =
-            relations::projects(db, &ids(Column::Key(SessionColumnKey::Project), C::ProjectId)?)
+            relations::projects(db, &ids(SessionColumnKey::Project, |s| s.project_id))
                 .await?
                 .into_iter()
                 .map(|(id, p)| (id, p.name))
@@ -298,91 +302,13 @@ impl Export {
 
     /// The cells of a fetched batch, row by row.
     fn texts(&self, fetched: &Fetched) -> DomainResult<Vec<Vec<String>>> {
-        use session::Column as C;
-        let reads = |column: C| self.reads.iter().any(|c| c.as_str() == column.as_str());
-        let (slots, created, terminated) = (reads(C::RequestedSlots), reads(C::CreatedAt), reads(C::TerminatedAt));
         let mut rows = Vec::with_capacity(fetched.rows.len());
-        for row in &fetched.rows {
-            // What several cells use, read once.
-            let session = Read {
-                row,
-                requested: if slots {
-                    ResourceSlots::from_json(&get(row, C::RequestedSlots)?)?
-                } else {
-                    Default::default()
-                },
-                created_at: if created { Some(get(row, C::CreatedAt)?) } else { None },
-                terminated_at: if terminated { get(row, C::TerminatedAt)? } else { None },
-                owners: &fetched.owners,
-                projects: &fetched.projects,
-            };
-            rows.push(self.columns.iter().map(|c| self.cell(c, &session)).collect::<DomainResult<_>>()?);
+        for session in &fetched.rows {
+            let row = Row { session, now: self.now, owners: &fetched.owners, projects: &fetched.projects };
+            rows.push(self.columns.iter().map(|c| c.cell(&row)).collect::<DomainResult<_>>()?);
         }
         Ok(rows)
     }
-
-    fn cell(&self, column: &Column, s: &Read<'_>) -> DomainResult<String> {
-        use session::Column as C;
-        let time =
-            |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)).unwrap_or_default();
-        let elapsed = || -> DomainResult<i64> {
-            let created_at = s.created_at.ok_or_else(|| DomainError::invariant("elapsed time without its columns"))?;
-            Ok(sessions::elapsed_between(created_at, s.terminated_at, self.now))
-        };
-        let text = |c: C| -> DomainResult<String> { Ok(get::<Option<String>>(s.row, c)?.unwrap_or_default()) };
-        let name = |id: C, names: &HashMap<Uuid, String>| -> DomainResult<String> {
-            Ok(names.get(&get(s.row, id)?).cloned().unwrap_or_default())
-        };
-        use SessionColumnKey as K;
-        let key = match column {
-            Column::Accelerator(slot) => return Ok(number(s.requested.get(slot))),
-            Column::ElapsedSeconds => return Ok(elapsed()?.to_string()),
-            Column::ElapsedText => return Ok(elapsed_text(elapsed()?)),
-            Column::Key(key) => key,
-        };
-        Ok(match key {
-            K::Name => text(C::Name)?,
-            K::Status => text(C::Status)?,
-            K::Accelerators | K::Elapsed => {
-                return Err(DomainError::invariant(format!("{key} is made of several columns")));
-            }
-            K::Cpu => number(s.requested.get(slots::CPU)),
-            K::Memory => gib(s.requested.get(slots::MEM)),
-            K::Type => text(C::SessionType)?,
-            K::Image => text(C::Image)?,
-            K::ResourceGroup => text(C::ResourceGroup)?,
-            K::Owner => name(C::OwnerId, s.owners)?,
-            K::Project => name(C::ProjectId, s.projects)?,
-            K::CreatedAt => time(s.created_at),
-            K::StartedAt => time(get(s.row, C::StartedAt)?),
-            K::TerminatedAt => time(s.terminated_at),
-            K::ClusterSize => get::<i32>(s.row, C::ClusterSize)?.to_string(),
-            K::StatusInfo => text(C::StatusInfo)?,
-            K::Result => text(C::Result)?,
-            K::Agent => text(C::AgentId)?,
-            K::Priority => get::<i32>(s.row, C::Priority)?.to_string(),
-            K::QueuePosition => sessions::queue_position_of(&text(C::Status)?, get(s.row, C::QueuePosition)?)?
-                .map(|p| p.to_string())
-                .unwrap_or_default(),
-        })
-    }
-}
-
-/// One session as an export reads it: the row of the columns it shows, what several cells
-/// use (its requested resources, creation and termination), and the names of owners and
-/// projects.
-struct Read<'a> {
-    row: &'a QueryResult,
-    requested: ResourceSlots,
-    created_at: Option<DateTime<Utc>>,
-    terminated_at: Option<DateTime<Utc>>,
-    owners: &'a HashMap<Uuid, String>,
-    projects: &'a HashMap<Uuid, String>,
-}
-
-/// A column of a session's row.
-fn get<T: TryGetable>(row: &QueryResult, column: session::Column) -> DomainResult<T> {
-    Ok(row.try_get("", column.as_str())?)
 }
 
 /// An amount without trailing zeros: `2`, `0.5`, `1.25`.

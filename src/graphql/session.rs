@@ -8,9 +8,8 @@ use chrono::{DateTime, Utc};
 use entity::session;
 
 use crate::domain::sessions::{self as dom, SessionSet};
-use crate::domain::slots::ResourceSlots as Slots;
-use crate::domain::status::{SessionResult as DomResult, SessionStatus as DomStatus};
-use crate::domain::{DomainError, clock, logs, model};
+use crate::domain::status::SessionStatus as DomStatus;
+use crate::domain::{DomainError, clock, logs};
 
 use super::context::{db, loaders};
 use super::cursor;
@@ -69,7 +68,8 @@ impl Session {
 
 /// The plain fields of a session: each declared once, with its GraphQL name, type, and how
 /// it is read from the stored row (`|s, now|`: the row, and the instant elapsed times count
-/// to). From this list come the functions the `Session` object's resolvers call
+/// to), through the domain's reading of a session ([`dom`]'s facts) that the CSV export
+/// uses too. From this list come the functions the `Session` object's resolvers call
 /// ([`plain`]) and the compiled list's getters ([`super::compiled`]); a test holds the
 /// list and the object's fields equal. The relations and the fields with arguments are
 /// resolvers of their own.
@@ -79,16 +79,16 @@ macro_rules! session_plain_fields {
             { }
             "id" id: ID = |s, now| encode(NodeKind::Session, s.id);
             "name" name: &str = |s, now| &s.name;
-            "type" session_type: ApiResult<SessionType> = |s, now| Ok(model::SessionType::stored(&s.session_type)?.into());
-            "status" status: ApiResult<SessionStatus> = |s, now| Ok(parse_status(&s.status)?.into());
+            "type" session_type: ApiResult<SessionType> = |s, now| Ok(dom::session_type(s)?.into());
+            "status" status: ApiResult<SessionStatus> = |s, now| Ok(dom::status(s)?.into());
             "statusInfo" status_info: Option<&str> = |s, now| s.status_info.as_deref();
-            "result" result: ApiResult<SessionResult> = |s, now| Ok(DomResult::stored(&s.result)?.into());
+            "result" result: ApiResult<SessionResult> = |s, now| Ok(dom::result(s)?.into());
             "exitCode" exit_code: Option<i32> = |s, now| s.exit_code;
             "agent" agent: Option<&str> = |s, now| s.agent_id.as_deref();
             "requestedSlots" requested_slots: ApiResult<ResourceSlots> =
-                |s, now| Ok(ResourceSlots(Slots::from_json(&s.requested_slots)?));
+                |s, now| Ok(ResourceSlots(dom::requested_slots(s)?));
             "occupiedSlots" occupied_slots: ApiResult<ResourceSlots> =
-                |s, now| Ok(ResourceSlots(Slots::from_json(&s.occupied_slots)?));
+                |s, now| Ok(ResourceSlots(dom::occupied_slots(s)?));
             "clusterSize" cluster_size: i32 = |s, now| s.cluster_size;
             "priority" priority: i32 = |s, now| s.priority;
             "startupCommand" startup_command: Option<&str> = |s, now| s.startup_command.as_deref();

@@ -1,13 +1,42 @@
-//! What the list shows of one session beyond its stored columns: why it waits, its place
-//! in the queue, its applications, its elapsed time.
+//! What a session shows, each value read from its stored row in one place: its kind,
+//! status, result and resources as the domain's types, why it waits, its place in the
+//! queue, its applications, its elapsed time. The GraphQL fields, the compiled list and the
+//! CSV export all read a session through these.
 
 use chrono::{DateTime, Utc};
 
 use entity::session;
 
 use crate::domain::DomainResult;
+use crate::domain::model::SessionType;
 use crate::domain::occupancy::PendingReason;
-use crate::domain::status::SessionStatus;
+use crate::domain::slots::ResourceSlots;
+use crate::domain::status::{SessionResult, SessionStatus};
+
+/// Its kind (interactive, batch, inference, upload).
+pub fn session_type(s: &session::Model) -> DomainResult<SessionType> {
+    SessionType::stored(&s.session_type)
+}
+
+/// Its status.
+pub fn status(s: &session::Model) -> DomainResult<SessionStatus> {
+    SessionStatus::stored(&s.status)
+}
+
+/// How it ended (UNDEFINED while it runs).
+pub fn result(s: &session::Model) -> DomainResult<SessionResult> {
+    SessionResult::stored(&s.result)
+}
+
+/// What the whole session asks for: each container's request × the cluster size.
+pub fn requested_slots(s: &session::Model) -> DomainResult<ResourceSlots> {
+    ResourceSlots::from_json(&s.requested_slots)
+}
+
+/// What it was allocated, from SCHEDULED on (kept after it ends).
+pub fn occupied_slots(s: &session::Model) -> DomainResult<ResourceSlots> {
+    ResourceSlots::from_json(&s.occupied_slots)
+}
 
 /// Every current cause that keeps a session from starting, as the latest scheduling pass
 /// found it while PENDING, or as its engine reports it while SCHEDULED.
@@ -36,7 +65,7 @@ pub fn queue_position_of(status: &str, position: Option<i32>) -> DomainResult<Op
 
 /// Whether a session offers its image's applications now: once RUNNING.
 pub fn offers_apps(s: &session::Model) -> DomainResult<bool> {
-    Ok(SessionStatus::stored(&s.status)? == SessionStatus::Running)
+    Ok(status(s)? == SessionStatus::Running)
 }
 
 /// The applications of an image (e.g. jupyter, terminal).
