@@ -297,11 +297,15 @@ pub struct Timings {
     /// How long a simulated batch session runs before it ends with exit code 0.
     #[arg(long, env = "SESSIOND_SIM_BATCH_MS", default_value_t = 30_000)]
     pub sim_batch_ms: u64,
+    /// How long before a running session is reclaimed (its lifetime's end, its batch
+    /// timeout) its owner is warned: an EXPIRY_WARNING event and a line of its history.
+    #[arg(long, env = "SESSIOND_EXPIRY_WARNING_MS", default_value_t = 900_000)]
+    pub expiry_warning_ms: u64,
 }
 
 impl Default for Timings {
     fn default() -> Self {
-        Self { scheduler_interval_ms: 2000, sim_step_ms: 1000, sim_batch_ms: 30_000 }
+        Self { scheduler_interval_ms: 2000, sim_step_ms: 1000, sim_batch_ms: 30_000, expiry_warning_ms: 900_000 }
     }
 }
 

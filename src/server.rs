@@ -193,6 +193,12 @@ pub fn spawn_workers(
             move |took| metrics.scheduler_pass(took),
         )),
         tokio::spawn(runtime::run(runtime, db.clone(), bus.clone())),
+        tokio::spawn(crate::domain::expiry::run(
+            db.clone(),
+            bus.clone(),
+            Duration::from_millis(timings.expiry_warning_ms),
+            Duration::from_millis(timings.scheduler_interval_ms.min(1000)),
+        )),
     ];
     if let Some(local) = local {
         workers.push(tokio::spawn(runtime::run(local, db.clone(), bus.clone())));

@@ -11,6 +11,10 @@ pub struct Model {
     pub max_concurrent_sessions: i32,
     pub max_pending_sessions: i32,
     pub max_session_lifetime_seconds: Option<i64>,
+    /// How far one extension may push a session's expiry back; none: extensions refused.
+    pub max_extension_seconds: Option<i64>,
+    /// How many extensions a session may have; none: extensions refused.
+    pub max_extensions: Option<i32>,
     pub created_at: DateTimeUtc,
 }
 

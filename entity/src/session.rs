@@ -37,6 +37,14 @@ pub struct Model {
     pub status_changed_at: DateTimeUtc,
     /// Place among the pending sessions of its group at the latest scheduling pass.
     pub queue_position: Option<i32>,
+    /// The lifetime (seconds from its start) its keypair's policy gives it; none: unlimited.
+    pub lifetime_seconds: Option<i64>,
+    /// What extensions added to its lifetime, in all.
+    pub extended_seconds: i64,
+    /// How many times it was extended.
+    pub extensions: i32,
+    /// The expiry its owner was last warned of.
+    pub expiry_warned_for: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -13,6 +13,8 @@ pub struct Model {
     pub to_status: String,
     pub reason: Option<String>,
     pub occurred_at: DateTimeUtc,
+    /// `STATUS` (a status change) or `EXPIRY_WARNING` (from and to are the status it has).
+    pub kind: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

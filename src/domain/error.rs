@@ -71,6 +71,9 @@ pub enum DomainError {
     NeverFits(String),
     #[error("{0}")]
     LimitExceeded(String),
+    /// A session's expiry that may not be pushed back (further).
+    #[error("{0}")]
+    ExtensionLimit(String),
     /// An idempotency key sent again with another launch.
     #[error("this idempotency key was used for a different launch; use a new key for a new launch")]
     IdempotencyKeyReused,
@@ -183,6 +186,7 @@ pub mod codes {
     pub const QUOTA_EXCEEDED: &str = "QUOTA_EXCEEDED";
     pub const NEVER_FITS: &str = "NEVER_FITS";
     pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
+    pub const EXTENSION_LIMIT: &str = "EXTENSION_LIMIT";
     pub const LAGGED: &str = "LAGGED";
     pub const IDEMPOTENCY_KEY_REUSED: &str = "IDEMPOTENCY_KEY_REUSED";
     /// The server cannot answer now (its database is unreachable, or it is at its in-flight
@@ -225,6 +229,7 @@ pub fn code_of(err: &DomainError) -> &'static str {
         DomainError::QuotaExceeded(_) => QUOTA_EXCEEDED,
         DomainError::NeverFits(_) => NEVER_FITS,
         DomainError::LimitExceeded(_) => LIMIT_EXCEEDED,
+        DomainError::ExtensionLimit(_) => EXTENSION_LIMIT,
         DomainError::Lagged(_) => LAGGED,
         DomainError::IdempotencyKeyReused => IDEMPOTENCY_KEY_REUSED,
         DomainError::Unavailable(_) => UNAVAILABLE,

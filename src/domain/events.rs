@@ -24,6 +24,7 @@ use uuid::Uuid;
 
 use entity::{image, project, resource_group, session, session_status_transition as transition, user};
 
+use super::model::string_enum;
 use super::status::SessionStatus;
 use super::{DomainResult, relations};
 
@@ -37,11 +38,18 @@ pub const DEFAULT_CAPACITY: usize = 4096;
 /// Transitions the bus reads per statement.
 pub const READ_BATCH: u64 = 500;
 
-/// One status change of one session.
+string_enum!(
+    /// What a session's event says: its status changed, or it will be reclaimed soon (its
+    /// status stays; the reason says when and why).
+    EventKind { StatusChange = "STATUS", ExpiryWarning = "EXPIRY_WARNING" }
+);
+
+/// One status change of one session, or a warning of its expiry.
 #[derive(Clone, Debug)]
 pub struct SessionEvent {
     /// The transition's global sequence number: events are ordered by it.
     pub seq: i64,
+    pub kind: EventKind,
     pub from: Option<SessionStatus>,
     pub to: SessionStatus,
     pub reason: Option<String>,
@@ -101,6 +109,7 @@ impl SessionEvent {
     fn of(t: transition::Model, s: Arc<session::Model>, related: Arc<Shared>) -> Option<Self> {
         Some(Self {
             seq: t.id,
+            kind: EventKind::parse(&t.kind)?,
             from: t.from_status.as_deref().and_then(SessionStatus::parse),
             to: SessionStatus::parse(&t.to_status)?,
             reason: t.reason,

@@ -20,7 +20,7 @@ use super::paging::{MAX_PAGE_SIZE, PageRequest};
 use super::sessions::{self, SessionFilter, SessionOrder, SessionPosition, SessionSet};
 use super::slots::{self, ResourceSlots};
 use super::visibility::{self, SessionScope};
-use super::{DomainError, DomainResult, catalog, relations, settings};
+use super::{DomainError, DomainResult, catalog, expiry, relations, settings};
 
 /// What to export: the arguments of the list, and the columns.
 #[derive(Clone, Debug)]
@@ -34,14 +34,16 @@ pub struct ExportRequest {
 }
 
 /// One column of the file. A list column gives one, except ACCELERATORS (one per
-/// accelerator slot the project's resource groups serve) and ELAPSED (seconds and a readable
-/// text).
+/// accelerator slot the project's resource groups serve), ELAPSED (seconds and a readable
+/// text) and EXPIRY (when, and why).
 #[derive(Clone, Debug, PartialEq)]
 enum Column {
     Key(SessionColumnKey),
     Accelerator(String),
     ElapsedSeconds,
     ElapsedText,
+    ExpiresAt,
+    ExpiryReason,
 }
 
 /// What a cell of a session is made from: its stored row, the instant elapsed times count
@@ -70,7 +72,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => $title.to_owned(), )*
                     $( $part => $ptitle, )*
-                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed) => String::new(),
+                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry) => String::new(),
                 }
             }
 
@@ -79,7 +81,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => file_columns!(@free $free), )*
                     $( $part => file_columns!(@free $pfree), )*
-                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed) => false,
+                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry) => false,
                 }
             }
 
@@ -87,7 +89,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => { let $r = row; $cell } )*
                     $( $part => { let $pr = row; $pcell } )*
-                    Column::Key(key @ (SessionColumnKey::Accelerators | SessionColumnKey::Elapsed)) => {
+                    Column::Key(key @ (SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry)) => {
                         Err(DomainError::invariant(format!("{key} is made of several columns")))
                     }
                 }
@@ -125,6 +127,10 @@ file_columns! {
         |r| Ok(sessions::elapsed_seconds(r.session, r.now).to_string());
     Column::ElapsedText => "Elapsed".to_owned(), formatted =
         |r| Ok(elapsed_text(sessions::elapsed_seconds(r.session, r.now)));
+    Column::ExpiresAt => "Expires at (UTC)".to_owned(), formatted =
+        |r| Ok(time(expiry::of(r.session)?.map(|e| e.at)));
+    Column::ExpiryReason => "Expiry reason".to_owned(), formatted =
+        |r| Ok(expiry::of(r.session)?.map(|e| e.reason.as_str().to_owned()).unwrap_or_default());
 }
 
 /// A time as the file writes it: RFC 3339 in UTC to the second; empty for none.
@@ -211,6 +217,7 @@ pub async fn prepare(
         match key {
             SessionColumnKey::Accelerators => columns.extend(accelerators.iter().cloned().map(Column::Accelerator)),
             SessionColumnKey::Elapsed => columns.extend([Column::ElapsedSeconds, Column::ElapsedText]),
+            SessionColumnKey::Expiry => columns.extend([Column::ExpiresAt, Column::ExpiryReason]),
             key => columns.push(Column::Key(key)),
         }
     }

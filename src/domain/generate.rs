@@ -14,11 +14,11 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sea_orm::{ActiveValue::NotSet, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use entity::{image, keypair, launch_group, project, project_member, session};
+use entity::{image, keypair, keypair_resource_policy, launch_group, project, project_member, session};
 use entity::{session_status_transition as transition, user};
 
 use super::model::SessionType;
@@ -57,6 +57,8 @@ struct Owner {
     domain_id: Uuid,
     resource_group: String,
     agents: Vec<String>,
+    /// The lifetime the keypair's policy gives a session.
+    lifetime: Option<i64>,
 }
 
 async fn owners(db: &DatabaseConnection) -> DomainResult<Vec<Owner>> {
@@ -88,7 +90,12 @@ async fn owners(db: &DatabaseConnection) -> DomainResult<Vec<Owner>> {
         if user::Entity::find_by_id(m.user_id).one(db).await?.is_none() || agents.is_empty() {
             continue;
         }
+        let lifetime = keypair_resource_policy::Entity::find_by_id(kp.resource_policy.clone())
+            .one(db)
+            .await?
+            .and_then(|p| p.max_session_lifetime_seconds);
         out.push(Owner {
+            lifetime,
             user_id: m.user_id,
             keypair_id: kp.id,
             project_id: p.id,
@@ -272,14 +279,7 @@ pub async fn generate(db: &DatabaseConnection, opts: &GenerateOptions) -> Domain
             );
             report.transitions += g.transitions.len() as u64;
             for (from, to, reason, at) in g.transitions {
-                transitions.push(transition::ActiveModel {
-                    id: NotSet,
-                    session_id: Set(id),
-                    from_status: Set(from.map(|s| s.as_str().to_owned())),
-                    to_status: Set(to.as_str().to_owned()),
-                    reason: Set(reason.map(str::to_owned)),
-                    occurred_at: Set(at),
-                });
+                transitions.push(super::lifecycle::transition_row(id, from, to, reason.map(str::to_owned), at));
             }
             sessions.push(g.session);
             report.live += u64::from(live);
@@ -446,6 +446,10 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         terminated_at: Set(terminated),
         status_changed_at: Set(path.last().map_or(t0, |(_, _, _, at)| *at)),
         queue_position: Set(None),
+        lifetime_seconds: Set(g.owner.lifetime),
+        extended_seconds: Set(0),
+        extensions: Set(0),
+        expiry_warned_for: Set(None),
     };
     Generated { session, transitions: path }
 }

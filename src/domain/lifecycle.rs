@@ -9,7 +9,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, Enti
 
 use entity::{session, session_status_transition as transition};
 
-use super::events::{CHANNEL, EventBus};
+use super::events::{CHANNEL, EventBus, EventKind};
 use super::status::{SessionResult, SessionStatus};
 use super::{DomainError, DomainResult};
 
@@ -109,6 +109,21 @@ pub fn transition_row(
         to_status: Set(to.as_str().to_owned()),
         reason: Set(reason),
         occurred_at: Set(at),
+        kind: Set(EventKind::StatusChange.as_str().to_owned()),
+    }
+}
+
+/// The event row warning that session `session_id`, in `status`, will be reclaimed:
+/// `reason` says when and why. It goes out with the status changes, in their sequence.
+pub fn warning_row(
+    session_id: uuid::Uuid,
+    status: SessionStatus,
+    reason: String,
+    at: DateTime<Utc>,
+) -> transition::ActiveModel {
+    transition::ActiveModel {
+        kind: Set(EventKind::ExpiryWarning.as_str().to_owned()),
+        ..transition_row(session_id, Some(status), status, Some(reason), at)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod credentials;
 pub mod environments;
 pub mod error;
 pub mod events;
+pub mod expiry;
 pub mod export;
 pub mod generate;
 pub mod history;

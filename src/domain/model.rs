@@ -102,6 +102,7 @@ string_enum!(
         Agent = "AGENT",
         Priority = "PRIORITY",
         QueuePosition = "QUEUE_POSITION",
+        Expiry = "EXPIRY",
     }
 );
 

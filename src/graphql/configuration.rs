@@ -52,6 +52,10 @@ pub struct KeypairPolicy {
     pub max_pending_sessions: i32,
     /// Null: sessions may run for ever.
     pub max_session_lifetime_seconds: Option<i64>,
+    /// How far one extension may push a lifetime back (null: no extension).
+    pub max_extension_seconds: Option<i64>,
+    /// How many extensions one session may have (null: no extension).
+    pub max_extensions: Option<i32>,
 }
 
 #[derive(SimpleObject)]
@@ -112,6 +116,8 @@ impl ConfigurationQuery {
                         max_concurrent_sessions: p.max_concurrent_sessions,
                         max_pending_sessions: p.max_pending_sessions,
                         max_session_lifetime_seconds: p.max_session_lifetime_seconds,
+                        max_extension_seconds: p.max_extension_seconds,
+                        max_extensions: p.max_extensions,
                     })
                 })
                 .collect::<ApiResult<_>>()?,

@@ -232,6 +232,18 @@ impl LaunchMutation {
         })
     }
 
+    /// Pushes a running session's lifetime back by `seconds`, for its owner or an
+    /// administrator of its project, within its keypair's policy (`maxExtensionSeconds` per
+    /// extension, `maxExtensions` per session): `EXTENSION_LIMIT` beyond them, or for a
+    /// session whose expiry is a batch timeout or that has none. Recorded in its scheduling
+    /// history with who asked. The session as it now is.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn extend_session(&self, ctx: &Context<'_>, id: ID, seconds: i32) -> ApiResult<Session> {
+        let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
+        let s = crate::domain::expiry::extend(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, i64::from(seconds)).await?;
+        Ok(Session::new(s))
+    }
+
     /// Ends sessions: PENDING → CANCELLED, started → TERMINATING (or TERMINATED with
     /// `force`), terminal → SKIPPED, invisible or unknown → NOT_FOUND.
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]

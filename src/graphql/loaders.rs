@@ -173,6 +173,9 @@ pub struct TransitionsOf(pub Uuid);
 pub struct ResourceGroupName(pub String);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ImageName(pub String);
+/// The extension limits of a keypair's policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExtensionLimitsOf(pub Uuid);
 
 type LoadResult<K, V> = Result<HashMap<K, V>, Arc<DomainError>>;
 
@@ -231,6 +234,16 @@ impl Loader<ImageName> for DbLoader {
     async fn load(&self, keys: &[ImageName]) -> LoadResult<ImageName, image::Model> {
         let names: Vec<String> = keys.iter().map(|k| k.0.clone()).collect();
         keyed(relations::images(&self.db, &names).await, ImageName)
+    }
+}
+
+impl Loader<ExtensionLimitsOf> for DbLoader {
+    type Value = crate::domain::expiry::ExtensionLimits;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[ExtensionLimitsOf]) -> LoadResult<ExtensionLimitsOf, Self::Value> {
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+        keyed(crate::domain::expiry::limits(&self.db, &ids).await, ExtensionLimitsOf)
     }
 }
 

@@ -9,18 +9,47 @@ use entity::session;
 
 use crate::domain::sessions::{self as dom, SessionSet};
 use crate::domain::status::SessionStatus as DomStatus;
-use crate::domain::{DomainError, clock, logs};
+use crate::domain::{DomainError, clock, expiry, logs};
 
 use super::context::{db, loaders};
 use super::cursor;
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
-use super::loaders::{ImageName, LaunchGroupId, ProjectId, Related, ResourceGroupName, TransitionsOf, UserId};
+use super::loaders::{
+    ExtensionLimitsOf, ImageName, LaunchGroupId, ProjectId, Related, ResourceGroupName, TransitionsOf, UserId,
+};
 use super::resource::{Image, ResourceGroup};
 use super::scheduling::{self, SchedulingHistoryConnection};
 use super::session_list::{PageArgs, SessionConnection, page_complexity, session_connection};
-use super::types::{PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType};
+use super::types::{ExpiryReason, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType};
 use super::viewer::{Project, User};
+
+/// When a running session will be reclaimed, and whether that can be pushed back.
+pub struct SessionExpiry(Arc<session::Model>, expiry::Expiry);
+
+#[Object]
+impl SessionExpiry {
+    async fn at(&self) -> DateTime<Utc> {
+        self.1.at
+    }
+    async fn reason(&self) -> ExpiryReason {
+        self.1.reason.into()
+    }
+    /// Whether `extendSession` may push it back now: a lifetime (not a batch timeout), and
+    /// the keypair's policy allows another extension.
+    async fn extendable(&self, ctx: &Context<'_>) -> ApiResult<bool> {
+        let limits = loaders(ctx)?.load_one(ExtensionLimitsOf(self.0.keypair_id)).await?.unwrap_or_default();
+        Ok(limits.extendable(&self.0)?)
+    }
+    /// How many times the session was extended.
+    async fn extensions(&self) -> i32 {
+        self.0.extensions
+    }
+    /// What the extensions added to its lifetime, in seconds.
+    async fn extended_seconds(&self) -> i64 {
+        self.0.extended_seconds
+    }
+}
 
 #[derive(SimpleObject)]
 pub struct EnvVar {
@@ -238,6 +267,11 @@ impl Session {
                 Some(EnvVar { name: e.get("name")?.as_str()?.to_owned(), value: e.get("value")?.as_str()?.to_owned() })
             })
             .collect()
+    }
+    /// When the session will be reclaimed, and why: the earlier of its lifetime's end and
+    /// its batch timeout. Null before it runs, once it ends, or with neither.
+    async fn expiry(&self) -> ApiResult<Option<SessionExpiry>> {
+        Ok(expiry::of(&self.0)?.map(|e| SessionExpiry(Arc::clone(&self.0), e)))
     }
     async fn launch_group(&self, ctx: &Context<'_>) -> ApiResult<Option<LaunchGroup>> {
         let Some(id) = self.0.launch_group_id else { return Ok(None) };

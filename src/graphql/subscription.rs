@@ -19,10 +19,10 @@ use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
 use super::loaders::Related;
 use super::session::Session;
 use super::session_list::SessionScope;
-use super::types::SessionStatus;
+use super::types::{SessionEventKind, SessionStatus};
 use super::viewer::{Project, User};
 
-/// One status change of one session.
+/// One status change of one session, or a warning that it will be reclaimed soon.
 pub struct SessionEvent(DomEvent);
 
 #[Object]
@@ -30,6 +30,11 @@ impl SessionEvent {
     /// Position in the global sequence of status changes: pass it as `after` to resume.
     async fn cursor(&self) -> String {
         cursor::sequence(self.0.seq)
+    }
+    /// A status change, or an expiry warning (`fromStatus` and `toStatus` are then both
+    /// the status it has).
+    async fn kind(&self) -> SessionEventKind {
+        self.0.kind.into()
     }
     async fn session_id(&self) -> ID {
         encode(NodeKind::Session, self.0.session.id)

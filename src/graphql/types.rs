@@ -34,6 +34,28 @@ pub enum SessionStatus {
     Error,
 }
 
+/// Why a running session will be reclaimed.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "ExpiryReason", remote = "crate::domain::expiry::ExpiryReason")]
+pub enum ExpiryReason {
+    /// The end of the lifetime its keypair's policy gives it (`maxSessionLifetimeSeconds`),
+    /// counted from its start, plus what extensions added.
+    Lifetime,
+    /// A batch session's timeout (`batchTimeoutSeconds`): it is stopped with exit code 124.
+    BatchTimeout,
+}
+
+/// What a session's event says.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "SessionEventKind", remote = "crate::domain::events::EventKind")]
+pub enum SessionEventKind {
+    /// Its status changed from `fromStatus` to `toStatus`.
+    StatusChange,
+    /// It will be reclaimed soon (see `session { expiry }`); its status stays, and the
+    /// reason says when and why.
+    ExpiryWarning,
+}
+
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "SessionResult", remote = "crate::domain::status::SessionResult")]
 pub enum SessionResult {
@@ -83,6 +105,8 @@ pub enum SessionColumnKey {
     Agent,
     Priority,
     QueuePosition,
+    /// When a running session will be reclaimed, and why.
+    Expiry,
 }
 
 #[derive(SimpleObject)]

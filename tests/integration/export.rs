@@ -9,7 +9,11 @@ use crate::db_tests;
 use crate::support::{TestApp, project, session_row};
 
 /// GETs an export as `token` with the query string `query`.
-async fn export(app: &TestApp, token: Option<&str>, query: &str) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+pub(crate) async fn export(
+    app: &TestApp,
+    token: Option<&str>,
+    query: &str,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
     let mut req = Request::get(format!("/export/sessions.csv?{query}"));
     if let Some(t) = token {
         req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
@@ -18,7 +22,7 @@ async fn export(app: &TestApp, token: Option<&str>, query: &str) -> (StatusCode,
 }
 
 /// The records of a CSV body (header first).
-fn records(body: &[u8]) -> Vec<Vec<String>> {
+pub(crate) fn records(body: &[u8]) -> Vec<Vec<String>> {
     csv::ReaderBuilder::new()
         .has_headers(false)
         .from_reader(body)

@@ -8,6 +8,7 @@ mod cli;
 mod cluster;
 mod compiled;
 mod conformance;
+mod expiry;
 mod export;
 mod fairness;
 mod faults;

@@ -51,6 +51,8 @@ pub const POLICY_KEYS: &[Key] = &[
     key("max_concurrent_sessions", "integer ≥ 0", "10", "sessions of one keypair running at once"),
     key("max_pending_sessions", "integer ≥ 0", "20", "sessions of one keypair waiting at once"),
     key("max_session_lifetime_seconds", "integer ≥ 1", "none", "a session is terminated this long after it started"),
+    key("max_extension_seconds", "integer ≥ 1", "none: no extension", "how far one extension pushes a lifetime back"),
+    key("max_extensions", "integer ≥ 1", "none: no extension", "how many times one session may be extended"),
 ];
 
 pub const ENGINE_KIND: Key =

@@ -133,6 +133,8 @@ pub struct PolicyDecl {
     pub max_concurrent_sessions: i32,
     pub max_pending_sessions: i32,
     pub max_session_lifetime_seconds: Option<i64>,
+    pub max_extension_seconds: Option<i64>,
+    pub max_extensions: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -173,6 +173,8 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
     let concurrent = e.integer("max_concurrent_sessions", 0, most).unwrap_or(super::DEFAULT_CONCURRENT);
     let pending = e.integer("max_pending_sessions", 0, most).unwrap_or(super::DEFAULT_PENDING);
     let lifetime = e.integer("max_session_lifetime_seconds", 1, i64::MAX);
+    let extension = e.integer("max_extension_seconds", 1, most);
+    let extensions = e.integer("max_extensions", 1, most);
     let clamp = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
     declared.policies.insert(
         name.to_owned(),
@@ -181,6 +183,8 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
             max_concurrent_sessions: clamp(concurrent),
             max_pending_sessions: clamp(pending),
             max_session_lifetime_seconds: lifetime,
+            max_extension_seconds: extension,
+            max_extensions: extensions.map(clamp),
         },
     );
 }

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use entity::{
     agent, domain, engine, image, keypair, keypair_resource_policy, project, project_member, resource_group,
-    resource_group_project, user,
+    resource_group_project, session, user,
 };
 
 use super::shown::{diff, diff_list, diff_opt, limits_shown, slots_diff, slots_shown, strings, type_names};
@@ -22,6 +22,7 @@ use super::{Action, ApplyError, Change, Declared, Plan};
 use crate::domain::environments::LocalImage;
 use crate::domain::ids::stable_id;
 use crate::domain::slots::ResourceSlots;
+use crate::domain::status::SessionStatus;
 use crate::domain::{catalog, clock};
 
 pub(super) struct Writer<'t> {
@@ -89,6 +90,25 @@ impl Writer<'_> {
         Ok(ids)
     }
 
+    /// Gives the live sessions of the keypairs under policy `name` its new lifetime: a
+    /// session's expiry follows its policy.
+    async fn relifetime(&mut self, name: &str, lifetime: Option<i64>) -> Result<(), ApplyError> {
+        use sea_orm::sea_query::{Expr, Query};
+        let keypairs = Query::select()
+            .column(keypair::Column::Id)
+            .from(keypair::Entity)
+            .and_where(keypair::Column::ResourcePolicy.eq(name))
+            .take();
+        session::Entity::update_many()
+            .col_expr(session::Column::LifetimeSeconds, Expr::value(lifetime))
+            .col_expr(session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None))
+            .filter(session::Column::KeypairId.in_subquery(keypairs))
+            .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())))
+            .exec(self.txn)
+            .await?;
+        Ok(())
+    }
+
     async fn policies(&mut self, d: &Declared) -> Result<(), ApplyError> {
         let stored: BTreeMap<String, keypair_resource_policy::Model> = keypair_resource_policy::Entity::find()
             .all(self.txn)
@@ -103,6 +123,8 @@ impl Writer<'_> {
                 max_concurrent_sessions: Set(p.max_concurrent_sessions),
                 max_pending_sessions: Set(p.max_pending_sessions),
                 max_session_lifetime_seconds: Set(p.max_session_lifetime_seconds),
+                max_extension_seconds: Set(p.max_extension_seconds),
+                max_extensions: Set(p.max_extensions),
                 created_at: Set(self.now),
             };
             let Some(m) = stored.get(name) else {
@@ -120,6 +142,11 @@ impl Writer<'_> {
                 &m.max_session_lifetime_seconds,
                 &p.max_session_lifetime_seconds,
             );
+            diff_opt(&mut details, "max_extension_seconds", &m.max_extension_seconds, &p.max_extension_seconds);
+            diff_opt(&mut details, "max_extensions", &m.max_extensions, &p.max_extensions);
+            if m.max_session_lifetime_seconds != p.max_session_lifetime_seconds {
+                self.relifetime(name, p.max_session_lifetime_seconds).await?;
+            }
             if !details.is_empty() {
                 keypair_resource_policy::ActiveModel {
                     name: Unchanged(name.clone()),

@@ -63,11 +63,11 @@ pub async fn write(
         ))
         .await?;
     }
-    match admissible(&txn, viewer, plan).await {
-        Ok(()) => {}
+    let lifetime = match admissible(&txn, viewer, plan).await {
+        Ok(lifetime) => lifetime,
         Err(DomainError::NameTaken(name)) => return Err(WriteError::Taken(name)),
         Err(e) => return Err(WriteError::Other(e)),
-    }
+    };
     if plan.launch.idempotency_key.is_some() {
         // Expired keys go first, so that an old key can be used again.
         idempotency_key::Entity::delete_many()
@@ -122,6 +122,10 @@ pub async fn write(
             terminated_at: None,
             status_changed_at: now,
             queue_position: None,
+            lifetime_seconds: lifetime,
+            extended_seconds: 0,
+            extensions: 0,
+            expiry_warned_for: None,
         })
         .collect();
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))

@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::{DatabaseConnection, EntityTrait};
 use uuid::Uuid;
 
@@ -62,16 +61,17 @@ pub async fn run<R: Runtime>(runtime: R, db: DatabaseConnection, bus: EventBus) 
     }
 }
 
-/// The reason a session is ended at its keypair policy's `max_session_lifetime`.
-pub const LIFETIME_EXCEEDED: &str = "max_session_lifetime exceeded";
-
-/// Each keypair's policy's `max_session_lifetime` in seconds (`None`: unlimited).
-pub(crate) async fn lifetimes(db: &DatabaseConnection) -> DomainResult<HashMap<Uuid, Option<i64>>> {
+/// The longest lifetime, in seconds, each keypair's policy lets a session reach with every
+/// extension it allows (`None`: unlimited): an engine's own backstop is never earlier.
+pub(crate) async fn longest_lifetimes(db: &DatabaseConnection) -> DomainResult<HashMap<Uuid, Option<i64>>> {
     let policies: HashMap<String, Option<i64>> = keypair_resource_policy::Entity::find()
         .all(db)
         .await?
         .into_iter()
-        .map(|p| (p.name, p.max_session_lifetime_seconds))
+        .map(|p| {
+            let longest = p.max_session_lifetime_seconds.map(|l| super::expiry::ExtensionLimits::of(&p).longest(l));
+            (p.name, longest)
+        })
         .collect();
     Ok(keypair::Entity::find()
         .all(db)
@@ -79,13 +79,6 @@ pub(crate) async fn lifetimes(db: &DatabaseConnection) -> DomainResult<HashMap<U
         .into_iter()
         .map(|k| (k.id, policies.get(&k.resource_policy).copied().flatten()))
         .collect())
-}
-
-/// The lifetime limit (seconds) a RUNNING session has reached at `now`, if any.
-pub(crate) fn outlived(s: &session::Model, now: DateTime<Utc>, lifetime: Option<i64>) -> Option<i64> {
-    let limit = lifetime.filter(|l| *l > 0)?;
-    let ran = now - s.started_at.unwrap_or(s.status_changed_at);
-    (ran >= TimeDelta::try_seconds(limit).unwrap_or(TimeDelta::MAX)).then_some(limit)
 }
 
 /// Which runtime runs the sessions of this machine.

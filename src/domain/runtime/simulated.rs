@@ -31,11 +31,11 @@ use entity::{agent, engine, resource_group, session};
 
 use super::engines::EngineKind;
 use super::reconcile::{self, Plan};
-use super::{LIFETIME_EXCEEDED, Runtime, TIMEOUT_EXIT_CODE, env_var, lifetimes, outlived};
+use super::{Runtime, TIMEOUT_EXIT_CODE, env_var};
 use crate::domain::events::EventBus;
 use crate::domain::model::SessionType;
 use crate::domain::status::{SessionResult, SessionStatus};
-use crate::domain::{DomainResult, clock};
+use crate::domain::{DomainResult, clock, expiry};
 
 const FAIL_VARIABLE: &str = "SESSIOND_SIM_FAIL";
 const EXIT_VARIABLE: &str = "SESSIOND_SIM_EXIT";
@@ -70,13 +70,7 @@ fn output_of(s: &session::Model) -> Vec<String> {
 }
 
 impl SimulatedRuntime {
-    fn next(
-        &self,
-        s: &session::Model,
-        now: DateTime<Utc>,
-        pulled: &HashMap<String, Vec<String>>,
-        lifetime: Option<i64>,
-    ) -> Option<Next> {
+    fn next(&self, s: &session::Model, now: DateTime<Utc>, pulled: &HashMap<String, Vec<String>>) -> Option<Next> {
         use SessionStatus::*;
         let status = SessionStatus::parse(&s.status)?;
         let step_due = now - s.status_changed_at >= delta(self.step);
@@ -123,14 +117,8 @@ impl SimulatedRuntime {
             }),
             Running => {
                 let ran = now - s.started_at.unwrap_or(s.status_changed_at);
-                if let Some(limit) = outlived(s, now, lifetime) {
-                    return Some(Next {
-                        to: Terminating,
-                        reason: Some(LIFETIME_EXCEEDED.to_owned()),
-                        result: None,
-                        log: format!("the session reached its maximum lifetime of {limit} s"),
-                        output: Vec::new(),
-                    });
+                if let Some((reason, log)) = expiry::due(s, now).ok().flatten() {
+                    return Some(Next { to: Terminating, reason: Some(reason), result: None, log, output: Vec::new() });
                 }
                 if env_var(s, VANISH_VARIABLE).as_deref() == Some("1") {
                     let why = "the simulated job vanished (as its SESSIOND_SIM_VANISH asked)";
@@ -224,13 +212,10 @@ impl Runtime for SimulatedRuntime {
                 (a.id, images)
             })
             .collect();
-        let lifetimes = lifetimes(db).await?;
-
         let plans: Vec<Plan> = sessions
             .into_iter()
             .filter_map(|s| {
-                let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
-                let next = self.next(&s, now, &pulled, lifetime)?;
+                let next = self.next(&s, now, &pulled)?;
                 let mut plan = Plan::steps(s, vec![(next.to, next.reason, next.result)], next.log);
                 plan.output = next.output;
                 Some(plan)

@@ -221,7 +221,12 @@ impl TestApp {
 
     /// Starts the scheduler and the simulated runtime (20 ms steps, 1.5 s batch runs).
     pub fn start_workers(&mut self) {
-        let timings = sessiond::config::Timings { scheduler_interval_ms: 50, sim_step_ms: 20, sim_batch_ms: 1500 };
+        let timings = sessiond::config::Timings {
+            scheduler_interval_ms: 50,
+            sim_step_ms: 20,
+            sim_batch_ms: 1500,
+            ..Default::default()
+        };
         self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings, &self.metrics, None));
     }
 
@@ -279,7 +284,12 @@ impl TestApp {
             self.metrics.clone(),
             info,
         ));
-        let timings = sessiond::config::Timings { scheduler_interval_ms: 50, sim_step_ms: 20, sim_batch_ms: 1500 };
+        let timings = sessiond::config::Timings {
+            scheduler_interval_ms: 50,
+            sim_step_ms: 20,
+            sim_batch_ms: 1500,
+            ..Default::default()
+        };
         self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings, &self.metrics, local));
         true
     }
@@ -440,6 +450,10 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         terminated_at: Set(["TERMINATED", "CANCELLED", "ERROR"].contains(&status).then_some(now)),
         status_changed_at: Set(now),
         queue_position: Set(None),
+        lifetime_seconds: Set(None),
+        extended_seconds: Set(0),
+        extensions: Set(0),
+        expiry_warned_for: Set(None),
     }
 }
 

@@ -39,7 +39,7 @@ use entity::{agent, engine, project, resource_group, resource_group_project, ses
 
 use super::engines::EngineKind;
 use super::reconcile;
-use super::{Runtime, RuntimeInfo, RuntimeKind, env_vars, lifetimes};
+use super::{Runtime, RuntimeInfo, RuntimeKind, env_vars};
 use crate::domain::environments::{self as images, Images};
 use crate::domain::events::EventBus;
 use crate::domain::model::{SchedulerStrategy, SessionType};
@@ -296,18 +296,11 @@ impl Runtime for LocalRuntime {
             .await?;
         let live_ids: HashSet<Uuid> = live.iter().map(|s| s.id).collect();
         let moving = live.iter().any(|s| s.status != Running.as_str());
-        let lifetimes = if live.is_empty() { Default::default() } else { lifetimes(db).await? };
         if live.iter().any(|s| s.status == Scheduled.as_str()) {
             self.read_images(db).await?;
         }
         let now = clock::now();
-        let mut plans: Vec<Plan> = live
-            .into_iter()
-            .filter_map(|s| {
-                let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
-                self.plan(s, now, lifetime)
-            })
-            .collect();
+        let mut plans: Vec<Plan> = live.into_iter().filter_map(|s| self.plan(s, now)).collect();
 
         let leftover: Vec<Uuid> = std::fs::read_dir(self.config.dir.join("sessions"))
             .into_iter()

@@ -10,10 +10,10 @@ use entity::session;
 
 use super::files::{Exit, Phase, SessionDir, State};
 use super::{LocalRuntime, supervisor};
+use crate::domain::expiry;
 use crate::domain::model::SessionType;
 use crate::domain::runtime::output::{Copied, Output, new_output};
 use crate::domain::runtime::reconcile::{self, steps_between};
-use crate::domain::runtime::{LIFETIME_EXCEEDED, outlived};
 use crate::domain::status::{SessionResult, SessionStatus};
 
 /// A supervisor that has written nothing this long after its spec did not start.
@@ -101,7 +101,7 @@ pub(super) struct After {
 pub(super) type Plan = reconcile::Plan<After>;
 
 impl LocalRuntime {
-    pub(super) fn plan(&self, s: session::Model, now: DateTime<Utc>, lifetime: Option<i64>) -> Option<Plan> {
+    pub(super) fn plan(&self, s: session::Model, now: DateTime<Utc>) -> Option<Plan> {
         let sd = SessionDir::of(&self.config.dir, s.id);
         let status = SessionStatus::parse(&s.status)?;
         let started = sd.spec().exists();
@@ -117,15 +117,9 @@ impl LocalRuntime {
             }
             std::fs::write(sd.stop(), b"").ok();
         }
-        if status == SessionStatus::Running
-            && let Some(limit) = outlived(&s, now, lifetime)
-        {
+        if let Some((reason, log)) = expiry::due(&s, now).ok().flatten() {
             std::fs::write(sd.stop(), b"").ok();
-            return Some(Plan::steps(
-                s,
-                vec![(SessionStatus::Terminating, Some(LIFETIME_EXCEEDED.to_owned()), None)],
-                format!("the session reached its maximum lifetime of {limit} s"),
-            ));
+            return Some(Plan::steps(s, vec![(SessionStatus::Terminating, Some(reason), None)], log));
         }
         if status == SessionStatus::Scheduled && !started {
             return match self.start(&s) {
@@ -278,6 +272,10 @@ mod tests {
             terminated_at: None,
             status_changed_at: Utc::now(),
             queue_position: None,
+            lifetime_seconds: None,
+            extended_seconds: 0,
+            extensions: 0,
+            expiry_warned_for: None,
         };
         let exit = |e: Exit| ending(&s("BATCH"), &e);
         assert_eq!(exit(Exit { code: Some(3), ..Exit::default() }).1, "exit 3");

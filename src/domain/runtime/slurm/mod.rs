@@ -35,10 +35,10 @@ use entity::{engine_job, session};
 
 use super::engines::SlurmSettings;
 use super::reconcile;
-use super::{LIFETIME_EXCEEDED, Runtime, lifetimes, outlived};
+use super::{Runtime, longest_lifetimes};
 use crate::domain::events::EventBus;
 use crate::domain::status::SessionStatus;
-use crate::domain::{DomainResult, catalog, clock};
+use crate::domain::{DomainResult, catalog, clock, expiry};
 use client::{Client, SlurmError};
 pub use job::TAG;
 
@@ -217,7 +217,7 @@ impl SlurmEngine {
             .into_iter()
             .map(|j| (j.session_id, j))
             .collect();
-        let lifetimes = lifetimes(db).await?;
+        let lifetimes = longest_lifetimes(db).await?;
         let images = if live.iter().any(|s| s.status == Scheduled.as_str()) {
             catalog::local_environments(db).await?
         } else {
@@ -279,16 +279,10 @@ impl SlurmEngine {
                     format!("error: the Slurm job {id} vanished"),
                 )),
                 (_, Some(j), _) => {
-                    let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
-                    if status == Running
-                        && job::active(j)
-                        && let Some(limit) = outlived(&s, now, lifetime)
+                    if job::active(j)
+                        && let Some((reason, log)) = expiry::due(&s, now)?
                     {
-                        plans.push(Plan::steps(
-                            s,
-                            vec![(Terminating, Some(LIFETIME_EXCEEDED.to_owned()), None)],
-                            format!("the session reached its maximum lifetime of {limit} s"),
-                        ));
+                        plans.push(Plan::steps(s, vec![(Terminating, Some(reason), None)], log));
                         continue;
                     }
                     if status == Scheduled && j.job_state == "PENDING" {

@@ -1,0 +1,309 @@
+//! When a live session will be reclaimed, and why, in one place: every engine ends a
+//! session here found due, the list, the detail and the export show it, the owner is
+//! warned before it, and an extension pushes it back.
+//!
+//! A running session expires at the earliest of:
+//! - its lifetime's end (LIFETIME): the lifetime its keypair's policy gave it
+//!   (`max_session_lifetime_seconds`, kept on the session and in step with the policy),
+//!   counted from its start, plus what extensions added;
+//! - its batch timeout (BATCH_TIMEOUT), for a batch session: its engine stops it then.
+//!
+//! A session that has not started, or has ended, has no expiry. Only a lifetime can be
+//! extended, within the policy's `max_extension_seconds` (per extension) and
+//! `max_extensions` (per session).
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use serde_json::json;
+use uuid::Uuid;
+
+use entity::{keypair, keypair_resource_policy as policy, session};
+
+use super::auth::Viewer;
+use super::events::EventBus;
+use super::history::{self, SchedulingResult};
+use super::lifecycle::{self, Transitions};
+use super::model::{SessionType, string_enum};
+use super::status::SessionStatus;
+use super::{DomainError, DomainResult, InputProblem, clock, visibility};
+
+string_enum!(
+    /// Why a session will be reclaimed.
+    ExpiryReason { Lifetime = "LIFETIME", BatchTimeout = "BATCH_TIMEOUT" }
+);
+
+/// When a running session will be reclaimed, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expiry {
+    pub at: DateTime<Utc>,
+    pub reason: ExpiryReason,
+}
+
+/// The status a session ends in at its lifetime's end, as its `statusInfo` says.
+pub const LIFETIME_EXCEEDED: &str = "max_session_lifetime exceeded";
+
+/// Default of how long before its expiry a session's owner is warned.
+pub const DEFAULT_WARNING: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// The most seconds one extension may ask for, whatever a policy says (about 68 years).
+const MOST_SECONDS: i64 = i32::MAX as i64;
+
+fn seconds(n: i64) -> TimeDelta {
+    TimeDelta::try_seconds(n).unwrap_or(TimeDelta::MAX)
+}
+
+/// The session's expiry: none before it runs, once it is ending or ended, or with neither a
+/// lifetime nor a batch timeout.
+pub fn of(s: &session::Model) -> DomainResult<Option<Expiry>> {
+    if SessionStatus::stored(&s.status)? != SessionStatus::Running {
+        return Ok(None);
+    }
+    let started = s.started_at.unwrap_or(s.status_changed_at);
+    let lifetime = s.lifetime_seconds.filter(|l| *l > 0).map(|l| Expiry {
+        at: started + seconds(l) + seconds(s.extended_seconds.max(0)),
+        reason: ExpiryReason::Lifetime,
+    });
+    let batch = (SessionType::stored(&s.session_type)? == SessionType::Batch)
+        .then_some(s.batch_timeout_seconds)
+        .flatten()
+        .filter(|t| *t > 0)
+        .map(|t| Expiry { at: started + seconds(t), reason: ExpiryReason::BatchTimeout });
+    // The earlier; at the same instant the timeout, which no extension moves.
+    Ok(match (lifetime, batch) {
+        (Some(l), Some(b)) => Some(if l.at < b.at { l } else { b }),
+        (l, b) => l.or(b),
+    })
+}
+
+/// What ends a session found past its expiry at `now`: the status info and the log line.
+/// None while it is not due, or when its engine stops it itself (a batch timeout).
+pub fn due(s: &session::Model, now: DateTime<Utc>) -> DomainResult<Option<(String, String)>> {
+    Ok(match of(s)? {
+        Some(Expiry { at, reason: ExpiryReason::Lifetime }) if at <= now => Some((
+            LIFETIME_EXCEEDED.to_owned(),
+            format!(
+                "the session reached its maximum lifetime of {} s",
+                s.lifetime_seconds.unwrap_or_default() + s.extended_seconds
+            ),
+        )),
+        _ => None,
+    })
+}
+
+/// How far a policy lets a session's lifetime be pushed back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtensionLimits {
+    /// The most seconds of one extension (none: no extension).
+    pub max_seconds: Option<i64>,
+    /// The most extensions of one session (none: no extension).
+    pub max_count: Option<i32>,
+}
+
+impl ExtensionLimits {
+    pub fn of(p: &policy::Model) -> Self {
+        Self { max_seconds: p.max_extension_seconds, max_count: p.max_extensions }
+    }
+
+    /// The longest a session's lifetime may become with every extension it may have.
+    pub fn longest(&self, lifetime: i64) -> i64 {
+        let each = self.max_seconds.unwrap_or(0).clamp(0, MOST_SECONDS);
+        let count = i64::from(self.max_count.unwrap_or(0).max(0));
+        lifetime.saturating_add(each.saturating_mul(count))
+    }
+
+    /// Why session `s` (its expiry `expiry`) may not be extended by `by` seconds, if it
+    /// may not.
+    fn refusal(&self, s: &session::Model, expiry: Option<Expiry>, by: Option<i64>) -> Option<String> {
+        match expiry {
+            None => return Some("the session has no expiry to push back: it is not running with a lifetime".into()),
+            Some(Expiry { reason: ExpiryReason::BatchTimeout, .. }) => {
+                return Some("a batch session's timeout cannot be extended".into());
+            }
+            Some(_) => {}
+        }
+        let (Some(most), Some(count)) = (self.max_seconds.filter(|m| *m > 0), self.max_count.filter(|c| *c > 0)) else {
+            return Some("the keypair's policy allows no extension".into());
+        };
+        if s.extensions >= count {
+            return Some(format!("the session was extended {} times, the most its policy allows", s.extensions));
+        }
+        match by {
+            Some(by) if by > most => Some(format!("one extension may add at most {most} s; {by} s were asked")),
+            _ => None,
+        }
+    }
+
+    /// Whether session `s` could be extended now.
+    pub fn extendable(&self, s: &session::Model) -> DomainResult<bool> {
+        Ok(self.refusal(s, of(s)?, None).is_none())
+    }
+}
+
+/// The extension limits of the policies of `keypairs`' keypairs, by keypair.
+pub async fn limits(
+    db: &impl ConnectionTrait,
+    keypairs: &[Uuid],
+) -> DomainResult<std::collections::HashMap<Uuid, ExtensionLimits>> {
+    let pairs = keypair::Entity::find()
+        .filter(keypair::Column::Id.is_in(super::padded(keypairs.iter().copied())))
+        .all(db)
+        .await?;
+    let names: Vec<String> = pairs.iter().map(|k| k.resource_policy.clone()).collect();
+    let policies: std::collections::HashMap<String, ExtensionLimits> = policy::Entity::find()
+        .filter(policy::Column::Name.is_in(super::padded(names)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.name.clone(), ExtensionLimits::of(&p)))
+        .collect();
+    Ok(pairs.into_iter().map(|k| (k.id, policies.get(&k.resource_policy).copied().unwrap_or_default())).collect())
+}
+
+/// Pushes session `id`'s lifetime back by `by` seconds, for its owner or an administrator of
+/// its domain (anyone else: NOT_FOUND, as for no session). `EXTENSION_LIMIT` beyond its
+/// policy's limits or for a session with no lifetime to extend. The extension is recorded in
+/// the session's history with who asked; the session as it now is comes back.
+pub async fn extend(
+    db: &DatabaseConnection,
+    bus: &EventBus,
+    viewer: &Viewer,
+    id: Uuid,
+    by: i64,
+) -> DomainResult<session::Model> {
+    if !(1..=MOST_SECONDS).contains(&by) {
+        return Err(DomainError::BadInput(vec![InputProblem::new(
+            "OUT_OF_RANGE",
+            Some("seconds".to_owned()),
+            format!("an extension is 1 to {MOST_SECONDS} seconds"),
+        )]));
+    }
+    let txn = super::begin_write(db).await?;
+    let s = visibility::visible_session(&txn, viewer, id).await?;
+    let limits = limits(&txn, &[s.keypair_id]).await?.remove(&s.keypair_id).unwrap_or_default();
+    if let Some(why) = limits.refusal(&s, of(&s)?, Some(by)) {
+        return Err(DomainError::ExtensionLimit(why));
+    }
+    // Guarded by what was read: a concurrent extension or end is not overwritten.
+    let updated = session::Entity::update_many()
+        .col_expr(session::Column::ExtendedSeconds, Expr::value(s.extended_seconds + by))
+        .col_expr(session::Column::Extensions, Expr::value(s.extensions + 1))
+        // A new expiry: warned of when it comes near.
+        .col_expr(session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None))
+        .filter(session::Column::Id.eq(s.id))
+        .filter(session::Column::Extensions.eq(s.extensions))
+        .filter(session::Column::Status.eq(SessionStatus::Running.as_str()))
+        .exec(&txn)
+        .await?;
+    if updated.rows_affected != 1 {
+        return Err(DomainError::ExtensionLimit("the session changed meanwhile; look at it again".into()));
+    }
+    let now = clock::now();
+    let after = session::Entity::find_by_id(s.id).one(&txn).await?.ok_or(DomainError::NotFound("session"))?;
+    let until = of(&after)?.map(|e| e.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
+    history::record(
+        &txn,
+        vec![history::Entry {
+            session_id: s.id,
+            phase: "extend",
+            from: None,
+            to: None,
+            result: SchedulingResult::Success,
+            error_code: None,
+            message: format!("{} extended the session by {by} s, until {until}", viewer.email),
+            sub_steps: json!([]),
+        }],
+        now,
+    )
+    .await?;
+    lifecycle::commit(txn, Transitions::default(), bus).await?;
+    Ok(after)
+}
+
+/// Warns of every running session that expires within `ahead` of `now` and was not warned
+/// of that expiry yet: an EXPIRY_WARNING event (after commit, with the status changes) and a
+/// line of its history. Returns how many were warned. Replicas may run it side by side: a
+/// session is warned once (the update is guarded by its not having been warned).
+pub async fn warn(
+    db: &DatabaseConnection,
+    bus: &EventBus,
+    now: DateTime<Utc>,
+    ahead: TimeDelta,
+) -> DomainResult<usize> {
+    use sea_orm::Condition;
+    let running = session::Entity::find()
+        .filter(session::Column::Status.eq(SessionStatus::Running.as_str()))
+        .filter(session::Column::ExpiryWarnedFor.is_null())
+        .filter(
+            Condition::any()
+                .add(session::Column::LifetimeSeconds.is_not_null())
+                .add(session::Column::BatchTimeoutSeconds.is_not_null()),
+        )
+        .all(db)
+        .await?;
+    let mut due = Vec::new();
+    for s in running {
+        if let Some(e) = of(&s)?
+            && e.at - ahead <= now
+        {
+            due.push((s, e));
+        }
+    }
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let txn = super::begin_write(db).await?;
+    let mut transitions = Transitions::default();
+    let mut entries = Vec::new();
+    for (s, e) in due {
+        let warned = session::Entity::update_many()
+            .col_expr(session::Column::ExpiryWarnedFor, Expr::value(e.at))
+            .filter(session::Column::Id.eq(s.id))
+            .filter(session::Column::ExpiryWarnedFor.is_null())
+            .filter(session::Column::Extensions.eq(s.extensions))
+            .filter(session::Column::Status.eq(SessionStatus::Running.as_str()))
+            .exec(&txn)
+            .await?;
+        if warned.rows_affected != 1 {
+            continue;
+        }
+        let message = warning(e);
+        transitions.push(lifecycle::warning_row(s.id, SessionStatus::Running, message.clone(), now));
+        entries.push(history::Entry {
+            session_id: s.id,
+            phase: "expiry-warning",
+            from: None,
+            to: None,
+            result: SchedulingResult::Success,
+            error_code: None,
+            message,
+            sub_steps: json!([]),
+        });
+    }
+    let n = transitions.len();
+    history::record(&txn, entries, now).await?;
+    lifecycle::commit(txn, transitions, bus).await?;
+    Ok(n)
+}
+
+/// The words of a warning of expiry `e`.
+fn warning(e: Expiry) -> String {
+    let at = e.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    match e.reason {
+        ExpiryReason::Lifetime => {
+            format!("the session will be reclaimed at {at}: its maximum lifetime ends then (LIFETIME)")
+        }
+        ExpiryReason::BatchTimeout => format!("the session will be stopped at {at}: its batch timeout (BATCH_TIMEOUT)"),
+    }
+}
+
+/// Warns of coming expiries ([`warn`]) until the process ends, every `every`.
+pub async fn run(db: DatabaseConnection, bus: EventBus, ahead: std::time::Duration, every: std::time::Duration) {
+    let ahead = TimeDelta::from_std(ahead).unwrap_or(TimeDelta::MAX);
+    loop {
+        if let Err(e) = warn(&db, &bus, clock::now(), ahead).await {
+            tracing::error!(error = ?e, "warning of expiries failed");
+        }
+        tokio::time::sleep(every).await;
+    }
+}
