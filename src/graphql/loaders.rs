@@ -150,14 +150,20 @@ async fn prefetch(
         }
         Ok(())
     };
+    let limits = async {
+        if selected("expiry") {
+            l.load_many(rows.iter().map(|r| ExtensionLimitsOf(r.keypair_id)).collect::<HashSet<_>>()).await?;
+        }
+        Ok(())
+    };
     let transitions = async {
         if selected("statusTransitions") {
             l.load_many(rows.iter().map(|r| TransitionsOf(r.id)).collect::<HashSet<_>>()).await?;
         }
         Ok(())
     };
-    let (owners, projects, (), (), (), ()) =
-        tokio::try_join!(owners, projects, groups, images, launch_groups, transitions)?;
+    let (owners, projects, (), (), (), (), ()) =
+        tokio::try_join!(owners, projects, groups, images, launch_groups, limits, transitions)?;
     Ok(Prefetched { owners, projects })
 }
 

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use entity::{image, launch_group, project, resource_group, user};
 
+use crate::domain::expiry::{self, Expiry, ExtensionLimits};
 use crate::domain::model::Role as DomRole;
 use crate::domain::sessions::{PageRow, SessionPage};
 use crate::domain::slots::{self, ResourceSlots as Slots};
@@ -25,7 +26,7 @@ use super::super::errors::ApiResult;
 use super::super::ids::{NodeKind, encode};
 use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
 use super::super::session::{plain, session_plain_fields};
-use super::super::types::{ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount};
+use super::super::types::{ExpiryReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount};
 use super::super::viewer::Role;
 
 /// An object of the answer, as the list page holds it.
@@ -39,6 +40,7 @@ pub(super) enum Node<'a> {
     ResourceGroup(&'a resource_group::Model),
     Image(&'a image::Model),
     LaunchGroup(&'a launch_group::Model),
+    Expiry(&'a PageRow, Expiry),
     Slots(Slots),
     SlotAmount(String, f64),
 }
@@ -61,6 +63,8 @@ pub(super) struct Page<'a> {
     pub groups: &'a HashMap<String, resource_group::Model>,
     pub images: &'a HashMap<String, image::Model>,
     pub launch_groups: &'a HashMap<Uuid, launch_group::Model>,
+    /// The extension limits of the sessions' keypairs' policies.
+    pub limits: &'a HashMap<Uuid, ExtensionLimits>,
 }
 
 /// Reads one field of an object.
@@ -72,6 +76,7 @@ pub(super) struct Loads {
     pub groups: bool,
     pub images: bool,
     pub launch_groups: bool,
+    pub limits: bool,
 }
 
 impl Loads {
@@ -81,6 +86,7 @@ impl Loads {
             ("Session", "resourceGroup") => self.groups = true,
             ("Session", "image") => self.images = true,
             ("Session", "launchGroup") => self.launch_groups = true,
+            ("Session", "expiry") => self.limits = true,
             _ => {}
         }
     }
@@ -111,6 +117,14 @@ macro_rules! node {
             _ => return Err(DomainError::invariant(concat!("not a ", stringify!($variant)))),
         }
     };
+}
+
+/// The session and expiry a getter of `SessionExpiry` reads.
+fn expiry_of<'n, 'a>(n: &'n Node<'a>) -> DomainResult<(&'a PageRow, &'n Expiry)> {
+    match n {
+        Node::Expiry(row, e) => Ok((row, e)),
+        _ => Err(DomainError::invariant("not a SessionExpiry")),
+    }
 }
 
 /// The slots a getter of `ResourceSlots` reads.
@@ -175,6 +189,15 @@ pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
         ("LaunchGroup", "count") => get!(|n, p| leaf(node!(n, LaunchGroup).count)),
         ("LaunchGroup", "createdAt") => get!(|n, p| leaf(node!(n, LaunchGroup).created_at)),
 
+        ("SessionExpiry", "at") => get!(|n, p| leaf(expiry_of(n)?.1.at)),
+        ("SessionExpiry", "reason") => get!(|n, p| leaf(ExpiryReason::from(expiry_of(n)?.1.reason))),
+        ("SessionExpiry", "extensions") => get!(|n, p| leaf(expiry_of(n)?.0.session.extensions)),
+        ("SessionExpiry", "extendedSeconds") => get!(|n, p| leaf(expiry_of(n)?.0.session.extended_seconds)),
+        ("SessionExpiry", "extendable") => get!(|n, p| {
+            let s = &expiry_of(n)?.0.session;
+            leaf(p.limits.get(&s.keypair_id).copied().unwrap_or_default().extendable(s)?)
+        }),
+
         ("ResourceSlots", "cpu") => get!(|n, p| leaf(slots_of(n)?.get(slots::CPU))),
         ("ResourceSlots", "memory") => get!(|n, p| leaf(ResourceSlots::memory_of(slots_of(n)?))),
         ("ResourceSlots", "accelerators") => get!(|n, p| amounts(ResourceSlots::accelerators_of(slots_of(n)?))),
@@ -221,6 +244,12 @@ fn session(field: &str) -> Option<Get> {
             Ok(Out::One(Node::ResourceGroup(group)))
         }),
         "image" => get!(|s, row, p| Ok(Out::One(Node::Image(p.images.get(&s.image).ok_or_else(|| missing("image"))?)))),
+        "expiry" => get!(|s, row, p| {
+            Ok(match expiry::of(s)? {
+                Some(e) => Out::One(Node::Expiry(row, e)),
+                None => Out::Null,
+            })
+        }),
         "launchGroup" => get!(|s, row, p| {
             Ok(match s.launch_group_id.and_then(|id| p.launch_groups.get(&id)) {
                 Some(group) => Out::One(Node::LaunchGroup(group)),

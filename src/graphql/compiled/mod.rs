@@ -126,7 +126,14 @@ pub async fn answer(plan: &Plan, db: &DatabaseConnection, viewer: &Viewer, varia
         }
         relations::launch_groups(db, &ids.into_iter().collect::<Vec<_>>()).await
     };
-    let (groups, images, launch_groups) = tokio::try_join!(groups, images, launch_groups).ok()?;
+    let limits = async {
+        if !loads.limits || rows.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let keypairs: BTreeSet<_> = rows.iter().map(|r| r.session.keypair_id).collect();
+        crate::domain::expiry::limits(db, &keypairs.into_iter().collect::<Vec<_>>()).await
+    };
+    let (groups, images, launch_groups, limits) = tokio::try_join!(groups, images, launch_groups, limits).ok()?;
     let shared = fields::Page {
         page: &page,
         project: set.project()?,
@@ -134,6 +141,7 @@ pub async fn answer(plan: &Plan, db: &DatabaseConnection, viewer: &Viewer, varia
         groups: &groups,
         images: &images,
         launch_groups: &launch_groups,
+        limits: &limits,
     };
     render::body(plan, &shared).ok()
 }
