@@ -45,6 +45,13 @@ pub struct Model {
     pub extensions: i32,
     /// The expiry its owner was last warned of.
     pub expiry_warned_for: Option<DateTimeUtc>,
+    /// Per slot, what it used at the latest sample, on average and at most since it
+    /// started: `{"cpu": [current, average, maximum]}` (cores, bytes, units).
+    pub utilization: Json,
+    /// How many samples the averages are of.
+    pub utilization_samples: i32,
+    /// When the latest sample was taken.
+    pub utilization_sampled_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

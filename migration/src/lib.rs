@@ -9,6 +9,7 @@ mod m20261130_000004_image_environment;
 mod m20261201_000005_revisions;
 mod m20261201_000006_engines;
 mod m20261202_000007_expiry;
+mod m20261202_000008_utilization;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000005_revisions::Migration),
             Box::new(m20261201_000006_engines::Migration),
             Box::new(m20261202_000007_expiry::Migration),
+            Box::new(m20261202_000008_utilization::Migration),
         ]
     }
 }

@@ -20,7 +20,7 @@ use super::paging::{MAX_PAGE_SIZE, PageRequest};
 use super::sessions::{self, SessionFilter, SessionOrder, SessionPosition, SessionSet};
 use super::slots::{self, ResourceSlots};
 use super::visibility::{self, SessionScope};
-use super::{DomainError, DomainResult, catalog, expiry, relations, settings};
+use super::{DomainError, DomainResult, catalog, expiry, relations, settings, usage};
 
 /// What to export: the arguments of the list, and the columns.
 #[derive(Clone, Debug)]
@@ -35,7 +35,7 @@ pub struct ExportRequest {
 
 /// One column of the file. A list column gives one, except ACCELERATORS (one per
 /// accelerator slot the project's resource groups serve), ELAPSED (seconds and a readable
-/// text) and EXPIRY (when, and why).
+/// text), EXPIRY (when, and why) and UTILIZATION (CPU and memory used).
 #[derive(Clone, Debug, PartialEq)]
 enum Column {
     Key(SessionColumnKey),
@@ -44,6 +44,8 @@ enum Column {
     ElapsedText,
     ExpiresAt,
     ExpiryReason,
+    CpuUsed,
+    MemoryUsed,
 }
 
 /// What a cell of a session is made from: its stored row, the instant elapsed times count
@@ -72,7 +74,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => $title.to_owned(), )*
                     $( $part => $ptitle, )*
-                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry) => String::new(),
+                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry | SessionColumnKey::Utilization) => String::new(),
                 }
             }
 
@@ -81,7 +83,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => file_columns!(@free $free), )*
                     $( $part => file_columns!(@free $pfree), )*
-                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry) => false,
+                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry | SessionColumnKey::Utilization) => false,
                 }
             }
 
@@ -89,7 +91,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => { let $r = row; $cell } )*
                     $( $part => { let $pr = row; $pcell } )*
-                    Column::Key(key @ (SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry)) => {
+                    Column::Key(key @ (SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry | SessionColumnKey::Utilization)) => {
                         Err(DomainError::invariant(format!("{key} is made of several columns")))
                     }
                 }
@@ -129,8 +131,16 @@ file_columns! {
         |r| Ok(elapsed_text(sessions::elapsed_seconds(r.session, r.now)));
     Column::ExpiresAt => "Expires at (UTC)".to_owned(), formatted =
         |r| Ok(time(expiry::of(r.session)?.map(|e| e.at)));
+    Column::CpuUsed => "CPU used (cores)".to_owned(), formatted = |r| Ok(used(r.session, slots::CPU, number));
+    Column::MemoryUsed => "Memory used (GiB)".to_owned(), formatted = |r| Ok(used(r.session, slots::MEM, gib));
     Column::ExpiryReason => "Expiry reason".to_owned(), formatted =
         |r| Ok(expiry::of(r.session)?.map(|e| e.reason.as_str().to_owned()).unwrap_or_default());
+}
+
+/// What the session used of `slot` at its latest sample, written by `format`; empty before
+/// the first.
+fn used(s: &session::Model, slot: &str, format: fn(f64) -> String) -> String {
+    usage::of(s).into_iter().find(|u| u.slot == slot).map(|u| format(u.current)).unwrap_or_default()
 }
 
 /// A time as the file writes it: RFC 3339 in UTC to the second; empty for none.
@@ -218,6 +228,7 @@ pub async fn prepare(
             SessionColumnKey::Accelerators => columns.extend(accelerators.iter().cloned().map(Column::Accelerator)),
             SessionColumnKey::Elapsed => columns.extend([Column::ElapsedSeconds, Column::ElapsedText]),
             SessionColumnKey::Expiry => columns.extend([Column::ExpiresAt, Column::ExpiryReason]),
+            SessionColumnKey::Utilization => columns.extend([Column::CpuUsed, Column::MemoryUsed]),
             key => columns.push(Column::Key(key)),
         }
     }

@@ -450,6 +450,9 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         extended_seconds: Set(0),
         extensions: Set(0),
         expiry_warned_for: Set(None),
+        utilization: Set(json!({})),
+        utilization_samples: Set(0),
+        utilization_sampled_at: Set(None),
     };
     Generated { session, transitions: path }
 }

@@ -36,6 +36,7 @@ pub mod shares;
 pub mod slots;
 pub mod status;
 pub mod terminate;
+pub mod usage;
 pub mod visibility;
 pub mod watch;
 

@@ -103,6 +103,7 @@ string_enum!(
         Priority = "PRIORITY",
         QueuePosition = "QUEUE_POSITION",
         Expiry = "EXPIRY",
+        Utilization = "UTILIZATION",
     }
 );
 

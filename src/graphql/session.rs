@@ -21,7 +21,7 @@ use super::loaders::{
 use super::resource::{Image, ResourceGroup};
 use super::scheduling::{self, SchedulingHistoryConnection};
 use super::session_list::{PageArgs, SessionConnection, page_complexity, session_connection};
-use super::types::{ExpiryReason, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType};
+use super::types::{ExpiryReason, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse};
 use super::viewer::{Project, User};
 
 /// When a running session will be reclaimed, and whether that can be pushed back.
@@ -129,6 +129,9 @@ macro_rules! session_plain_fields {
             "terminatedAt" terminated_at: Option<DateTime<Utc>> = |s, now| s.terminated_at;
             "elapsedSeconds" elapsed_seconds: i64 = |s, now| dom::elapsed_seconds(s, now);
             "queuePosition" queue_position: ApiResult<Option<i32>> = |s, now| Ok(dom::queue_position(s)?);
+            "utilization" utilization: Vec<SlotUse> =
+                |s, now| crate::domain::usage::of(s).into_iter().map(SlotUse::from).collect();
+            "utilizationSampledAt" utilization_sampled_at: Option<DateTime<Utc>> = |s, now| s.utilization_sampled_at;
         }
     };
 }
@@ -228,6 +231,17 @@ impl Session {
     /// otherwise.
     async fn queue_position(&self) -> ApiResult<Option<i32>> {
         plain::queue_position(&self.0, clock::now())
+    }
+    /// What it really uses, per slot (cpu in cores busy, mem in bytes, accelerators where
+    /// its engine can read them): at the latest sample, on average and at most since it
+    /// started. Sampled while it runs (at most every 2 s, as its engine looks; not on
+    /// Slurm yet), kept once it ends. Empty before the first sample.
+    async fn utilization(&self) -> Vec<SlotUse> {
+        plain::utilization(&self.0, clock::now())
+    }
+    /// When `utilization` was last sampled.
+    async fn utilization_sampled_at(&self) -> Option<DateTime<Utc>> {
+        plain::utilization_sampled_at(&self.0, clock::now())
     }
     async fn owner(&self, ctx: &Context<'_>) -> ApiResult<Arc<User>> {
         if let Some(owner) = &self.1.owner {

@@ -107,6 +107,8 @@ pub enum SessionColumnKey {
     QueuePosition,
     /// When a running session will be reclaimed, and why.
     Expiry,
+    /// What a session really uses now: CPU (cores busy) and memory.
+    Utilization,
 }
 
 #[derive(SimpleObject)]
@@ -127,6 +129,25 @@ impl PageInfo {
             start_cursor: edges.first().map(&cursor),
             end_cursor: edges.last().map(&cursor),
         }
+    }
+}
+
+/// What a session really uses of one slot, as its engine samples it: cpu in cores busy,
+/// mem in bytes, accelerators in their units.
+#[derive(SimpleObject)]
+#[graphql(serial)]
+pub struct SlotUse {
+    pub slot: String,
+    /// At the latest sample (`utilizationSampledAt`).
+    pub current: f64,
+    /// Over every sample since it started.
+    pub average: f64,
+    pub maximum: f64,
+}
+
+impl From<crate::domain::usage::SlotUse> for SlotUse {
+    fn from(u: crate::domain::usage::SlotUse) -> Self {
+        Self { slot: u.slot, current: u.current, average: u.average, maximum: u.maximum }
     }
 }
 

@@ -29,4 +29,5 @@ mod sessions_paging;
 mod slurm;
 mod storage;
 mod subscriptions;
+mod utilization;
 mod ws_client;

@@ -126,6 +126,9 @@ pub async fn write(
             extended_seconds: 0,
             extensions: 0,
             expiry_warned_for: None,
+            utilization: json!({}),
+            utilization_samples: 0,
+            utilization_sampled_at: None,
         })
         .collect();
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))

@@ -1,7 +1,7 @@
 //! The reconciler core every engine shares. An engine starts, stops and looks; each look
 //! gives, per session, a [`Plan`]: the statuses the session went through since the last
 //! look (the last may end it, with result and exit code), the log lines of those steps, its
-//! new output, and the node it runs on. [`write`] turns a tick's plans into guarded
+//! new output, the node it runs on, and what it used ([`usage`]). [`write`] turns a tick's plans into guarded
 //! transitions ([`lifecycle`]), log lines and scheduling history in one transaction, the
 //! same way for every engine; a session that moved meanwhile (terminated by its owner,
 //! driven by another replica) keeps its output and is looked at again next tick.
@@ -20,6 +20,7 @@ use crate::domain::events::EventBus;
 use crate::domain::history::{self, Entry, SchedulingResult};
 use crate::domain::lifecycle::{self, Applied, Change};
 use crate::domain::status::{SessionResult, SessionStatus};
+use crate::domain::usage::{self, Sample};
 use crate::domain::{DomainResult, clock};
 
 /// A status to enter, with its reason and, when it ends the session, result and exit code.
@@ -38,6 +39,8 @@ pub struct Plan<A = ()> {
     pub end_line: Option<String>,
     /// The agent its engine placed it on, when that is not the one stored.
     pub placed: Option<String>,
+    /// What it used at this look, when the look sampled it ([`usage::due`]).
+    pub usage: Option<Sample>,
     pub after: A,
 }
 
@@ -46,7 +49,30 @@ impl<A: Default> Plan<A> {
     pub fn steps(session: session::Model, steps: Vec<Step>, line: String) -> Self {
         let end = steps.last().is_some_and(|(to, _, _)| to.is_terminal());
         let (step_lines, end_line) = if end { (Vec::new(), Some(line)) } else { (vec![line], None) };
-        Self { session, steps, step_lines, output: Vec::new(), end_line, placed: None, after: A::default() }
+        Self {
+            session,
+            steps,
+            step_lines,
+            output: Vec::new(),
+            end_line,
+            placed: None,
+            usage: None,
+            after: A::default(),
+        }
+    }
+
+    /// Nothing but what the session used at this look.
+    pub fn sampled(session: session::Model, usage: Sample) -> Self {
+        Self {
+            session,
+            steps: Vec::new(),
+            step_lines: Vec::new(),
+            output: Vec::new(),
+            end_line: None,
+            placed: None,
+            usage: Some(usage),
+            after: A::default(),
+        }
     }
 
     /// The session failed to start: ERROR with `why`, recorded as START_FAILED.
@@ -162,6 +188,9 @@ pub async fn write<A>(
     for batch in crate::domain::shaped_batches(logs) {
         session_log::Entity::insert_many(batch).exec_without_returning(&txn).await?;
     }
+    let samples: Vec<(&session::Model, Sample)> =
+        plans.iter().filter_map(|p| Some((&p.session, p.usage.clone()?))).collect();
+    usage::record(&txn, &samples, now).await?;
     history::record(&txn, entries, now).await?;
     lifecycle::commit(txn, transitions, bus).await
 }

@@ -35,7 +35,8 @@ use super::{Runtime, TIMEOUT_EXIT_CODE, env_var};
 use crate::domain::events::EventBus;
 use crate::domain::model::SessionType;
 use crate::domain::status::{SessionResult, SessionStatus};
-use crate::domain::{DomainResult, clock, expiry};
+use crate::domain::usage::{self, Sample};
+use crate::domain::{DomainResult, clock, expiry, slots};
 
 const FAIL_VARIABLE: &str = "SESSIOND_SIM_FAIL";
 const EXIT_VARIABLE: &str = "SESSIOND_SIM_EXIT";
@@ -67,6 +68,28 @@ struct Next {
 /// The output a session's environment gives it, as lines.
 fn output_of(s: &session::Model) -> Vec<String> {
     env_var(s, OUTPUT_VARIABLE).map(|t| t.lines().map(str::to_owned).collect()).unwrap_or_default()
+}
+
+/// What a simulated running session uses at `now`: a plausible curve of its request, the
+/// same for the same session at the same moment (a demo's figures are stable for its seed):
+/// CPU between a quarter and 85 % of its cores in slow waves, memory filling to about three
+/// quarters of its request over the first minutes, accelerators busy in waves of their own.
+pub fn simulated_use(s: &session::Model, now: DateTime<Utc>) -> Sample {
+    use std::f64::consts::TAU;
+    let requested = crate::domain::sessions::requested_slots(s).unwrap_or_default();
+    let t = (now - s.started_at.unwrap_or(s.status_changed_at)).num_milliseconds().max(0) as f64 / 1000.0;
+    let phase = (s.id.as_u128() % 997) as f64 / 997.0 * TAU;
+    let wave = |period: f64, shift: f64| 0.5 + 0.5 * (TAU * t / period + phase + shift).sin();
+    let mut sample = Sample::new();
+    for (slot, amount) in requested.iter() {
+        let used = match slot {
+            slots::CPU => amount * (0.25 + 0.6 * wave(300.0, 0.0)),
+            slots::MEM => amount * (0.3 + 0.4 * (1.0 - (-t / 120.0).exp()) + 0.1 * wave(600.0, 1.0)),
+            _ => amount * (0.2 + 0.7 * wave(240.0, 2.0)),
+        };
+        sample.insert(slot.to_owned(), used);
+    }
+    sample
 }
 
 impl SimulatedRuntime {
@@ -215,9 +238,17 @@ impl Runtime for SimulatedRuntime {
         let plans: Vec<Plan> = sessions
             .into_iter()
             .filter_map(|s| {
-                let next = self.next(&s, now, &pulled)?;
-                let mut plan = Plan::steps(s, vec![(next.to, next.reason, next.result)], next.log);
-                plan.output = next.output;
+                let usage = (s.status == SessionStatus::Running.as_str() && usage::due(&s, now))
+                    .then(|| simulated_use(&s, now));
+                let plan = match self.next(&s, now, &pulled) {
+                    None => Plan::sampled(s, usage?),
+                    Some(next) => {
+                        let mut plan = Plan::steps(s, vec![(next.to, next.reason, next.result)], next.log);
+                        plan.output = next.output;
+                        plan.usage = usage;
+                        plan
+                    }
+                };
                 Some(plan)
             })
             .collect();
@@ -234,5 +265,30 @@ impl Runtime for SimulatedRuntime {
             Some(Value::from(all))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_simulated_use_is_plausible_and_the_same_for_the_same_moment() {
+        let started = Utc::now();
+        let s = session::Model {
+            requested_slots: serde_json::json!({"cpu": 4.0, "mem": 8589934592.0, "cuda.device": 1.0}),
+            started_at: Some(started),
+            ..crate::domain::usage::tests_support::session()
+        };
+        for minutes in [0, 1, 7, 60, 600] {
+            let at = started + chrono::TimeDelta::minutes(minutes);
+            let u = simulated_use(&s, at);
+            assert_eq!(u, simulated_use(&s, at), "stable");
+            assert!((1.0..=3.4).contains(&u["cpu"]), "{u:?}");
+            assert!(u["mem"] > 0.0 && u["mem"] <= 8589934592.0, "{u:?}");
+            assert!((0.2..=0.9).contains(&u["cuda.device"]), "{u:?}");
+        }
+        let later = simulated_use(&s, started + chrono::TimeDelta::seconds(75));
+        assert_ne!(simulated_use(&s, started), later, "it moves");
     }
 }

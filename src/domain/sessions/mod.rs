@@ -55,7 +55,7 @@ pub struct PageRow {
 pub type SessionPage = Page<PageRow>;
 
 /// A session's columns from `row`, from column `at` on, in the entity's column order (the
-/// order `Entity::find()` selects them in). Read by position: a page row has the session's 33
+/// order `Entity::find()` selects them in). Read by position: a page row has the session's 36
 /// columns, its owner's 6 and the sort keys, and reading each by name hashes the name.
 fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, sea_orm::DbErr> {
     let mut i = at;
@@ -98,6 +98,9 @@ fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, s
         extended_seconds: row.try_get_by_index(next())?,
         extensions: row.try_get_by_index(next())?,
         expiry_warned_for: row.try_get_by_index(next())?,
+        utilization: row.try_get_by_index(next())?,
+        utilization_samples: row.try_get_by_index(next())?,
+        utilization_sampled_at: row.try_get_by_index(next())?,
     })
 }
 

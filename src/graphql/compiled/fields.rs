@@ -26,7 +26,9 @@ use super::super::errors::ApiResult;
 use super::super::ids::{NodeKind, encode};
 use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
 use super::super::session::{plain, session_plain_fields};
-use super::super::types::{ExpiryReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount};
+use super::super::types::{
+    ExpiryReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount, SlotUse,
+};
 use super::super::viewer::Role;
 
 /// An object of the answer, as the list page holds it.
@@ -41,6 +43,7 @@ pub(super) enum Node<'a> {
     Image(&'a image::Model),
     LaunchGroup(&'a launch_group::Model),
     Expiry(&'a PageRow, Expiry),
+    SlotUse(SlotUse),
     Slots(Slots),
     SlotAmount(String, f64),
 }
@@ -127,6 +130,14 @@ fn expiry_of<'n, 'a>(n: &'n Node<'a>) -> DomainResult<(&'a PageRow, &'n Expiry)>
     }
 }
 
+/// The use a getter of `SlotUse` reads.
+fn slot_use<'n>(n: &'n Node<'_>) -> DomainResult<&'n SlotUse> {
+    match n {
+        Node::SlotUse(u) => Ok(u),
+        _ => Err(DomainError::invariant("not a SlotUse")),
+    }
+}
+
 /// The slots a getter of `ResourceSlots` reads.
 fn slots_of<'n>(n: &'n Node<'_>) -> DomainResult<&'n Slots> {
     match n {
@@ -197,6 +208,11 @@ pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
             let s = &expiry_of(n)?.0.session;
             leaf(p.limits.get(&s.keypair_id).copied().unwrap_or_default().extendable(s)?)
         }),
+
+        ("SlotUse", "slot") => get!(|n, p| Ok(Out::Value(Value::String(slot_use(n)?.slot.clone())))),
+        ("SlotUse", "current") => get!(|n, p| leaf(slot_use(n)?.current)),
+        ("SlotUse", "average") => get!(|n, p| leaf(slot_use(n)?.average)),
+        ("SlotUse", "maximum") => get!(|n, p| leaf(slot_use(n)?.maximum)),
 
         ("ResourceSlots", "cpu") => get!(|n, p| leaf(slots_of(n)?.get(slots::CPU))),
         ("ResourceSlots", "memory") => get!(|n, p| leaf(ResourceSlots::memory_of(slots_of(n)?))),
@@ -299,6 +315,12 @@ impl<'a> ToOut<'a> for Option<&'a str> {
 impl<'a, T: ToOut<'a>> ToOut<'a> for ApiResult<T> {
     fn out(self) -> DomainResult<Out<'a>> {
         self.map_err(|e| e.0)?.out()
+    }
+}
+
+impl<'a> ToOut<'a> for Vec<SlotUse> {
+    fn out(self) -> DomainResult<Out<'a>> {
+        Ok(Out::Many(self.into_iter().map(Node::SlotUse).collect()))
     }
 }
 

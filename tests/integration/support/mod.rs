@@ -454,6 +454,9 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         extended_seconds: Set(0),
         extensions: Set(0),
         expiry_warned_for: Set(None),
+        utilization: Set(json!({})),
+        utilization_samples: Set(0),
+        utilization_sampled_at: Set(None),
     }
 }
 

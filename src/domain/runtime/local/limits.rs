@@ -157,6 +157,34 @@ impl Enforcement {
         }
     }
 
+    /// What a session's processes use now: the CPU time they have had (seconds) and their
+    /// memory (bytes). From its cgroups where they count it (v2: `cpu.stat`,
+    /// `memory.current`; v1: `memory.usage_in_bytes`, and the CPU time of the processes in
+    /// it, `cpuacct` not being one of its controllers); with the watchdog, from the process
+    /// tree under `root` (its resident memory, as the watchdog counts it). `None` once
+    /// nothing of it is left to read.
+    pub fn usage(&self, session: Uuid, root: Option<u32>) -> Option<(f64, f64)> {
+        let read = |dir: &Path, file: &str| -> Option<String> { std::fs::read_to_string(dir.join(file)).ok() };
+        match self {
+            Self::V2 { .. } => {
+                let dir = &self.dirs(session)[0];
+                let usec: f64 = read(dir, "cpu.stat")?
+                    .lines()
+                    .find_map(|l| l.strip_prefix("usage_usec ").and_then(|n| n.trim().parse().ok()))?;
+                let memory: f64 = read(dir, "memory.current")?.trim().parse().ok()?;
+                Some((usec / 1e6, memory))
+            }
+            Self::V1 { .. } => {
+                let memory: f64 = read(&self.dirs(session)[1], "memory.usage_in_bytes")?.trim().parse().ok()?;
+                Some((super::signal::cpu_seconds(&self.processes(session)), memory))
+            }
+            Self::Watchdog => {
+                let pids = super::signal::tree(root?);
+                Some((super::signal::cpu_seconds(&pids), super::signal::resident(&pids) as f64))
+            }
+        }
+    }
+
     /// The processes still in a session's cgroups.
     pub fn processes(&self, session: Uuid) -> Vec<u32> {
         let mut pids: Vec<u32> = self

@@ -27,7 +27,7 @@ pub mod signal;
 pub mod supervisor;
 pub mod terminal;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -86,6 +86,9 @@ pub struct LocalRuntime {
     /// The local environments stored with the images (`sessiond apply`), read at start and
     /// again whenever a session is to start.
     stored: std::sync::Mutex<Images>,
+    /// Each running session's CPU time at its previous sample, and when: its use since is
+    /// the cores it kept busy.
+    cpu_seen: std::sync::Mutex<HashMap<Uuid, (f64, std::time::Instant)>>,
 }
 
 /// How soon the runtime looks again while a session starts or stops.
@@ -113,7 +116,10 @@ impl LocalRuntime {
                 executable: config.executable.clone(),
             }),
         };
-        Ok((Self { config, enforcement, hurry: false.into(), stored: Default::default() }, info))
+        Ok((
+            Self { config, enforcement, hurry: false.into(), stored: Default::default(), cpu_seen: Default::default() },
+            info,
+        ))
     }
 
     /// This machine's agent id.
@@ -352,6 +358,7 @@ impl LocalRuntime {
                 // Its supervisor removes the session's cgroups; one that could not (killed
                 // itself) leaves them to this.
                 self.enforcement.remove(p.session.id);
+                self.cpu_seen.lock().unwrap_or_else(|e| e.into_inner()).remove(&p.session.id);
             }
         }
         Ok(changed)

@@ -10,11 +10,12 @@ use entity::session;
 
 use super::files::{Exit, Phase, SessionDir, State};
 use super::{LocalRuntime, supervisor};
-use crate::domain::expiry;
 use crate::domain::model::SessionType;
 use crate::domain::runtime::output::{Copied, Output, new_output};
 use crate::domain::runtime::reconcile::{self, steps_between};
 use crate::domain::status::{SessionResult, SessionStatus};
+use crate::domain::usage::{self, Sample};
+use crate::domain::{expiry, slots};
 
 /// A supervisor that has written nothing this long after its spec did not start.
 const START_DEADLINE: Duration = Duration::from_secs(30);
@@ -101,7 +102,42 @@ pub(super) struct After {
 pub(super) type Plan = reconcile::Plan<After>;
 
 impl LocalRuntime {
+    /// What a look does for session `s`: its steps and output ([`Self::plan_steps`]), and
+    /// what it used when a sample is due.
     pub(super) fn plan(&self, s: session::Model, now: DateTime<Utc>) -> Option<Plan> {
+        let usage = self.sample(&s, now);
+        let keep = usage.as_ref().map(|_| s.clone());
+        match self.plan_steps(s, now) {
+            Some(mut plan) => {
+                plan.usage = usage;
+                Some(plan)
+            }
+            None => Some(Plan::sampled(keep?, usage?)),
+        }
+    }
+
+    /// What a running session uses, when a sample is due: the cores it kept busy since the
+    /// previous sample, and its memory. The first sample has its memory alone: its
+    /// processes may have run before the session was seen RUNNING, so its start is no base
+    /// for their CPU time.
+    fn sample(&self, s: &session::Model, now: DateTime<Utc>) -> Option<Sample> {
+        if s.status != SessionStatus::Running.as_str() || !usage::due(s, now) {
+            return None;
+        }
+        let root = SessionDir::of(&self.config.dir, s.id).read_state().and_then(|st| st.child).map(|c| c.pid);
+        let (cpu_time, memory) = self.enforcement.usage(s.id, root)?;
+        let at = std::time::Instant::now();
+        let mut seen = self.cpu_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sample = Sample::from([(slots::MEM.to_owned(), memory)]);
+        if let Some((before, then)) = seen.insert(s.id, (cpu_time, at))
+            && at > then
+        {
+            sample.insert(slots::CPU.to_owned(), (cpu_time - before).max(0.0) / (at - then).as_secs_f64());
+        }
+        Some(sample)
+    }
+
+    fn plan_steps(&self, s: session::Model, now: DateTime<Utc>) -> Option<Plan> {
         let sd = SessionDir::of(&self.config.dir, s.id);
         let status = SessionStatus::parse(&s.status)?;
         let started = sd.spec().exists();
@@ -180,6 +216,7 @@ impl LocalRuntime {
             output,
             end_line,
             placed: None,
+            usage: None,
             after: After { copied, remove: None },
         })
     }
@@ -208,6 +245,7 @@ impl LocalRuntime {
             output: out.lines,
             end_line: None,
             placed: None,
+            usage: None,
             after: After { copied: out.copied, remove },
         })
     }
@@ -276,6 +314,9 @@ mod tests {
             extended_seconds: 0,
             extensions: 0,
             expiry_warned_for: None,
+            utilization: json!({}),
+            utilization_samples: 0,
+            utilization_sampled_at: None,
         };
         let exit = |e: Exit| ending(&s("BATCH"), &e);
         assert_eq!(exit(Exit { code: Some(3), ..Exit::default() }).1, "exit 3");

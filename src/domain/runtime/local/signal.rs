@@ -69,6 +69,24 @@ pub fn in_namespace(ns: &std::path::Path) -> Vec<u32> {
         .collect()
 }
 
+/// The CPU time the processes have had, in seconds: their own and that of the children
+/// they reaped (`/proc/<pid>/stat`, in the kernel's fixed 100 ticks a second).
+pub fn cpu_seconds(pids: &[u32]) -> f64 {
+    const TICKS: f64 = 100.0;
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .filter_map(|stat| {
+            // After the command's name (which may hold spaces), fields 14 to 17: utime,
+            // stime, cutime, cstime.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ticks: Option<Vec<f64>> = fields.get(11..15)?.iter().map(|f| f.parse().ok()).collect();
+            Some(ticks?.iter().sum::<f64>())
+        })
+        .sum::<f64>()
+        / TICKS
+}
+
 /// Resident memory of the processes, in bytes (`VmRSS`).
 pub fn resident(pids: &[u32]) -> u64 {
     pids.iter()

@@ -260,6 +260,7 @@ pub fn plan(output_dir: &str, s: session::Model, j: &Job, waiting: Option<String
             output,
             end_line: Some(format!("session ended: {reason}")),
             placed: None,
+            usage: None,
             after: out.copied,
         });
     }
@@ -319,5 +320,5 @@ pub fn plan(output_dir: &str, s: session::Model, j: &Job, waiting: Option<String
     if steps.is_empty() && output.is_empty() && out.copied.is_none() {
         return None;
     }
-    Some(Plan { session: s, steps, step_lines, output, end_line, placed, after: out.copied })
+    Some(Plan { session: s, steps, step_lines, output, end_line, placed, usage: None, after: out.copied })
 }

@@ -1,0 +1,197 @@
+//! What a live session really uses, as its engine's looks sample it: per slot (cpu in cores
+//! busy, mem in bytes resident, accelerators where the engine can read them) the latest
+//! value, the average and the maximum since it started. Stored on the session (kept after it
+//! ends, for the record) and written for every sampled session of a look in one statement.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sea_orm::sea_query::{CaseStatement, Expr};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use entity::session;
+
+use super::slots;
+use super::{DomainResult, padded};
+
+/// A look samples a running session at most this often.
+pub const SAMPLE_EVERY: TimeDelta = TimeDelta::seconds(2);
+
+/// One sample of a session: per slot, the amount in use.
+pub type Sample = BTreeMap<String, f64>;
+
+/// What a session uses of one slot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlotUse {
+    pub slot: String,
+    /// At the latest sample.
+    pub current: f64,
+    /// Over every sample since it started.
+    pub average: f64,
+    pub maximum: f64,
+}
+
+/// The session's use per slot: cpu, then mem, then the others by name. Empty until its
+/// engine sampled it.
+pub fn of(s: &session::Model) -> Vec<SlotUse> {
+    let mut uses: Vec<SlotUse> = s
+        .utilization
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(slot, v)| {
+            let [current, average, maximum] = [0, 1, 2].map(|i| v.get(i).and_then(Value::as_f64));
+            Some(SlotUse { slot: slot.clone(), current: current?, average: average?, maximum: maximum? })
+        })
+        .collect();
+    let rank = |slot: &str| match slot {
+        slots::CPU => 0,
+        slots::MEM => 1,
+        _ => 2,
+    };
+    uses.sort_by(|a, b| rank(&a.slot).cmp(&rank(&b.slot)).then_with(|| a.slot.cmp(&b.slot)));
+    uses
+}
+
+/// Whether a look at `now` takes a new sample of `s`.
+pub fn due(s: &session::Model, now: DateTime<Utc>) -> bool {
+    s.utilization_sampled_at.is_none_or(|at| now - at >= SAMPLE_EVERY)
+}
+
+/// The session's stored use with `sample` added: the new value of its `utilization`, and
+/// the count of samples. A slot the sample lacks keeps what it had.
+pub fn folded(s: &session::Model, sample: &Sample) -> (Value, i32) {
+    let n = f64::from(s.utilization_samples.max(0));
+    let mut stored = s.utilization.as_object().cloned().unwrap_or_default();
+    for (slot, &x) in sample {
+        let before = stored.get(slot).and_then(|v| Some((v.get(1)?.as_f64()?, v.get(2)?.as_f64()?)));
+        let (average, maximum) = match before {
+            Some((a, m)) if n > 0.0 => ((a * n + x) / (n + 1.0), m.max(x)),
+            _ => (x, x),
+        };
+        stored.insert(slot.clone(), json!([x, average, maximum]));
+    }
+    (Value::Object(stored), s.utilization_samples.saturating_add(1))
+}
+
+/// Stores the samples of one look, each folded into its session's use ([`folded`]): one
+/// statement, however many sessions.
+pub async fn record(
+    db: &impl ConnectionTrait,
+    samples: &[(&session::Model, Sample)],
+    now: DateTime<Utc>,
+) -> DomainResult<()> {
+    if samples.is_empty() {
+        return Ok(());
+    }
+    let mut uses: Option<CaseStatement> = None;
+    let mut counts: Option<CaseStatement> = None;
+    let mut ids: Vec<Uuid> = Vec::with_capacity(samples.len());
+    for (s, sample) in samples {
+        let (value, n) = folded(s, sample);
+        let this = session::Column::Id.eq(s.id);
+        uses = Some(match uses {
+            None => Expr::case(this.clone(), Expr::value(value)),
+            Some(c) => c.case(this.clone(), Expr::value(value)),
+        });
+        counts = Some(match counts {
+            None => Expr::case(this, Expr::value(n)),
+            Some(c) => c.case(this, Expr::value(n)),
+        });
+        ids.push(s.id);
+    }
+    let (Some(uses), Some(counts)) = (uses, counts) else { return Ok(()) };
+    session::Entity::update_many()
+        .col_expr(session::Column::Utilization, uses.finally(Expr::col(session::Column::Utilization)).into())
+        .col_expr(
+            session::Column::UtilizationSamples,
+            counts.finally(Expr::col(session::Column::UtilizationSamples)).into(),
+        )
+        .col_expr(session::Column::UtilizationSampledAt, Expr::value(now))
+        .filter(session::Column::Id.is_in(padded(ids)))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// A session row for unit tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    pub(crate) fn session() -> session::Model {
+        let now = Utc::now();
+        session::Model {
+            id: Uuid::nil(),
+            name: "s".into(),
+            session_type: "BATCH".into(),
+            status: "RUNNING".into(),
+            status_info: None,
+            result: "UNDEFINED".into(),
+            exit_code: None,
+            owner_id: Uuid::nil(),
+            keypair_id: Uuid::nil(),
+            project_id: Uuid::nil(),
+            domain_id: Uuid::nil(),
+            resource_group: "g".into(),
+            image: "i".into(),
+            requested_slots: json!({}),
+            occupied_slots: json!({}),
+            cluster_size: 1,
+            environment: json!([]),
+            startup_command: None,
+            batch_timeout_seconds: None,
+            priority: 0,
+            agent_id: None,
+            launch_group_id: None,
+            pending_reasons: json!([]),
+            created_at: now,
+            scheduled_at: None,
+            started_at: None,
+            terminated_at: None,
+            status_changed_at: now,
+            queue_position: None,
+            lifetime_seconds: None,
+            extended_seconds: 0,
+            extensions: 0,
+            expiry_warned_for: None,
+            utilization: json!({}),
+            utilization_samples: 0,
+            utilization_sampled_at: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(utilization: Value, utilization_samples: i32) -> session::Model {
+        session::Model { utilization, utilization_samples, ..tests_support::session() }
+    }
+
+    #[test]
+    fn samples_fold_into_current_average_and_maximum() {
+        let mut s = session(json!({}), 0);
+        for x in [1.0, 3.0, 2.0] {
+            let (value, n) = folded(&s, &Sample::from([("cpu".to_owned(), x), ("mem".to_owned(), 10.0 * x)]));
+            s.utilization = value;
+            s.utilization_samples = n;
+        }
+        assert_eq!(s.utilization_samples, 3);
+        let uses = of(&s);
+        assert_eq!(uses.iter().map(|u| u.slot.as_str()).collect::<Vec<_>>(), ["cpu", "mem"]);
+        assert_eq!((uses[0].current, uses[0].average, uses[0].maximum), (2.0, 2.0, 3.0));
+        assert_eq!((uses[1].current, uses[1].average, uses[1].maximum), (20.0, 20.0, 30.0));
+    }
+
+    #[test]
+    fn a_slot_first_seen_later_starts_from_its_first_sample() {
+        let s = session(json!({"cpu": [1.0, 1.0, 1.0]}), 4);
+        let (value, n) = folded(&s, &Sample::from([("cuda.device".to_owned(), 0.5)]));
+        assert_eq!(n, 5);
+        assert_eq!(value, json!({"cpu": [1.0, 1.0, 1.0], "cuda.device": [0.5, 0.5, 0.5]}));
+    }
+}

@@ -1,0 +1,93 @@
+//! What a session really uses: sampled by its engine's looks, shown per slot (latest,
+//! average, maximum) in the detail and the export, and kept once it ends.
+
+use serde_json::{Value, json};
+
+use crate::db_tests;
+use crate::export::{export, records};
+use crate::local_runtime::{Machine, ended, input, launch};
+use crate::support::{TestApp, launch_input, project};
+
+const USE: &str = "query($id: ID!) { session(id: $id) { status utilizationSampledAt
+  utilization { slot current average maximum } } }";
+
+async fn detail(app: &TestApp, token: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    app.wait_for(token, USE, json!({"id": id}), |r| done(&r["data"]["session"])).await["data"]["session"].clone()
+}
+
+/// The use of `slot` in a detail: (current, average, maximum).
+fn slot_use(s: &Value, slot: &str) -> Option<(f64, f64, f64)> {
+    let u = s["utilization"].as_array()?.iter().find(|u| u["slot"] == slot)?;
+    Some((u["current"].as_f64()?, u["average"].as_f64()?, u["maximum"].as_f64()?))
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// One busy session at a time: the two databases' cases would share the cores.
+static BUSY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A local batch keeping a core busy and holding 300 MB shows about one core and at least
+/// 300 MB; once it ends, what it used stays. The machine runs other tests meanwhile: the
+/// core it gets may be less than whole, never more (its limit is one).
+async fn a_busy_local_session_shows_a_core_and_its_memory(mut app: TestApp) {
+    let _alone = BUSY.lock().await;
+    let machine = Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let command = "python3 -c 'import time; x = bytearray(300 << 20); time.sleep(9)' & timeout 9 yes > /dev/null; wait";
+    let id = launch(&app, "demo-alice", input("busy", command, 1024, json!({}))).await;
+    let busy = detail(&app, "demo-alice", &id, |s| {
+        ended(s)
+            || (slot_use(s, "cpu").is_some_and(|c| c.2 > 0.7) && slot_use(s, "mem").is_some_and(|m| m.2 >= 300.0 * MIB))
+    })
+    .await;
+    let (cpu, mem) = (slot_use(&busy, "cpu"), slot_use(&busy, "mem"));
+    let (cpu, mem) = (cpu.unwrap_or_else(|| panic!("{busy}")), mem.unwrap_or_else(|| panic!("{busy}")));
+    assert!(cpu.2 > 0.4 && cpu.2 < 1.3, "about one core (its limit): {busy}");
+    assert!(mem.2 >= 300.0 * MIB && mem.2 < 1024.0 * MIB, "at least 300 MB, under its limit: {busy}");
+    assert!(busy["utilizationSampledAt"].is_string(), "{busy}");
+    let after = detail(&app, "demo-alice", &id, ended).await;
+    let (cpu_after, mem_after) =
+        (slot_use(&after, "cpu").expect("cpu kept"), slot_use(&after, "mem").expect("mem kept"));
+    assert!(cpu_after.2 >= cpu.2 && mem_after.2 >= mem.2, "the maxima stay: {after}");
+    assert!(cpu_after.1 > 0.0 && mem_after.1 > 0.0, "and the averages: {after}");
+}
+
+/// A simulated session shows a plausible use of its request, only to those who may see it,
+/// and the export's columns say what the detail says.
+async fn a_simulated_session_shows_its_use_to_its_owner_alone(mut app: TestApp) {
+    app.start_workers();
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }",
+            json!({"i": launch_input("sampled", 2.0)}),
+        )
+        .await;
+    let id = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    let s = detail(&app, "demo-alice", &id, |s| slot_use(s, "cpu").is_some()).await;
+    let (cpu, mem) = (slot_use(&s, "cpu").expect("cpu"), slot_use(&s, "mem").expect("mem"));
+    assert!(cpu.0 >= 0.5 && cpu.0 <= 1.7, "between a quarter and 85 % of its 2 cores: {s}");
+    assert!(mem.0 > 0.0 && mem.0 <= (1u64 << 30) as f64, "within its 1 GiB: {s}");
+    assert_eq!(s["utilization"][0]["slot"], "cpu", "cpu first, then mem: {s}");
+    let bob = app.gql(Some("demo-bob"), USE, json!({"id": id})).await;
+    assert_eq!(bob["data"]["session"], Value::Null, "bob sees nothing of alice's session: {bob}");
+
+    // The export's columns are the detail's latest sample (the session is left unsampled
+    // between the two reads: the workers stop).
+    app.crash_workers();
+    let s = detail(&app, "demo-alice", &id, |_| true).await;
+    let (cpu, mem) = (slot_use(&s, "cpu").expect("cpu"), slot_use(&s, "mem").expect("mem"));
+    let (status, _, body) =
+        export(&app, Some("demo-alice"), &format!("projectId={}&columns=NAME,UTILIZATION", project("default/default")))
+            .await;
+    assert_eq!(status, 200);
+    let rows = records(&body);
+    assert_eq!(rows[0], ["Name", "CPU used (cores)", "Memory used (GiB)"]);
+    let row = rows.iter().find(|r| r[0] == "sampled").expect("its row");
+    assert!((row[1].parse::<f64>().expect("cores") - cpu.0).abs() < 0.001, "{row:?} {s}");
+    assert!((row[2].parse::<f64>().expect("GiB") - mem.0 / (1u64 << 30) as f64).abs() < 0.006, "{row:?} {s}");
+}
+
+db_tests!(a_busy_local_session_shows_a_core_and_its_memory, a_simulated_session_shows_its_use_to_its_owner_alone);
