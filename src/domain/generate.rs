@@ -27,7 +27,7 @@ use super::status::{SessionResult, SessionStatus};
 use super::{DomainError, DomainResult, catalog, clock};
 
 const GIB: f64 = (1u64 << 30) as f64;
-const SESSIONS_PER_INSERT: usize = 1000;
+const SESSIONS_PER_INSERT: usize = 500;
 const TRANSITIONS_PER_INSERT: usize = 5000;
 /// Sessions created within this window of `now` may still be live.
 const LIVE_WINDOW_SECS: i64 = 2 * 3600;

@@ -197,6 +197,7 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--scheduler-interval-ms", "SESSIOND_SCHEDULER_INTERVAL_MS", Some("2000")),
     ("--sim-step-ms", "SESSIOND_SIM_STEP_MS", Some("1000")),
     ("--sim-batch-ms", "SESSIOND_SIM_BATCH_MS", Some("30000")),
+    ("--expiry-warning-ms", "SESSIOND_EXPIRY_WARNING_MS", Some("900000")),
     ("--runtime", "SESSIOND_RUNTIME", Some("auto")),
     ("--images-file", "SESSIOND_IMAGES_FILE", None),
     ("--runtime-dir", "SESSIOND_RUNTIME_DIR", Some("sessiond-runtime")),

@@ -90,4 +90,47 @@ async fn a_simulated_session_shows_its_use_to_its_owner_alone(mut app: TestApp) 
     assert!((row[2].parse::<f64>().expect("GiB") - mem.0 / (1u64 << 30) as f64).abs() < 0.006, "{row:?} {s}");
 }
 
-db_tests!(a_busy_local_session_shows_a_core_and_its_memory, a_simulated_session_shows_its_use_to_its_owner_alone);
+/// A look that samples running sessions writes what they used in one statement, however
+/// many they are: a look at 40 costs what a look at 4 does.
+async fn a_look_samples_every_session_in_a_fixed_number_of_statements(app: TestApp) {
+    use sea_orm::EntityTrait;
+    use sessiond::domain::runtime::{Runtime, SimulatedRuntime};
+    let runtime = SimulatedRuntime {
+        step: std::time::Duration::from_secs(3600),
+        batch_run: std::time::Duration::from_secs(3600),
+        except_agent: None,
+    };
+    let mut looks = Vec::new();
+    for (round, n) in [4, 40].into_iter().enumerate() {
+        let rows: Vec<_> = (0..n)
+            .map(|i| {
+                crate::support::session_row(
+                    "alice@example.com",
+                    "default/default",
+                    &format!("look-{round}-{i}"),
+                    "RUNNING",
+                    json!({"cpu": 1, "mem": 1_i64 << 30}),
+                )
+            })
+            .collect();
+        entity::session::Entity::insert_many(rows).exec_without_returning(&app.db).await.expect("running sessions");
+        let (statements, changed) = app.count_statements(runtime.drive(&app.db, &app.bus)).await;
+        changed.expect("a look");
+        looks.push(statements);
+        let sampled = entity::session::Entity::find()
+            .all(&app.db)
+            .await
+            .expect("sessions")
+            .into_iter()
+            .filter(|s| s.name.starts_with(&format!("look-{round}-")) && s.utilization_samples == 1)
+            .count();
+        assert_eq!(sampled, n, "every running session sampled once");
+    }
+    assert_eq!(looks[0], looks[1], "statements per look: {looks:?}");
+}
+
+db_tests!(
+    a_busy_local_session_shows_a_core_and_its_memory,
+    a_simulated_session_shows_its_use_to_its_owner_alone,
+    a_look_samples_every_session_in_a_fixed_number_of_statements
+);
