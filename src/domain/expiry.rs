@@ -140,6 +140,12 @@ impl ExtensionLimits {
     }
 }
 
+/// The longest session `s` may live from its start with every extension `limits` allow
+/// (none: unlimited). An engine's own time limit, its backstop, is never earlier.
+pub fn longest_lifetime(s: &session::Model, limits: &ExtensionLimits) -> Option<i64> {
+    s.lifetime_seconds.filter(|l| *l > 0).map(|l| limits.longest(l))
+}
+
 /// The extension limits of the policies of `keypairs`' keypairs, by keypair.
 pub async fn limits(
     db: &impl ConnectionTrait,

@@ -61,12 +61,12 @@ struct Row<'a> {
 /// free text (a name or a message someone chose, as opposed to a value formatted here), and
 /// its cell, read through the same functions of the stored row ([`sessions`]'s) as the
 /// list's fields. From the declaration come [`Column::title`], [`Column::is_free_text`]
-/// and [`Column::cell`]; a column made of several (ACCELERATORS, ELAPSED) is declared by
+/// and [`Column::cell`]; a column made of several (named after `parts of`) is declared by
 /// its parts.
 macro_rules! file_columns {
     (
         $( $key:ident $title:literal $free:ident = |$r:ident| $cell:expr; )*
-        ; parts:
+        ; parts of $( $parted:ident )|+ :
         $( $part:pat => $ptitle:expr, $pfree:ident = |$pr:ident| $pcell:expr; )*
     ) => {
         impl Column {
@@ -74,7 +74,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => $title.to_owned(), )*
                     $( $part => $ptitle, )*
-                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry | SessionColumnKey::Utilization) => String::new(),
+                    Column::Key($( SessionColumnKey::$parted )|+) => String::new(),
                 }
             }
 
@@ -83,7 +83,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => file_columns!(@free $free), )*
                     $( $part => file_columns!(@free $pfree), )*
-                    Column::Key(SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry | SessionColumnKey::Utilization) => false,
+                    Column::Key($( SessionColumnKey::$parted )|+) => false,
                 }
             }
 
@@ -91,7 +91,7 @@ macro_rules! file_columns {
                 match self {
                     $( Column::Key(SessionColumnKey::$key) => { let $r = row; $cell } )*
                     $( $part => { let $pr = row; $pcell } )*
-                    Column::Key(key @ (SessionColumnKey::Accelerators | SessionColumnKey::Elapsed | SessionColumnKey::Expiry | SessionColumnKey::Utilization)) => {
+                    Column::Key(key @ ($( SessionColumnKey::$parted )|+)) => {
                         Err(DomainError::invariant(format!("{key} is made of several columns")))
                     }
                 }
@@ -122,7 +122,7 @@ file_columns! {
     Priority "Priority" formatted = |r| Ok(r.session.priority.to_string());
     QueuePosition "Queue position" formatted =
         |r| Ok(sessions::queue_position(r.session)?.map(|p| p.to_string()).unwrap_or_default());
-    ; parts:
+    ; parts of Accelerators | Elapsed | Expiry | Utilization:
     Column::Accelerator(slot) => format!("Accelerator {slot}"), formatted =
         |r| Ok(number(sessions::requested_slots(r.session)?.get(slot)));
     Column::ElapsedSeconds => "Elapsed (s)".to_owned(), formatted =

@@ -86,6 +86,59 @@ pub async fn begin_write(db: &sea_orm::DatabaseConnection) -> Result<sea_orm::Da
     .await
 }
 
+/// What unit tests of the domain share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use chrono::Utc;
+    use serde_json::json;
+    use uuid::Uuid;
+
+    use entity::session;
+
+    /// A RUNNING batch session row, nil ids, nothing requested: a test sets what it looks at.
+    pub(crate) fn session() -> session::Model {
+        let now = Utc::now();
+        session::Model {
+            id: Uuid::nil(),
+            name: "s".into(),
+            session_type: "BATCH".into(),
+            status: "RUNNING".into(),
+            status_info: None,
+            result: "UNDEFINED".into(),
+            exit_code: None,
+            owner_id: Uuid::nil(),
+            keypair_id: Uuid::nil(),
+            project_id: Uuid::nil(),
+            domain_id: Uuid::nil(),
+            resource_group: "g".into(),
+            image: "i".into(),
+            requested_slots: json!({}),
+            occupied_slots: json!({}),
+            cluster_size: 1,
+            environment: json!([]),
+            startup_command: None,
+            batch_timeout_seconds: None,
+            priority: 0,
+            agent_id: None,
+            launch_group_id: None,
+            pending_reasons: json!([]),
+            created_at: now,
+            scheduled_at: None,
+            started_at: None,
+            terminated_at: None,
+            status_changed_at: now,
+            queue_position: None,
+            lifetime_seconds: None,
+            extended_seconds: 0,
+            extensions: 0,
+            expiry_warned_for: None,
+            utilization: json!({}),
+            utilization_samples: 0,
+            utilization_sampled_at: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

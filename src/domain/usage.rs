@@ -116,60 +116,12 @@ pub async fn record(
     Ok(())
 }
 
-/// A session row for unit tests.
-#[cfg(test)]
-pub(crate) mod tests_support {
-    use super::*;
-
-    pub(crate) fn session() -> session::Model {
-        let now = Utc::now();
-        session::Model {
-            id: Uuid::nil(),
-            name: "s".into(),
-            session_type: "BATCH".into(),
-            status: "RUNNING".into(),
-            status_info: None,
-            result: "UNDEFINED".into(),
-            exit_code: None,
-            owner_id: Uuid::nil(),
-            keypair_id: Uuid::nil(),
-            project_id: Uuid::nil(),
-            domain_id: Uuid::nil(),
-            resource_group: "g".into(),
-            image: "i".into(),
-            requested_slots: json!({}),
-            occupied_slots: json!({}),
-            cluster_size: 1,
-            environment: json!([]),
-            startup_command: None,
-            batch_timeout_seconds: None,
-            priority: 0,
-            agent_id: None,
-            launch_group_id: None,
-            pending_reasons: json!([]),
-            created_at: now,
-            scheduled_at: None,
-            started_at: None,
-            terminated_at: None,
-            status_changed_at: now,
-            queue_position: None,
-            lifetime_seconds: None,
-            extended_seconds: 0,
-            extensions: 0,
-            expiry_warned_for: None,
-            utilization: json!({}),
-            utilization_samples: 0,
-            utilization_sampled_at: None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn session(utilization: Value, utilization_samples: i32) -> session::Model {
-        session::Model { utilization, utilization_samples, ..tests_support::session() }
+        session::Model { utilization, utilization_samples, ..crate::domain::testing::session() }
     }
 
     #[test]

@@ -16,14 +16,12 @@ pub mod simulated;
 pub mod slurm;
 pub mod terminal;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use sea_orm::{DatabaseConnection, EntityTrait};
-use uuid::Uuid;
+use sea_orm::DatabaseConnection;
 
-use entity::{keypair, keypair_resource_policy, session};
+use entity::session;
 
 use super::DomainResult;
 use super::events::EventBus;
@@ -59,26 +57,6 @@ pub async fn run<R: Runtime>(runtime: R, db: DatabaseConnection, bus: EventBus) 
             () = tokio::time::sleep(runtime.tick()) => {}
         }
     }
-}
-
-/// The longest lifetime, in seconds, each keypair's policy lets a session reach with every
-/// extension it allows (`None`: unlimited): an engine's own backstop is never earlier.
-pub(crate) async fn longest_lifetimes(db: &DatabaseConnection) -> DomainResult<HashMap<Uuid, Option<i64>>> {
-    let policies: HashMap<String, Option<i64>> = keypair_resource_policy::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|p| {
-            let longest = p.max_session_lifetime_seconds.map(|l| super::expiry::ExtensionLimits::of(&p).longest(l));
-            (p.name, longest)
-        })
-        .collect();
-    Ok(keypair::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|k| (k.id, policies.get(&k.resource_policy).copied().flatten()))
-        .collect())
 }
 
 /// Which runtime runs the sessions of this machine.

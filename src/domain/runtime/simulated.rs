@@ -278,7 +278,7 @@ mod tests {
         let s = session::Model {
             requested_slots: serde_json::json!({"cpu": 4.0, "mem": 8589934592.0, "cuda.device": 1.0}),
             started_at: Some(started),
-            ..crate::domain::usage::tests_support::session()
+            ..crate::domain::testing::session()
         };
         for minutes in [0, 1, 7, 60, 600] {
             let at = started + chrono::TimeDelta::minutes(minutes);

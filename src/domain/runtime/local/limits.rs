@@ -161,9 +161,9 @@ impl Enforcement {
     /// memory (bytes). From its cgroups where they count it (v2: `cpu.stat`,
     /// `memory.current`; v1: `memory.usage_in_bytes`, and the CPU time of the processes in
     /// it, `cpuacct` not being one of its controllers); with the watchdog, from the process
-    /// tree under `root` (its resident memory, as the watchdog counts it). `None` once
-    /// nothing of it is left to read.
-    pub fn usage(&self, session: Uuid, root: Option<u32>) -> Option<(f64, f64)> {
+    /// tree under `root` (its resident memory, as the watchdog counts it; asked for only
+    /// then). `None` once nothing of it is left to read.
+    pub fn usage(&self, session: Uuid, root: impl FnOnce() -> Option<u32>) -> Option<(f64, f64)> {
         let read = |dir: &Path, file: &str| -> Option<String> { std::fs::read_to_string(dir.join(file)).ok() };
         match self {
             Self::V2 { .. } => {
@@ -179,7 +179,7 @@ impl Enforcement {
                 Some((super::signal::cpu_seconds(&self.processes(session)), memory))
             }
             Self::Watchdog => {
-                let pids = super::signal::tree(root?);
+                let pids = super::signal::tree(root()?);
                 Some((super::signal::cpu_seconds(&pids), super::signal::resident(&pids) as f64))
             }
         }

@@ -124,7 +124,7 @@ impl LocalRuntime {
         if s.status != SessionStatus::Running.as_str() || !usage::due(s, now) {
             return None;
         }
-        let root = SessionDir::of(&self.config.dir, s.id).read_state().and_then(|st| st.child).map(|c| c.pid);
+        let root = || SessionDir::of(&self.config.dir, s.id).read_state().and_then(|st| st.child).map(|c| c.pid);
         let (cpu_time, memory) = self.enforcement.usage(s.id, root)?;
         let at = std::time::Instant::now();
         let mut seen = self.cpu_seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -265,8 +265,6 @@ fn step_line(to: SessionStatus, agent: &str, image: &str) -> String {
 mod tests {
     use super::*;
     use SessionStatus::*;
-    use serde_json::json;
-    use uuid::Uuid;
 
     #[test]
     fn observed_steps_go_in_order_and_pulling_only_when_it_happened() {
@@ -281,42 +279,10 @@ mod tests {
     #[test]
     fn an_ending_names_its_cause() {
         let s = |ty: &str| session::Model {
-            id: Uuid::nil(),
-            name: "s".into(),
             session_type: ty.to_owned(),
             status: "TERMINATING".into(),
             status_info: Some("user-requested".to_owned()),
-            result: "UNDEFINED".into(),
-            exit_code: None,
-            owner_id: Uuid::nil(),
-            keypair_id: Uuid::nil(),
-            project_id: Uuid::nil(),
-            domain_id: Uuid::nil(),
-            resource_group: "local".into(),
-            image: "python:3.12".into(),
-            requested_slots: json!({}),
-            occupied_slots: json!({}),
-            cluster_size: 1,
-            environment: json!([]),
-            startup_command: None,
-            batch_timeout_seconds: None,
-            priority: 0,
-            agent_id: None,
-            launch_group_id: None,
-            pending_reasons: json!([]),
-            created_at: Utc::now(),
-            scheduled_at: None,
-            started_at: None,
-            terminated_at: None,
-            status_changed_at: Utc::now(),
-            queue_position: None,
-            lifetime_seconds: None,
-            extended_seconds: 0,
-            extensions: 0,
-            expiry_warned_for: None,
-            utilization: json!({}),
-            utilization_samples: 0,
-            utilization_sampled_at: None,
+            ..crate::domain::testing::session()
         };
         let exit = |e: Exit| ending(&s("BATCH"), &e);
         assert_eq!(exit(Exit { code: Some(3), ..Exit::default() }).1, "exit 3");

@@ -33,9 +33,9 @@ use uuid::Uuid;
 
 use entity::{engine_job, session};
 
+use super::Runtime;
 use super::engines::SlurmSettings;
 use super::reconcile;
-use super::{Runtime, longest_lifetimes};
 use crate::domain::events::EventBus;
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainResult, catalog, clock, expiry};
@@ -217,7 +217,11 @@ impl SlurmEngine {
             .into_iter()
             .map(|j| (j.session_id, j))
             .collect();
-        let lifetimes = longest_lifetimes(db).await?;
+        // What the jobs to submit may live at most: their sessions' lifetimes with every
+        // extension their policies allow (Slurm's own limit is the backstop).
+        let to_submit: Vec<Uuid> =
+            live.iter().filter(|s| s.status == Scheduled.as_str()).map(|s| s.keypair_id).collect();
+        let limits = if to_submit.is_empty() { HashMap::new() } else { expiry::limits(db, &to_submit).await? };
         let images = if live.iter().any(|s| s.status == Scheduled.as_str()) {
             catalog::local_environments(db).await?
         } else {
@@ -250,7 +254,8 @@ impl SlurmEngine {
                 )),
                 (Terminating, Some(j), Some(id)) if job::active(j) => self.stop(&s, &id).await,
                 (Scheduled, None, None) if claim.is_none() => {
-                    let lifetime = lifetimes.get(&s.keypair_id).copied().flatten();
+                    let lifetime =
+                        expiry::longest_lifetime(&s, &limits.get(&s.keypair_id).copied().unwrap_or_default());
                     if let Some(plan) = self.submit(db, &s, &images, lifetime).await? {
                         plans.push(plan);
                     }
