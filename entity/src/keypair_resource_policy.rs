@@ -15,6 +15,12 @@ pub struct Model {
     pub max_extension_seconds: Option<i64>,
     /// How many extensions a session may have; none: extensions refused.
     pub max_extensions: Option<i32>,
+    /// An interactive session showing no activity this long is reclaimed; none: never.
+    pub idle_timeout_seconds: Option<i64>,
+    /// Per slot, the use below which a session counts as idle (`{"cpu": 0.05}`).
+    pub idle_utilization: Json,
+    /// Whether input into a session's terminal counts as activity.
+    pub idle_counts_terminal: bool,
     pub created_at: DateTimeUtc,
 }
 

@@ -52,6 +52,16 @@ pub struct Model {
     pub utilization_samples: i32,
     /// When the latest sample was taken.
     pub utilization_sampled_at: Option<DateTimeUtc>,
+    /// The idle checks its keypair's policy gives it (`{"timeout_seconds": …,
+    /// "utilization": {slot: threshold}, "terminal": bool}`); none: never idle.
+    pub idle: Option<Json>,
+    /// When it was last seen active: use above a threshold of its idle checks, or an
+    /// extension of an idle expiry (then a later instant).
+    pub active_at: Option<DateTimeUtc>,
+    /// When its owner last typed into its terminal.
+    pub typed_at: Option<DateTimeUtc>,
+    /// An administrator exempted it from idle checks.
+    pub exempt_idle: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -10,6 +10,7 @@ mod m20261201_000005_revisions;
 mod m20261201_000006_engines;
 mod m20261202_000007_expiry;
 mod m20261202_000008_utilization;
+mod m20261202_000009_idle;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000006_engines::Migration),
             Box::new(m20261202_000007_expiry::Migration),
             Box::new(m20261202_000008_utilization::Migration),
+            Box::new(m20261202_000009_idle::Migration),
         ]
     }
 }

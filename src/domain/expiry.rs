@@ -6,10 +6,12 @@
 //! - its lifetime's end (LIFETIME): the lifetime its keypair's policy gave it
 //!   (`max_session_lifetime_seconds`, kept on the session and in step with the policy),
 //!   counted from its start, plus what extensions added;
-//! - its batch timeout (BATCH_TIMEOUT), for a batch session: its engine stops it then.
+//! - its batch timeout (BATCH_TIMEOUT), for a batch session: its engine stops it then;
+//! - its idle timeout (IDLE), for an interactive session under idle checks ([`idle`]): no
+//!   activity that long.
 //!
-//! A session that has not started, or has ended, has no expiry. Only a lifetime can be
-//! extended, within the policy's `max_extension_seconds` (per extension) and
+//! A session that has not started, or has ended, has no expiry. A lifetime or an idle
+//! timeout can be extended, within the policy's `max_extension_seconds` (per extension) and
 //! `max_extensions` (per session).
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -23,6 +25,7 @@ use entity::{keypair, keypair_resource_policy as policy, session};
 use super::auth::Viewer;
 use super::events::EventBus;
 use super::history::{self, SchedulingResult};
+use super::idle::{self, IdlePolicy};
 use super::lifecycle::{self, Transitions};
 use super::model::{SessionType, string_enum};
 use super::status::SessionStatus;
@@ -30,8 +33,27 @@ use super::{DomainError, DomainResult, InputProblem, clock, visibility};
 
 string_enum!(
     /// Why a session will be reclaimed.
-    ExpiryReason { Lifetime = "LIFETIME", BatchTimeout = "BATCH_TIMEOUT" }
+    ExpiryReason { Lifetime = "LIFETIME", BatchTimeout = "BATCH_TIMEOUT", Idle = "IDLE" }
 );
+
+/// What a keypair's policy gives each session at launch, kept on the session and in step
+/// with the policy: its lifetime and its idle checks.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Granted {
+    /// Seconds from its start; none: unlimited.
+    pub lifetime: Option<i64>,
+    /// Its idle checks, as the session keeps them; none: never idle.
+    pub idle: Option<serde_json::Value>,
+}
+
+impl Granted {
+    pub fn of(p: Option<&policy::Model>) -> Self {
+        Self {
+            lifetime: p.and_then(|p| p.max_session_lifetime_seconds).filter(|l| *l > 0),
+            idle: p.and_then(IdlePolicy::of_policy).map(|i| i.to_json()),
+        }
+    }
+}
 
 /// When a running session will be reclaimed, and why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,17 +91,40 @@ pub fn of(s: &session::Model) -> DomainResult<Option<Expiry>> {
         .flatten()
         .filter(|t| *t > 0)
         .map(|t| Expiry { at: started + seconds(t), reason: ExpiryReason::BatchTimeout });
-    // The earlier; at the same instant the timeout, which no extension moves.
-    Ok(match (lifetime, batch) {
-        (Some(l), Some(b)) => Some(if l.at < b.at { l } else { b }),
-        (l, b) => l.or(b),
-    })
+    let idle = idle::expiry(s)?.map(|(at, _)| Expiry { at, reason: ExpiryReason::Idle });
+    // The earliest; at the same instant the timeout, which no extension moves.
+    Ok([batch, lifetime, idle].into_iter().flatten().min_by_key(|e| e.at))
+}
+
+/// Whether the owner of `s` was warned of expiry `e`: warnings are kept to the second.
+fn warned_of(s: &session::Model, e: Expiry) -> bool {
+    s.expiry_warned_for.is_some_and(|w| (w - e.at).abs() < TimeDelta::seconds(1))
+}
+
+/// From when a warning of expiry `e` of session `s` is due, warning `ahead` of expiries. An
+/// idle expiry moves with every activity: it is warned of no earlier than halfway through
+/// the idle timeout, so that a busy session is not warned at every sample.
+fn warn_from(s: &session::Model, e: Expiry, ahead: TimeDelta) -> DomainResult<DateTime<Utc>> {
+    let by_window = e.at.checked_sub_signed(ahead).unwrap_or(DateTime::<Utc>::MIN_UTC);
+    if e.reason != ExpiryReason::Idle {
+        return Ok(by_window);
+    }
+    let halfway = match IdlePolicy::of(s)? {
+        Some(p) => idle::idle_since(s, &p) + seconds(p.timeout_seconds / 2),
+        None => by_window,
+    };
+    Ok(by_window.max(halfway))
 }
 
 /// What ends a session found past its expiry at `now`: the status info and the log line.
-/// None while it is not due, or when its engine stops it itself (a batch timeout).
+/// None while it is not due, or when its engine stops it itself (a batch timeout). An idle
+/// session is reclaimed only once its owner was warned of that very expiry.
 pub fn due(s: &session::Model, now: DateTime<Utc>) -> DomainResult<Option<(String, String)>> {
     Ok(match of(s)? {
+        Some(e @ Expiry { at, reason: ExpiryReason::Idle }) if at <= now && warned_of(s, e) => {
+            let p = IdlePolicy::of(s)?.unwrap_or_default();
+            Some((idle::IDLE_TIMEOUT.to_owned(), idle::ended_line(s, &p)))
+        }
         Some(Expiry { at, reason: ExpiryReason::Lifetime }) if at <= now => Some((
             LIFETIME_EXCEEDED.to_owned(),
             format!(
@@ -116,7 +161,11 @@ impl ExtensionLimits {
     /// may not.
     fn refusal(&self, s: &session::Model, expiry: Option<Expiry>, by: Option<i64>) -> Option<String> {
         match expiry {
-            None => return Some("the session has no expiry to push back: it is not running with a lifetime".into()),
+            None => {
+                return Some(
+                    "the session has no expiry to push back: it is not running with a lifetime or idle checks".into(),
+                );
+            }
             Some(Expiry { reason: ExpiryReason::BatchTimeout, .. }) => {
                 return Some("a batch session's timeout cannot be extended".into());
             }
@@ -190,9 +239,17 @@ pub async fn extend(
     if let Some(why) = limits.refusal(&s, of(&s)?, Some(by)) {
         return Err(DomainError::ExtensionLimit(why));
     }
-    // Guarded by what was read: a concurrent extension or end is not overwritten.
+    // An idle expiry is pushed back as activity until a later instant; a lifetime, by adding
+    // to it. Guarded by what was read: a concurrent extension or end is not overwritten.
+    let (extended, active_at) = match (of(&s)?, IdlePolicy::of(&s)?) {
+        (Some(Expiry { reason: ExpiryReason::Idle, .. }), Some(p)) => {
+            (s.extended_seconds, Some(idle::idle_since(&s, &p) + seconds(by)))
+        }
+        _ => (s.extended_seconds + by, s.active_at),
+    };
     let updated = session::Entity::update_many()
-        .col_expr(session::Column::ExtendedSeconds, Expr::value(s.extended_seconds + by))
+        .col_expr(session::Column::ExtendedSeconds, Expr::value(extended))
+        .col_expr(session::Column::ActiveAt, Expr::value(active_at))
         .col_expr(session::Column::Extensions, Expr::value(s.extensions + 1))
         // A new expiry: warned of when it comes near.
         .col_expr(session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None))
@@ -239,18 +296,19 @@ pub async fn warn(
     use sea_orm::Condition;
     let running = session::Entity::find()
         .filter(session::Column::Status.eq(SessionStatus::Running.as_str()))
-        .filter(session::Column::ExpiryWarnedFor.is_null())
         .filter(
             Condition::any()
                 .add(session::Column::LifetimeSeconds.is_not_null())
-                .add(session::Column::BatchTimeoutSeconds.is_not_null()),
+                .add(session::Column::BatchTimeoutSeconds.is_not_null())
+                .add(session::Column::Idle.is_not_null()),
         )
         .all(db)
         .await?;
     let mut due = Vec::new();
     for s in running {
         if let Some(e) = of(&s)?
-            && e.at - ahead <= now
+            && !warned_of(&s, e)
+            && warn_from(&s, e, ahead)? <= now
         {
             due.push((s, e));
         }
@@ -262,10 +320,14 @@ pub async fn warn(
     let mut transitions = Transitions::default();
     let mut entries = Vec::new();
     for (s, e) in due {
+        let before = match s.expiry_warned_for {
+            Some(w) => session::Column::ExpiryWarnedFor.eq(w),
+            None => session::Column::ExpiryWarnedFor.is_null(),
+        };
         let warned = session::Entity::update_many()
             .col_expr(session::Column::ExpiryWarnedFor, Expr::value(e.at))
             .filter(session::Column::Id.eq(s.id))
-            .filter(session::Column::ExpiryWarnedFor.is_null())
+            .filter(before)
             .filter(session::Column::Extensions.eq(s.extensions))
             .filter(session::Column::Status.eq(SessionStatus::Running.as_str()))
             .exec(&txn)
@@ -300,6 +362,9 @@ fn warning(e: Expiry) -> String {
             format!("the session will be reclaimed at {at}: its maximum lifetime ends then (LIFETIME)")
         }
         ExpiryReason::BatchTimeout => format!("the session will be stopped at {at}: its batch timeout (BATCH_TIMEOUT)"),
+        ExpiryReason::Idle => format!(
+            "the session will be reclaimed at {at} unless it shows activity: it is idle (IDLE); extend it to keep it"
+        ),
     }
 }
 

@@ -21,6 +21,7 @@ use uuid::Uuid;
 use entity::{image, keypair, keypair_resource_policy, launch_group, project, project_member, session};
 use entity::{session_status_transition as transition, user};
 
+use super::expiry::Granted;
 use super::model::SessionType;
 use super::slots::{self, ResourceSlots};
 use super::status::{SessionResult, SessionStatus};
@@ -57,8 +58,8 @@ struct Owner {
     domain_id: Uuid,
     resource_group: String,
     agents: Vec<String>,
-    /// The lifetime the keypair's policy gives a session.
-    lifetime: Option<i64>,
+    /// What the keypair's policy gives a session.
+    granted: Granted,
 }
 
 async fn owners(db: &DatabaseConnection) -> DomainResult<Vec<Owner>> {
@@ -90,12 +91,9 @@ async fn owners(db: &DatabaseConnection) -> DomainResult<Vec<Owner>> {
         if user::Entity::find_by_id(m.user_id).one(db).await?.is_none() || agents.is_empty() {
             continue;
         }
-        let lifetime = keypair_resource_policy::Entity::find_by_id(kp.resource_policy.clone())
-            .one(db)
-            .await?
-            .and_then(|p| p.max_session_lifetime_seconds);
+        let policy = keypair_resource_policy::Entity::find_by_id(kp.resource_policy.clone()).one(db).await?;
         out.push(Owner {
-            lifetime,
+            granted: Granted::of(policy.as_ref()),
             user_id: m.user_id,
             keypair_id: kp.id,
             project_id: p.id,
@@ -446,13 +444,17 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         terminated_at: Set(terminated),
         status_changed_at: Set(path.last().map_or(t0, |(_, _, _, at)| *at)),
         queue_position: Set(None),
-        lifetime_seconds: Set(g.owner.lifetime),
+        lifetime_seconds: Set(g.owner.granted.lifetime),
         extended_seconds: Set(0),
         extensions: Set(0),
         expiry_warned_for: Set(None),
         utilization: Set(json!({})),
         utilization_samples: Set(0),
         utilization_sampled_at: Set(None),
+        idle: Set(g.owner.granted.idle.clone()),
+        active_at: Set(None),
+        typed_at: Set(None),
+        exempt_idle: Set(false),
     };
     Generated { session, transitions: path }
 }

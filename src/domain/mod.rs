@@ -15,6 +15,7 @@ pub mod expiry;
 pub mod export;
 pub mod generate;
 pub mod history;
+pub mod idle;
 pub mod ids;
 pub mod launch;
 pub mod lifecycle;
@@ -135,6 +136,10 @@ pub(crate) mod testing {
             utilization: json!({}),
             utilization_samples: 0,
             utilization_sampled_at: None,
+            idle: None,
+            active_at: None,
+            typed_at: None,
+            exempt_idle: false,
         }
     }
 }

@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::sea_query::{CaseStatement, Expr};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use entity::session;
 
+use super::idle::IdlePolicy;
 use super::slots;
 use super::{DomainResult, padded};
 
@@ -76,8 +77,9 @@ pub fn folded(s: &session::Model, sample: &Sample) -> (Value, i32) {
     (Value::Object(stored), s.utilization_samples.saturating_add(1))
 }
 
-/// Stores the samples of one look, each folded into its session's use ([`folded`]): one
-/// statement, however many sessions.
+/// Stores the samples of one look, each folded into its session's use ([`folded`]), and
+/// notes the sessions whose sample shows activity to their idle checks (`active_at`,
+/// never moved back): one statement, however many sessions.
 pub async fn record(
     db: &impl ConnectionTrait,
     samples: &[(&session::Model, Sample)],
@@ -88,10 +90,20 @@ pub async fn record(
     }
     let mut uses: Option<CaseStatement> = None;
     let mut counts: Option<CaseStatement> = None;
+    let mut active: Option<CaseStatement> = None;
     let mut ids: Vec<Uuid> = Vec::with_capacity(samples.len());
     for (s, sample) in samples {
         let (value, n) = folded(s, sample);
         let this = session::Column::Id.eq(s.id);
+        if IdlePolicy::of(s)?.is_some_and(|p| p.active(sample)) {
+            let later = Condition::all()
+                .add(this.clone())
+                .add(Condition::any().add(session::Column::ActiveAt.is_null()).add(session::Column::ActiveAt.lt(now)));
+            active = Some(match active {
+                None => Expr::case(later, Expr::value(now)),
+                Some(c) => c.case(later, Expr::value(now)),
+            });
+        }
         uses = Some(match uses {
             None => Expr::case(this.clone(), Expr::value(value)),
             Some(c) => c.case(this.clone(), Expr::value(value)),
@@ -103,7 +115,12 @@ pub async fn record(
         ids.push(s.id);
     }
     let (Some(uses), Some(counts)) = (uses, counts) else { return Ok(()) };
-    session::Entity::update_many()
+    let mut update = session::Entity::update_many();
+    if let Some(active) = active {
+        update =
+            update.col_expr(session::Column::ActiveAt, active.finally(Expr::col(session::Column::ActiveAt)).into());
+    }
+    update
         .col_expr(session::Column::Utilization, uses.finally(Expr::col(session::Column::Utilization)).into())
         .col_expr(
             session::Column::UtilizationSamples,

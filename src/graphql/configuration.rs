@@ -56,6 +56,12 @@ pub struct KeypairPolicy {
     pub max_extension_seconds: Option<i64>,
     /// How many extensions one session may have (null: no extension).
     pub max_extensions: Option<i32>,
+    /// An interactive session without activity this long is reclaimed (null: never).
+    pub idle_timeout_seconds: Option<i64>,
+    /// Per slot, the use at or above which a session is active.
+    pub idle_utilization: Vec<SlotAmount>,
+    /// Whether input into a session's terminal is activity.
+    pub idle_counts_terminal: bool,
 }
 
 #[derive(SimpleObject)]
@@ -118,6 +124,11 @@ impl ConfigurationQuery {
                         max_session_lifetime_seconds: p.max_session_lifetime_seconds,
                         max_extension_seconds: p.max_extension_seconds,
                         max_extensions: p.max_extensions,
+                        idle_timeout_seconds: p.idle_timeout_seconds,
+                        idle_utilization: SlotAmount::list(&crate::domain::slots::ResourceSlots::from_json(
+                            &p.idle_utilization,
+                        )?),
+                        idle_counts_terminal: p.idle_counts_terminal,
                     })
                 })
                 .collect::<ApiResult<_>>()?,

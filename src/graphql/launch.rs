@@ -232,15 +232,26 @@ impl LaunchMutation {
         })
     }
 
-    /// Pushes a running session's lifetime back by `seconds`, for its owner or an
-    /// administrator of its project, within its keypair's policy (`maxExtensionSeconds` per
-    /// extension, `maxExtensions` per session): `EXTENSION_LIMIT` beyond them, or for a
-    /// session whose expiry is a batch timeout or that has none. Recorded in its scheduling
-    /// history with who asked. The session as it now is.
+    /// Pushes a running session's expiry back by `seconds` (its lifetime, or its idle
+    /// timeout when that comes first), for its owner or an administrator of its project,
+    /// within its keypair's policy (`maxExtensionSeconds` per extension, `maxExtensions` per
+    /// session): `EXTENSION_LIMIT` beyond them, or for a session whose expiry is a batch
+    /// timeout or that has none. Recorded in its scheduling history with who asked. The
+    /// session as it now is.
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn extend_session(&self, ctx: &Context<'_>, id: ID, seconds: i32) -> ApiResult<Session> {
         let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
         let s = crate::domain::expiry::extend(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, i64::from(seconds)).await?;
+        Ok(Session::new(s))
+    }
+
+    /// Exempts a session from idle checks (`exempt: true`), or puts it back under them, for
+    /// an administrator of its project: its owner gets FORBIDDEN. Recorded in its scheduling
+    /// history with who did it. The session as it now is.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn exempt_from_idle(&self, ctx: &Context<'_>, id: ID, exempt: bool) -> ApiResult<Session> {
+        let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
+        let s = crate::domain::idle::exempt(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, exempt).await?;
         Ok(Session::new(s))
     }
 

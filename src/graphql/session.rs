@@ -21,7 +21,9 @@ use super::loaders::{
 use super::resource::{Image, ResourceGroup};
 use super::scheduling::{self, SchedulingHistoryConnection};
 use super::session_list::{PageArgs, SessionConnection, page_complexity, session_connection};
-use super::types::{ExpiryReason, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse};
+use super::types::{
+    ExpiryReason, IdleCheck, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse,
+};
 use super::viewer::{Project, User};
 
 /// When a running session will be reclaimed, and whether that can be pushed back.
@@ -132,6 +134,9 @@ macro_rules! session_plain_fields {
             "utilization" utilization: Vec<SlotUse> =
                 |s, now| crate::domain::usage::of(s).into_iter().map(SlotUse::from).collect();
             "utilizationSampledAt" utilization_sampled_at: Option<DateTime<Utc>> = |s, now| s.utilization_sampled_at;
+            "idleChecks" idle_checks: ApiResult<Vec<IdleCheck>> =
+                |s, now| Ok(crate::domain::idle::checks(s, now)?.into_iter().map(IdleCheck::from).collect());
+            "exemptIdle" exempt_idle: bool = |s, now| s.exempt_idle;
         }
     };
 }
@@ -242,6 +247,17 @@ impl Session {
     /// When `utilization` was last sampled.
     async fn utilization_sampled_at(&self) -> Option<DateTime<Utc>> {
         plain::utilization_sampled_at(&self.0, clock::now())
+    }
+    /// The idle checks of a running interactive session under its keypair policy's
+    /// `idleTimeoutSeconds`: per check what it measures, its threshold, whether it sees
+    /// activity, and the seconds until the session is reclaimed as idle (one timer: any
+    /// activity resets it). Empty otherwise, and for an exempted session.
+    async fn idle_checks(&self) -> ApiResult<Vec<IdleCheck>> {
+        plain::idle_checks(&self.0, clock::now())
+    }
+    /// Whether an administrator exempted it from idle checks (`exemptFromIdle`).
+    async fn exempt_idle(&self) -> bool {
+        plain::exempt_idle(&self.0, clock::now())
     }
     async fn owner(&self, ctx: &Context<'_>) -> ApiResult<Arc<User>> {
         if let Some(owner) = &self.1.owner {

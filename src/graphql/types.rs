@@ -43,6 +43,50 @@ pub enum ExpiryReason {
     Lifetime,
     /// A batch session's timeout (`batchTimeoutSeconds`): it is stopped with exit code 124.
     BatchTimeout,
+    /// No activity for its keypair policy's `idleTimeoutSeconds` (see `Session.idleChecks`).
+    Idle,
+}
+
+/// What an idle check measures.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(name = "IdleCheckKind", remote = "crate::domain::idle::IdleCheckKind")]
+pub enum IdleCheckKind {
+    /// A slot's use against its threshold (`idleUtilization`): at or above it is activity.
+    Utilization,
+    /// Input into the session's terminal (`idleCountsTerminal`).
+    Terminal,
+}
+
+/// One idle check of a running interactive session, as it stands. The checks share one
+/// timer: activity seen by any of them resets it.
+#[derive(SimpleObject)]
+#[graphql(serial)]
+pub struct IdleCheck {
+    pub check: IdleCheckKind,
+    /// The slot a utilization check measures.
+    pub slot: Option<String>,
+    /// What it measured: the slot's use at the latest sample (cpu in cores, mem in bytes);
+    /// for the terminal, seconds since the last input. Null before anything was measured.
+    pub measured: Option<f64>,
+    /// The use at or above which the session is active (utilization checks).
+    pub threshold: Option<f64>,
+    /// Whether it sees activity now.
+    pub active: bool,
+    /// Seconds until the session is reclaimed as idle, unless something is active.
+    pub remaining_seconds: i64,
+}
+
+impl From<crate::domain::idle::IdleCheck> for IdleCheck {
+    fn from(c: crate::domain::idle::IdleCheck) -> Self {
+        Self {
+            check: c.kind.into(),
+            slot: c.slot,
+            measured: c.measured,
+            threshold: c.threshold,
+            active: c.active,
+            remaining_seconds: c.remaining_seconds,
+        }
+    }
 }
 
 /// What a session's event says.

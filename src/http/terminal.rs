@@ -25,12 +25,12 @@ use serde_json::{Value, json};
 
 use super::waiting::{EVICTED, too_big};
 use super::{AppState, bearer_token};
-use crate::domain::DomainError;
 use crate::domain::auth;
 use crate::domain::ids::{NodeKind, decode_uuid};
 use crate::domain::runtime::local::terminal as local_terminal;
 use crate::domain::runtime::terminal;
 use crate::domain::shares::Share;
+use crate::domain::{DomainError, clock, idle};
 
 /// Largest message a client may send (input, resize).
 const MAX_MESSAGE: usize = 64 << 10;
@@ -137,7 +137,16 @@ async fn pump(
     let silence = Duration::from_millis(state.limits.ws.ws_keepalive_timeout_ms.max(1));
     // Input the shell has not read yet: while it is full, the socket is not read.
     let mut pending: VecDeque<u8> = VecDeque::new();
+    // When input was last written down (for idle checks): at most once a second.
+    let mut noted: Option<tokio::time::Instant> = None;
     loop {
+        if !pending.is_empty() && noted.is_none_or(|at| at.elapsed() >= idle::TYPED_EVERY.to_std().unwrap_or_default())
+        {
+            noted = Some(tokio::time::Instant::now());
+            if let Err(e) = idle::typed(&state.db, session, clock::now()).await {
+                tracing::warn!(error = ?e, "noting terminal input failed");
+            }
+        }
         tokio::select! {
             read = shell.pty.read(&mut output) => match read {
                 Ok(n) if n > 0 => {

@@ -14,6 +14,7 @@ mod fairness;
 mod faults;
 mod graphql_http;
 mod hardening;
+mod idle;
 mod launch;
 mod launch_rules;
 mod local_runtime;

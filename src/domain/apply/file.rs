@@ -421,6 +421,36 @@ mod tests {
     }
 
     #[test]
+    fn idle_checks_need_a_timeout_and_something_that_counts_as_activity() {
+        let problems = read(
+            "[keypair_policies.a]\nidle_timeout_seconds = 600\n\n\
+             [keypair_policies.b]\nidle_utilization = { cpu = 0.05 }\n\n\
+             [keypair_policies.c]\nidle_counts_terminal = true\n\n\
+             [keypair_policies.d]\nidle_timeout_seconds = 0\nidle_utilization = { gpu = 1 }\n",
+        )
+        .expect_err("invalid");
+        let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let expect = [
+            "team.toml:2: keypair_policies.a.idle_timeout_seconds: needs idle_utilization or idle_counts_terminal",
+            "team.toml:5: keypair_policies.b.idle_utilization: needs idle_timeout_seconds",
+            "team.toml:8: keypair_policies.c.idle_counts_terminal: needs idle_timeout_seconds",
+            "team.toml:11: keypair_policies.d.idle_timeout_seconds:",
+            "team.toml:12: keypair_policies.d.idle_utilization.gpu: unknown slot",
+        ];
+        for e in expect {
+            assert!(shown.iter().any(|s| s.starts_with(e)), "{e:?} not in {shown:#?}");
+        }
+        let d = read(
+            "[keypair_policies.p]\nidle_timeout_seconds = 600\nidle_utilization = { cpu = 0.05, mem = \"1 GiB\" }\n\
+             idle_counts_terminal = true\n",
+        )
+        .expect("valid");
+        let p = &d.policies["p"];
+        assert_eq!((p.idle_timeout_seconds, p.idle_counts_terminal), (Some(600), true));
+        assert_eq!(p.idle_utilization.to_json(), serde_json::json!({"cpu": 0.05, "mem": 1073741824_i64}));
+    }
+
+    #[test]
     fn a_valid_declaration_reads_with_its_defaults() {
         let d = read(
             "[domains.acme]\n[projects.\"acme/ml\"]\nresource_groups = [\"gpu\"]\n\

@@ -53,6 +53,14 @@ pub const POLICY_KEYS: &[Key] = &[
     key("max_session_lifetime_seconds", "integer ≥ 1", "none", "a session is terminated this long after it started"),
     key("max_extension_seconds", "integer ≥ 1", "none: no extension", "how far one extension pushes a lifetime back"),
     key("max_extensions", "integer ≥ 1", "none: no extension", "how many times one session may be extended"),
+    key(
+        "idle_timeout_seconds",
+        "integer ≥ 1",
+        "none: never idle",
+        "no activity this long reclaims an interactive session",
+    ),
+    key("idle_utilization", SLOTS, "nothing", "per slot, the use at or above which a session is active"),
+    key("idle_counts_terminal", "boolean", "false", "whether terminal input is activity"),
 ];
 
 pub const ENGINE_KIND: Key =

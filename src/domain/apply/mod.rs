@@ -135,6 +135,9 @@ pub struct PolicyDecl {
     pub max_session_lifetime_seconds: Option<i64>,
     pub max_extension_seconds: Option<i64>,
     pub max_extensions: Option<i32>,
+    pub idle_timeout_seconds: Option<i64>,
+    pub idle_utilization: ResourceSlots,
+    pub idle_counts_terminal: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

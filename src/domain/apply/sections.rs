@@ -175,6 +175,25 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
     let lifetime = e.integer("max_session_lifetime_seconds", 1, i64::MAX);
     let extension = e.integer("max_extension_seconds", 1, most);
     let extensions = e.integer("max_extensions", 1, most);
+    let idle_timeout = e.integer("idle_timeout_seconds", 1, most);
+    let idle_utilization = e.slots("idle_utilization");
+    let idle_counts_terminal = e.boolean("idle_counts_terminal", false);
+    // Idle checks need a timeout, and a timeout needs something that counts as activity.
+    let activity = idle_utilization.slot_names().next().is_some() || idle_counts_terminal;
+    if idle_timeout.is_some() && !activity {
+        let span = e.span_of("idle_timeout_seconds");
+        e.bad(
+            "idle_timeout_seconds",
+            span,
+            "needs idle_utilization or idle_counts_terminal: without them nothing counts as activity".to_owned(),
+        );
+    }
+    if idle_timeout.is_none() && activity {
+        let key =
+            if idle_utilization.slot_names().next().is_none() { "idle_counts_terminal" } else { "idle_utilization" };
+        let span = e.span_of(key);
+        e.bad(key, span, "needs idle_timeout_seconds: how long without activity reclaims a session".to_owned());
+    }
     let clamp = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
     declared.policies.insert(
         name.to_owned(),
@@ -185,6 +204,9 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
             max_session_lifetime_seconds: lifetime,
             max_extension_seconds: extension,
             max_extensions: extensions.map(clamp),
+            idle_timeout_seconds: idle_timeout,
+            idle_utilization,
+            idle_counts_terminal,
         },
     );
 }

@@ -20,6 +20,7 @@ use entity::{
 use super::shown::{diff, diff_list, diff_opt, limits_shown, slots_diff, slots_shown, strings, type_names};
 use super::{Action, ApplyError, Change, Declared, Plan};
 use crate::domain::environments::LocalImage;
+use crate::domain::expiry::Granted;
 use crate::domain::ids::stable_id;
 use crate::domain::slots::ResourceSlots;
 use crate::domain::status::SessionStatus;
@@ -90,9 +91,9 @@ impl Writer<'_> {
         Ok(ids)
     }
 
-    /// Gives the live sessions of the keypairs under policy `name` its new lifetime: a
-    /// session's expiry follows its policy.
-    async fn relifetime(&mut self, name: &str, lifetime: Option<i64>) -> Result<(), ApplyError> {
+    /// Gives the live sessions of the keypairs under policy `name` what it now gives (its
+    /// lifetime, its idle checks): a session's expiry follows its policy.
+    async fn regrant(&mut self, name: &str, granted: Granted) -> Result<(), ApplyError> {
         use sea_orm::sea_query::{Expr, Query};
         let keypairs = Query::select()
             .column(keypair::Column::Id)
@@ -100,7 +101,8 @@ impl Writer<'_> {
             .and_where(keypair::Column::ResourcePolicy.eq(name))
             .take();
         session::Entity::update_many()
-            .col_expr(session::Column::LifetimeSeconds, Expr::value(lifetime))
+            .col_expr(session::Column::LifetimeSeconds, Expr::value(granted.lifetime))
+            .col_expr(session::Column::Idle, Expr::value(granted.idle))
             .col_expr(session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None))
             .filter(session::Column::KeypairId.in_subquery(keypairs))
             .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())))
@@ -125,6 +127,9 @@ impl Writer<'_> {
                 max_session_lifetime_seconds: Set(p.max_session_lifetime_seconds),
                 max_extension_seconds: Set(p.max_extension_seconds),
                 max_extensions: Set(p.max_extensions),
+                idle_timeout_seconds: Set(p.idle_timeout_seconds),
+                idle_utilization: Set(p.idle_utilization.to_json()),
+                idle_counts_terminal: Set(p.idle_counts_terminal),
                 created_at: Set(self.now),
             };
             let Some(m) = stored.get(name) else {
@@ -144,17 +149,21 @@ impl Writer<'_> {
             );
             diff_opt(&mut details, "max_extension_seconds", &m.max_extension_seconds, &p.max_extension_seconds);
             diff_opt(&mut details, "max_extensions", &m.max_extensions, &p.max_extensions);
-            if m.max_session_lifetime_seconds != p.max_session_lifetime_seconds {
-                self.relifetime(name, p.max_session_lifetime_seconds).await?;
-            }
+            diff_opt(&mut details, "idle_timeout_seconds", &m.idle_timeout_seconds, &p.idle_timeout_seconds);
+            slots_diff(&mut details, "idle_utilization", &m.idle_utilization, &p.idle_utilization)?;
+            diff(&mut details, "idle_counts_terminal", &m.idle_counts_terminal, &p.idle_counts_terminal);
             if !details.is_empty() {
-                keypair_resource_policy::ActiveModel {
+                let updated = keypair_resource_policy::ActiveModel {
                     name: Unchanged(name.clone()),
                     created_at: Unchanged(m.created_at),
                     ..row
                 }
                 .update(self.txn)
                 .await?;
+                let granted = Granted::of(Some(&updated));
+                if granted != Granted::of(Some(m)) {
+                    self.regrant(name, granted).await?;
+                }
                 self.change(Action::Update, "keypair policy", name, details);
             }
         }

@@ -1,7 +1,8 @@
 //! The refusals of a launch that depend on the caller's other sessions: the keypair's
 //! pending-session limit (`QUOTA_EXCEEDED`) and names already live (`NAME_TAKEN`; the
 //! unique index still decides races). Run inside the launch transaction, and by the dry run.
-//! What it finds admissible comes with the lifetime the policy gives each session.
+//! What it finds admissible comes with what the policy gives each session (its lifetime and
+//! idle checks).
 
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter};
 
@@ -9,13 +10,14 @@ use entity::session;
 
 use super::Plan;
 use crate::domain::auth::Viewer;
+use crate::domain::expiry::Granted;
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainError, DomainResult};
 
-/// `Ok` with the lifetime (seconds; none: unlimited) the keypair's policy gives each session.
-pub async fn admissible(db: &impl ConnectionTrait, viewer: &Viewer, plan: &Plan) -> DomainResult<Option<i64>> {
+/// `Ok` with what the keypair's policy gives each session.
+pub async fn admissible(db: &impl ConnectionTrait, viewer: &Viewer, plan: &Plan) -> DomainResult<Granted> {
     let policy = entity::keypair_resource_policy::Entity::find_by_id(viewer.resource_policy.clone()).one(db).await?;
-    let lifetime = policy.as_ref().and_then(|p| p.max_session_lifetime_seconds).filter(|l| *l > 0);
+    let granted = Granted::of(policy.as_ref());
     if let Some(policy) = policy {
         let pending = session::Entity::find()
             .filter(session::Column::KeypairId.eq(viewer.keypair_id))
@@ -38,6 +40,6 @@ pub async fn admissible(db: &impl ConnectionTrait, viewer: &Viewer, plan: &Plan)
         .await?;
     match taken {
         Some(s) => Err(DomainError::NameTaken(s.name)),
-        None => Ok(lifetime),
+        None => Ok(granted),
     }
 }

@@ -63,8 +63,8 @@ pub async fn write(
         ))
         .await?;
     }
-    let lifetime = match admissible(&txn, viewer, plan).await {
-        Ok(lifetime) => lifetime,
+    let granted = match admissible(&txn, viewer, plan).await {
+        Ok(granted) => granted,
         Err(DomainError::NameTaken(name)) => return Err(WriteError::Taken(name)),
         Err(e) => return Err(WriteError::Other(e)),
     };
@@ -122,13 +122,17 @@ pub async fn write(
             terminated_at: None,
             status_changed_at: now,
             queue_position: None,
-            lifetime_seconds: lifetime,
+            lifetime_seconds: granted.lifetime,
             extended_seconds: 0,
             extensions: 0,
             expiry_warned_for: None,
             utilization: json!({}),
             utilization_samples: 0,
             utilization_sampled_at: None,
+            idle: granted.idle.clone(),
+            active_at: None,
+            typed_at: None,
+            exempt_idle: false,
         })
         .collect();
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))

@@ -101,6 +101,10 @@ fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, s
         utilization: row.try_get_by_index(next())?,
         utilization_samples: row.try_get_by_index(next())?,
         utilization_sampled_at: row.try_get_by_index(next())?,
+        idle: row.try_get_by_index(next())?,
+        active_at: row.try_get_by_index(next())?,
+        typed_at: row.try_get_by_index(next())?,
+        exempt_idle: row.try_get_by_index(next())?,
     })
 }
 

@@ -27,7 +27,7 @@ use super::super::ids::{NodeKind, encode};
 use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
 use super::super::session::{plain, session_plain_fields};
 use super::super::types::{
-    ExpiryReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount, SlotUse,
+    ExpiryReason, IdleCheck, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount, SlotUse,
 };
 use super::super::viewer::Role;
 
@@ -44,6 +44,7 @@ pub(super) enum Node<'a> {
     LaunchGroup(&'a launch_group::Model),
     Expiry(&'a PageRow, Expiry),
     SlotUse(SlotUse),
+    IdleCheck(IdleCheck),
     Slots(Slots),
     SlotAmount(String, f64),
 }
@@ -138,6 +139,14 @@ fn slot_use<'n>(n: &'n Node<'_>) -> DomainResult<&'n SlotUse> {
     }
 }
 
+/// The check a getter of `IdleCheck` reads.
+fn idle_check<'n>(n: &'n Node<'_>) -> DomainResult<&'n IdleCheck> {
+    match n {
+        Node::IdleCheck(c) => Ok(c),
+        _ => Err(DomainError::invariant("not an IdleCheck")),
+    }
+}
+
 /// The slots a getter of `ResourceSlots` reads.
 fn slots_of<'n>(n: &'n Node<'_>) -> DomainResult<&'n Slots> {
     match n {
@@ -213,6 +222,13 @@ pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
         ("SlotUse", "current") => get!(|n, p| leaf(slot_use(n)?.current)),
         ("SlotUse", "average") => get!(|n, p| leaf(slot_use(n)?.average)),
         ("SlotUse", "maximum") => get!(|n, p| leaf(slot_use(n)?.maximum)),
+
+        ("IdleCheck", "check") => get!(|n, p| leaf(idle_check(n)?.check)),
+        ("IdleCheck", "slot") => get!(|n, p| leaf(idle_check(n)?.slot.clone())),
+        ("IdleCheck", "measured") => get!(|n, p| leaf(idle_check(n)?.measured)),
+        ("IdleCheck", "threshold") => get!(|n, p| leaf(idle_check(n)?.threshold)),
+        ("IdleCheck", "active") => get!(|n, p| leaf(idle_check(n)?.active)),
+        ("IdleCheck", "remainingSeconds") => get!(|n, p| leaf(idle_check(n)?.remaining_seconds)),
 
         ("ResourceSlots", "cpu") => get!(|n, p| leaf(slots_of(n)?.get(slots::CPU))),
         ("ResourceSlots", "memory") => get!(|n, p| leaf(ResourceSlots::memory_of(slots_of(n)?))),
@@ -324,6 +340,12 @@ impl<'a> ToOut<'a> for Vec<SlotUse> {
     }
 }
 
+impl<'a> ToOut<'a> for Vec<IdleCheck> {
+    fn out(self) -> DomainResult<Out<'a>> {
+        Ok(Out::Many(self.into_iter().map(Node::IdleCheck).collect()))
+    }
+}
+
 impl<'a> ToOut<'a> for ResourceSlots {
     fn out(self) -> DomainResult<Out<'a>> {
         Ok(Out::One(Node::Slots(self.0)))
@@ -340,7 +362,18 @@ macro_rules! leaves {
         }
     )*};
 }
-leaves!(ID, i32, i64, Option<i32>, DateTime<Utc>, Option<DateTime<Utc>>, SessionType, SessionStatus, SessionResult);
+leaves!(
+    ID,
+    bool,
+    i32,
+    i64,
+    Option<i32>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+    SessionType,
+    SessionStatus,
+    SessionResult
+);
 
 #[cfg(test)]
 mod tests {

@@ -457,6 +457,10 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         utilization: Set(json!({})),
         utilization_samples: Set(0),
         utilization_sampled_at: Set(None),
+        idle: Set(None),
+        active_at: Set(None),
+        typed_at: Set(None),
+        exempt_idle: Set(false),
     }
 }
 

@@ -37,7 +37,14 @@ pub(super) fn observe(sd: &SessionDir) -> Observed {
     match sd.read_state() {
         Some(State { exit: Some(exit), child, pulled, .. }) => Observed::Ended { exit, ran: child.is_some(), pulled },
         Some(state) if state.supervisor.alive() => Observed::At { phase: state.phase, pulled: state.pulled },
-        Some(_) => Observed::Vanished("the session's supervisor vanished without an exit record".to_owned()),
+        // The supervisor writes its exit record and then exits: between our reading of the
+        // state and asking whether it lives, it may have done both. Read again.
+        Some(_) => match sd.read_state() {
+            Some(State { exit: Some(exit), child, pulled, .. }) => {
+                Observed::Ended { exit, ran: child.is_some(), pulled }
+            }
+            _ => Observed::Vanished("the session's supervisor vanished without an exit record".to_owned()),
+        },
         None => {
             let age = std::fs::metadata(sd.spec()).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
             match age {
