@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use entity::session_log;
 
+use super::live::{produced, still_sees};
 use super::{DomainError, DomainResult};
 
 pub const DEFAULT_TAIL: u32 = 100;
@@ -276,7 +277,7 @@ pub async fn follow(
     let db = db.clone();
     let credentials = live.credentials.clone();
     let keypair = viewer.keypair_id;
-    let new_lines = async_stream_lines(move |out| async move {
+    let new_lines = produced(move |out| async move {
         let mut seen = shown_to;
         loop {
             let item = tokio::select! {
@@ -285,22 +286,9 @@ pub async fn follow(
                     if changed.is_err() {
                         return;
                     }
-                    // Credentials changed somewhere: may this viewer still see the session?
-                    // (A little later, spread among all followers; the database failing to
-                    // say is no refusal.)
-                    tokio::time::sleep(super::credentials::Credentials::spread()).await;
-                    changes.mark_unchanged();
-                    let still = match credentials.viewer_of_keypair(keypair).await {
-                        Ok(Some(v)) => super::visibility::visible_session(&db, &v, session_id).await.map(drop),
-                        Ok(None) => Err(DomainError::Unauthenticated),
-                        Err(e) => Err(e),
-                    };
-                    match still {
-                        Ok(()) | Err(DomainError::Unavailable(_) | DomainError::Internal(_)) => {}
-                        Err(e) => {
-                            let _ = out.send(Err(e)).await;
-                            return;
-                        }
+                    if let Err(e) = still_sees(&db, &credentials, &mut changes, keypair, session_id).await {
+                        let _ = out.send(Err(e)).await;
+                        return;
                     }
                     continue;
                 }
@@ -327,30 +315,6 @@ pub async fn follow(
         }
     });
     Ok(futures_util::stream::iter(shown).chain(new_lines).boxed())
-}
-
-/// A stream of what `produce` sends: it runs while the stream is polled, and stops when
-/// the stream is dropped.
-fn async_stream_lines<F, Fut>(produce: F) -> BoxStream<'static, DomainResult<String>>
-where
-    F: FnOnce(tokio::sync::mpsc::Sender<DomainResult<String>>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let task = tokio::spawn(produce(tx));
-    let abort = task.abort_handle();
-    struct Stop(tokio::task::AbortHandle);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            self.0.abort();
-        }
-    }
-    let stop = Stop(abort);
-    futures_util::stream::unfold((rx, stop), |(mut rx, stop)| async move {
-        let item = rx.recv().await?;
-        Some((item, (rx, stop)))
-    })
-    .boxed()
 }
 
 /// How long and how much of finished sessions' logs is kept.

@@ -1,4 +1,5 @@
-//! The live feeds: `sessionEvents` and `sessionLogs`. Served over the WebSocket route only.
+//! The live feeds: `sessionEvents`, `sessionLogs` and `sessionUtilization`. Served over the
+//! WebSocket route only.
 
 use async_graphql::{Context, ID, Object, Subscription};
 use chrono::{DateTime, Utc};
@@ -8,6 +9,7 @@ use futures_util::stream::BoxStream;
 use crate::domain::DomainError;
 use crate::domain::events::SessionEvent as DomEvent;
 use crate::domain::logs;
+use crate::domain::usage::feed::{self as usage_feed, Reading};
 use crate::domain::watch::{self, WatchRequest};
 
 use std::sync::Arc;
@@ -19,8 +21,23 @@ use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
 use super::loaders::Related;
 use super::session::Session;
 use super::session_list::SessionScope;
-use super::types::{SessionEventKind, SessionStatus};
+use super::types::{SessionEventKind, SessionStatus, SlotUse};
 use super::viewer::{Project, User};
+
+/// One sample of what a session uses.
+pub struct UtilizationSample(Reading);
+
+#[Object]
+impl UtilizationSample {
+    /// When its engine took it.
+    async fn sampled_at(&self) -> DateTime<Utc> {
+        self.0.sampled_at
+    }
+    /// Per slot: the latest value, and the average and maximum since the session started.
+    async fn utilization(&self) -> Vec<SlotUse> {
+        self.0.uses.iter().cloned().map(SlotUse::from).collect()
+    }
+}
 
 /// One status change of one session, or a warning that it will be reclaimed soon.
 pub struct SessionEvent(DomEvent);
@@ -113,5 +130,18 @@ impl SessionSubscription {
         let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
         let feed = logs::follow(db(ctx)?, live(ctx)?, viewer(ctx)?, id, i64::from(tail)).await?;
         Ok(feed.map(|line| line.map_err(ApiError::from)).boxed())
+    }
+
+    /// What a session uses, live: its latest sample, then each new one as its engine takes
+    /// it (about every 2 s while it runs), until it has ended. For its owner, or an
+    /// administrator who may see it.
+    async fn session_utilization(
+        &self,
+        ctx: &Context<'_>,
+        session_id: ID,
+    ) -> Result<BoxStream<'static, Result<UtilizationSample, ApiError>>, ApiError> {
+        let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
+        let feed = usage_feed::follow(db(ctx)?, live(ctx)?, viewer(ctx)?, id).await?;
+        Ok(feed.map(|r| r.map(UtilizationSample).map_err(ApiError::from)).boxed())
     }
 }

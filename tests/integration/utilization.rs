@@ -90,6 +90,56 @@ async fn a_simulated_session_shows_its_use_to_its_owner_alone(mut app: TestApp) 
     assert!((row[2].parse::<f64>().expect("GiB") - mem.0 / (1u64 << 30) as f64).abs() < 0.006, "{row:?} {s}");
 }
 
+/// `sessionUtilization` follows one session's samples live: the latest first, then each new
+/// one, until the session ends. bob cannot follow alice's session: it does not exist for him.
+async fn the_use_is_followed_live_by_its_owner_alone(mut app: TestApp) {
+    app.start_workers();
+    let addr = app.serve().await;
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }",
+            json!({"i": launch_input("followed", 2.0)}),
+        )
+        .await;
+    let id = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    detail(&app, "demo-alice", &id, |s| slot_use(s, "cpu").is_some()).await;
+    let follow = "subscription($id: ID!) { sessionUtilization(sessionId: $id) { sampledAt utilization { slot current average maximum } } }";
+
+    let mut bob = crate::support::ws::Ws::open(addr, "demo-bob").await;
+    bob.subscribe("b", follow, json!({"id": id})).await;
+    let errors = bob.error_of("b").await;
+    assert_eq!(crate::support::ws::codes(&errors), ["NOT_FOUND"], "{errors:?}");
+
+    let mut ws = crate::support::ws::Ws::open(addr, "demo-alice").await;
+    ws.subscribe("1", follow, json!({"id": id})).await;
+    let mut times = Vec::new();
+    while times.len() < 3 {
+        let p = ws.next_payload("1").await;
+        let sample = &p["data"]["sessionUtilization"];
+        assert_eq!(sample["utilization"][0]["slot"], "cpu", "{p}");
+        times.push(sample["sampledAt"].as_str().unwrap_or_else(|| panic!("{p}")).to_owned());
+    }
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "each sample newer than the last: {times:?}");
+
+    let end = app
+        .gql(
+            Some("demo-alice"),
+            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
+            json!({"ids": [id]}),
+        )
+        .await;
+    assert!(end.get("errors").is_none(), "{end}");
+    loop {
+        let m = ws.recv().await;
+        match m["type"].as_str() {
+            Some("next") => continue,
+            Some("complete") => break,
+            _ => panic!("{m}"),
+        }
+    }
+}
+
 /// A look that samples running sessions writes what they used in one statement, however
 /// many they are: a look at 40 costs what a look at 4 does.
 async fn a_look_samples_every_session_in_a_fixed_number_of_statements(app: TestApp) {
@@ -132,5 +182,6 @@ async fn a_look_samples_every_session_in_a_fixed_number_of_statements(app: TestA
 db_tests!(
     a_busy_local_session_shows_a_core_and_its_memory,
     a_simulated_session_shows_its_use_to_its_owner_alone,
+    the_use_is_followed_live_by_its_owner_alone,
     a_look_samples_every_session_in_a_fixed_number_of_statements
 );

@@ -13,6 +13,8 @@ use uuid::Uuid;
 
 use entity::session;
 
+pub mod feed;
+
 use super::idle::IdlePolicy;
 use super::slots;
 use super::{DomainResult, padded};
