@@ -20,3 +20,4 @@ pub mod session_status_transition;
 pub mod slot_type;
 pub mod user;
 pub mod user_setting;
+pub mod utilization_point;

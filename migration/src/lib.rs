@@ -11,6 +11,7 @@ mod m20261201_000006_engines;
 mod m20261202_000007_expiry;
 mod m20261202_000008_utilization;
 mod m20261202_000009_idle;
+mod m20261202_000010_utilization_history;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000007_expiry::Migration),
             Box::new(m20261202_000008_utilization::Migration),
             Box::new(m20261202_000009_idle::Migration),
+            Box::new(m20261202_000010_utilization_history::Migration),
         ]
     }
 }

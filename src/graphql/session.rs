@@ -23,6 +23,7 @@ use super::scheduling::{self, SchedulingHistoryConnection};
 use super::session_list::{PageArgs, SessionConnection, page_complexity, session_connection};
 use super::types::{
     ExpiryReason, IdleCheck, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse,
+    UtilizationPoint,
 };
 use super::viewer::{Project, User};
 
@@ -254,6 +255,18 @@ impl Session {
     /// activity resets it). Empty otherwise, and for an exempted session.
     async fn idle_checks(&self) -> ApiResult<Vec<IdleCheck>> {
         plain::idle_checks(&self.0, clock::now())
+    }
+    /// What it used over the `window` seconds (60 to 3600) before its latest sample, a
+    /// point a minute, oldest first: a sparkline. An hour is kept, whatever the session's
+    /// length. Costly in long lists (a statement per session).
+    #[graphql(complexity = "DETAIL_COST + child_complexity")]
+    async fn utilization_history(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 3600)] window: i32,
+    ) -> ApiResult<Vec<UtilizationPoint>> {
+        let points = crate::domain::usage::history(db(ctx)?, &self.0, i64::from(window)).await?;
+        Ok(points.into_iter().map(UtilizationPoint::from).collect())
     }
     /// Whether an administrator exempted it from idle checks (`exemptFromIdle`).
     async fn exempt_idle(&self) -> bool {

@@ -189,6 +189,21 @@ pub struct SlotUse {
     pub maximum: f64,
 }
 
+/// What a session used at one moment of its last hour: a point of a sparkline.
+#[derive(SimpleObject)]
+#[graphql(serial)]
+pub struct UtilizationPoint {
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// Per slot (cpu first, then mem): cpu in cores busy, mem in bytes.
+    pub utilization: Vec<SlotAmount>,
+}
+
+impl From<crate::domain::usage::Point> for UtilizationPoint {
+    fn from(p: crate::domain::usage::Point) -> Self {
+        Self { at: p.at, utilization: p.uses.into_iter().map(|(slot, amount)| SlotAmount { slot, amount }).collect() }
+    }
+}
+
 impl From<crate::domain::usage::SlotUse> for SlotUse {
     fn from(u: crate::domain::usage::SlotUse) -> Self {
         Self { slot: u.slot, current: u.current, average: u.average, maximum: u.maximum }

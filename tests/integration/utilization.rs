@@ -140,6 +140,47 @@ async fn the_use_is_followed_live_by_its_owner_alone(mut app: TestApp) {
     }
 }
 
+/// The history keeps a point a minute over the last hour, whatever the session's length:
+/// two hours of samples every 30 s leave 61 points; `utilizationHistory(window)` serves the
+/// last `window` seconds of them, to those who may see the session.
+async fn the_history_is_an_hour_at_a_point_a_minute(app: TestApp) {
+    use sea_orm::{ActiveModelTrait, EntityTrait, PaginatorTrait};
+    use sessiond::domain::usage::{self, Sample};
+    let row = crate::support::session_row(
+        "alice@example.com",
+        "default/default",
+        "long-runner",
+        "RUNNING",
+        json!({"cpu": 1, "mem": 1_i64 << 30}),
+    )
+    .insert(&app.db)
+    .await
+    .expect("a running session");
+    let t0 = chrono::DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z").expect("a time").to_utc();
+    for i in 0..240 {
+        let s = entity::session::Entity::find_by_id(row.id).one(&app.db).await.expect("read").expect("the session");
+        let sample = Sample::from([("cpu".to_owned(), f64::from(i % 4) / 4.0), ("mem".to_owned(), 1e8)]);
+        usage::record(&app.db, &[(&s, sample)], t0 + chrono::TimeDelta::seconds(30 * i64::from(i)))
+            .await
+            .expect("record");
+    }
+    let kept = entity::utilization_point::Entity::find().count(&app.db).await.expect("count");
+    assert_eq!(kept, 61, "an hour at a point a minute, both ends included");
+
+    let id = sessiond::graphql::ids::encode(sessiond::graphql::ids::NodeKind::Session, row.id);
+    let q = "query($id: ID!, $w: Int!) { session(id: $id) { utilizationHistory(window: $w) { at utilization { slot amount } } } }";
+    let resp = app.gql(Some("demo-alice"), q, json!({"id": id, "w": 600})).await;
+    let points = resp["data"]["session"]["utilizationHistory"].as_array().cloned().unwrap_or_else(|| panic!("{resp}"));
+    assert_eq!(points.len(), 10, "ten minutes before the latest sample: {resp}");
+    assert!(points.windows(2).all(|w| w[0]["at"].as_str() < w[1]["at"].as_str()), "oldest first: {resp}");
+    assert_eq!(points[0]["utilization"][0]["slot"], "cpu");
+    assert_eq!(points[0]["utilization"][1], json!({"slot": "mem", "amount": 1e8}));
+    let bad = app.gql(Some("demo-alice"), q, json!({"id": id, "w": 30})).await;
+    assert_eq!(crate::support::error_codes(&bad), ["BAD_USER_INPUT"], "{bad}");
+    let bob = app.gql(Some("demo-bob"), q, json!({"id": id, "w": 600})).await;
+    assert_eq!(bob["data"]["session"], Value::Null, "{bob}");
+}
+
 /// A look that samples running sessions writes what they used in one statement, however
 /// many they are: a look at 40 costs what a look at 4 does.
 async fn a_look_samples_every_session_in_a_fixed_number_of_statements(app: TestApp) {
@@ -183,5 +224,6 @@ db_tests!(
     a_busy_local_session_shows_a_core_and_its_memory,
     a_simulated_session_shows_its_use_to_its_owner_alone,
     the_use_is_followed_live_by_its_owner_alone,
+    the_history_is_an_hour_at_a_point_a_minute,
     a_look_samples_every_session_in_a_fixed_number_of_statements
 );

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::sea_query::{CaseStatement, Expr};
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use entity::session;
+use entity::{session, utilization_point};
 
 pub mod feed;
 
@@ -21,6 +21,11 @@ use super::{DomainResult, padded};
 
 /// A look samples a running session at most this often.
 pub const SAMPLE_EVERY: TimeDelta = TimeDelta::seconds(2);
+
+/// The history keeps one point per this much time (the sample that opens it)…
+pub const POINT_EVERY: TimeDelta = TimeDelta::minutes(1);
+/// …over this long: at most 61 points per session, whatever its length.
+pub const HISTORY_KEPT: TimeDelta = TimeDelta::hours(1);
 
 /// One sample of a session: per slot, the amount in use.
 pub type Sample = BTreeMap<String, f64>;
@@ -49,13 +54,18 @@ pub fn of(s: &session::Model) -> Vec<SlotUse> {
             Some(SlotUse { slot: slot.clone(), current: current?, average: average?, maximum: maximum? })
         })
         .collect();
+    uses.sort_by(|a, b| shown_order(&a.slot, &b.slot));
+    uses
+}
+
+/// The order slots are shown in: cpu, then mem, then the others by name.
+fn shown_order(a: &str, b: &str) -> std::cmp::Ordering {
     let rank = |slot: &str| match slot {
         slots::CPU => 0,
         slots::MEM => 1,
         _ => 2,
     };
-    uses.sort_by(|a, b| rank(&a.slot).cmp(&rank(&b.slot)).then_with(|| a.slot.cmp(&b.slot)));
-    uses
+    rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
 }
 
 /// Whether a look at `now` takes a new sample of `s`.
@@ -79,9 +89,18 @@ pub fn folded(s: &session::Model, sample: &Sample) -> (Value, i32) {
     (Value::Object(stored), s.utilization_samples.saturating_add(1))
 }
 
+/// Whether a sample of `s` at `now` opens a new point of its history: the first sample,
+/// or the first of a minute.
+fn opens_point(s: &session::Model, now: DateTime<Utc>) -> bool {
+    let minute = |t: DateTime<Utc>| t.timestamp().div_euclid(POINT_EVERY.num_seconds());
+    s.utilization_sampled_at.is_none_or(|at| minute(at) != minute(now))
+}
+
 /// Stores the samples of one look, each folded into its session's use ([`folded`]), and
 /// notes the sessions whose sample shows activity to their idle checks (`active_at`,
-/// never moved back): one statement, however many sessions.
+/// never moved back): one statement, however many sessions. A sample that opens a minute
+/// is a point of its session's history too, and the points past [`HISTORY_KEPT`] of those
+/// sessions go: two statements more, however many sessions.
 pub async fn record(
     db: &impl ConnectionTrait,
     samples: &[(&session::Model, Sample)],
@@ -94,7 +113,16 @@ pub async fn record(
     let mut counts: Option<CaseStatement> = None;
     let mut active: Option<CaseStatement> = None;
     let mut ids: Vec<Uuid> = Vec::with_capacity(samples.len());
+    let mut points = Vec::new();
     for (s, sample) in samples {
+        if opens_point(s, now) {
+            points.push(utilization_point::ActiveModel {
+                session_id: Set(s.id),
+                at: Set(now),
+                utilization: Set(json!(sample)),
+                ..Default::default()
+            });
+        }
         let (value, n) = folded(s, sample);
         let this = session::Column::Id.eq(s.id);
         if IdlePolicy::of(s)?.is_some_and(|p| p.active(sample)) {
@@ -132,7 +160,62 @@ pub async fn record(
         .filter(session::Column::Id.is_in(padded(ids)))
         .exec(db)
         .await?;
+    if !points.is_empty() {
+        let pointed: Vec<Uuid> = points.iter().filter_map(|p| p.session_id.try_as_ref().copied()).collect();
+        utilization_point::Entity::insert_many(points).exec_without_returning(db).await?;
+        utilization_point::Entity::delete_many()
+            .filter(utilization_point::Column::SessionId.is_in(padded(pointed)))
+            .filter(utilization_point::Column::At.lt(now - HISTORY_KEPT))
+            .exec(db)
+            .await?;
+    }
     Ok(())
+}
+
+/// One point of a session's history: when, and per slot what it used then (cpu, mem, then
+/// the others by name).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub at: DateTime<Utc>,
+    pub uses: Vec<(String, f64)>,
+}
+
+/// The longest window of history served: all that is kept.
+pub const MOST_WINDOW_SECONDS: i64 = 3600;
+
+/// The history of session `session_id` (visibility is checked by whoever found it) over
+/// the `window_seconds` (60 to [`MOST_WINDOW_SECONDS`]) before its latest sample, oldest
+/// first: a point a minute.
+pub async fn history(db: &impl ConnectionTrait, s: &session::Model, window_seconds: i64) -> DomainResult<Vec<Point>> {
+    if !(60..=MOST_WINDOW_SECONDS).contains(&window_seconds) {
+        return Err(super::DomainError::bad_input(
+            "OUT_OF_RANGE",
+            Some("window".to_owned()),
+            format!("`window` is 60 to {MOST_WINDOW_SECONDS} seconds"),
+        ));
+    }
+    let Some(latest) = s.utilization_sampled_at else { return Ok(Vec::new()) };
+    let rows = utilization_point::Entity::find()
+        .filter(utilization_point::Column::SessionId.eq(s.id))
+        .filter(utilization_point::Column::At.gt(latest - TimeDelta::seconds(window_seconds)))
+        .order_by_asc(utilization_point::Column::At)
+        .limit(u64::try_from(MOST_WINDOW_SECONDS / POINT_EVERY.num_seconds() + 1).unwrap_or(61))
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|p| {
+            let mut uses: Vec<(String, f64)> = p
+                .utilization
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(slot, v)| Some((slot.clone(), v.as_f64()?)))
+                .collect();
+            uses.sort_by(|a, b| shown_order(&a.0, &b.0));
+            Point { at: p.at, uses }
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -389,6 +389,7 @@ mod tests {
         ("Session", "schedulingHistory"),    // arguments, a statement per session
         ("Session", "apps"),                 // the runtime's terminal
         ("Session", "logs"),                 // arguments, a statement per session
+        ("Session", "utilizationHistory"),   // arguments, a statement per session
         ("LaunchGroup", "sessions"),         // arguments, a list of its own
     ];
 
