@@ -62,6 +62,12 @@ pub struct Model {
     pub typed_at: Option<DateTimeUtc>,
     /// An administrator exempted it from idle checks.
     pub exempt_idle: bool,
+    /// Cores it used at its latest sample (0 before any), for ordering.
+    #[sea_orm(column_type = "Double")]
+    pub cpu_used: f64,
+    /// Bytes of memory it used at its latest sample (0 before any), for ordering.
+    #[sea_orm(column_type = "Double")]
+    pub mem_used: f64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

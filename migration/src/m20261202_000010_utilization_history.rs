@@ -1,6 +1,6 @@
 //! What a session used over its last hour, for a sparkline: a point a minute (each the
-//! sample that opened its minute), at most an hour's worth per session whatever its length,
-//! gone with the session.
+//! sample that opens its minute), at most an hour's worth per session whatever its length,
+//! gone with the session. And its latest use of cpu and mem as numbers a list orders by.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -41,10 +41,18 @@ impl MigrationTrait for Migration {
                 .col("at")
                 .take(),
         )
-        .await
+        .await?;
+        // SQLite alters one column at a time.
+        for column in [double("cpu_used").default(0.0).take(), double("mem_used").default(0.0).take()] {
+            m.alter_table(Table::alter().table("sessions").add_column(column).take()).await?;
+        }
+        Ok(())
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        for column in ["cpu_used", "mem_used"] {
+            m.alter_table(Table::alter().table("sessions").drop_column(column).take()).await?;
+        }
         m.drop_table(Table::drop().table("utilization_points").take()).await
     }
 }

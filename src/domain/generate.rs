@@ -455,6 +455,8 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         active_at: Set(None),
         typed_at: Set(None),
         exempt_idle: Set(false),
+        cpu_used: Set(0.0),
+        mem_used: Set(0.0),
     };
     Generated { session, transitions: path }
 }

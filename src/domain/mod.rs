@@ -140,6 +140,8 @@ pub(crate) mod testing {
             active_at: None,
             typed_at: None,
             exempt_idle: false,
+            cpu_used: 0.0,
+            mem_used: 0.0,
         }
     }
 }

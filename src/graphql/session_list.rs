@@ -56,6 +56,11 @@ pub enum SessionOrderField {
     Type,
     Elapsed,
     TerminatedAt,
+    /// Cores used at the latest sample (`utilization`): `DESC` for the heaviest first. A
+    /// session not sampled yet counts as 0; an ended one keeps its last sample.
+    CpuUsed,
+    /// Memory used at the latest sample, as `CPU_USED`.
+    MemUsed,
 }
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]

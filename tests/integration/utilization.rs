@@ -181,6 +181,56 @@ async fn the_history_is_an_hour_at_a_point_a_minute(app: TestApp) {
     assert_eq!(bob["data"]["session"], Value::Null, "{bob}");
 }
 
+/// "My heaviest sessions first": ordering by CPU_USED follows the use the detail shows, and
+/// the export in that order says the same.
+async fn the_list_orders_by_what_sessions_use(mut app: TestApp) {
+    app.start_workers();
+    let mut ids = Vec::new();
+    for (name, cpu) in [("light", 0.5), ("heavy", 4.0), ("middle", 2.0)] {
+        let resp = app
+            .gql(
+                Some("demo-alice"),
+                "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }",
+                json!({"i": launch_input(name, cpu)}),
+            )
+            .await;
+        ids.push(
+            resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned(),
+        );
+    }
+    for id in &ids {
+        detail(&app, "demo-alice", id, |s| slot_use(s, "cpu").is_some()).await;
+    }
+    app.crash_workers(); // what they use stays put from here
+    let q = "query($p: ID!, $o: [SessionOrder!]) { sessions(projectId: $p, orderBy: $o, first: 10) {
+      nodes { name utilization { slot current average maximum } } } }";
+    let order = json!([{"field": "CPU_USED", "direction": "DESC"}]);
+    let resp = app.gql(Some("demo-alice"), q, json!({"p": project("default/default"), "o": order})).await;
+    let nodes = resp["data"]["sessions"]["nodes"].as_array().cloned().unwrap_or_else(|| panic!("{resp}"));
+    let used: Vec<(String, f64)> = nodes
+        .iter()
+        .filter_map(|n| Some((n["name"].as_str()?.to_owned(), slot_use(n, "cpu").map_or(0.0, |u| u.0))))
+        .collect();
+    assert_eq!(used.len(), 3, "{resp}");
+    assert!(used.windows(2).all(|w| w[0].1 >= w[1].1), "heaviest first: {used:?}");
+    assert!(used[0].1 > 0.0, "{used:?}");
+
+    let (status, _, body) = export(
+        &app,
+        Some("demo-alice"),
+        &format!("projectId={}&columns=NAME,UTILIZATION&orderBy=CPU_USED_DESC", project("default/default")),
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let rows = records(&body);
+    let exported: Vec<(String, f64)> =
+        rows[1..].iter().map(|r| (r[0].clone(), r[1].parse::<f64>().unwrap_or(0.0))).collect();
+    assert_eq!(exported.iter().map(|e| &e.0).collect::<Vec<_>>(), used.iter().map(|u| &u.0).collect::<Vec<_>>());
+    for (e, u) in exported.iter().zip(&used) {
+        assert!((e.1 - u.1).abs() < 0.001, "{exported:?} {used:?}");
+    }
+}
+
 /// A look that samples running sessions writes what they used in one statement, however
 /// many they are: a look at 40 costs what a look at 4 does.
 async fn a_look_samples_every_session_in_a_fixed_number_of_statements(app: TestApp) {
@@ -225,5 +275,6 @@ db_tests!(
     a_simulated_session_shows_its_use_to_its_owner_alone,
     the_use_is_followed_live_by_its_owner_alone,
     the_history_is_an_hour_at_a_point_a_minute,
+    the_list_orders_by_what_sessions_use,
     a_look_samples_every_session_in_a_fixed_number_of_statements
 );

@@ -133,6 +133,8 @@ pub async fn write(
             active_at: None,
             typed_at: None,
             exempt_idle: false,
+            cpu_used: 0.0,
+            mem_used: 0.0,
         })
         .collect();
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))

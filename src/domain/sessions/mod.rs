@@ -105,6 +105,8 @@ fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, s
         active_at: row.try_get_by_index(next())?,
         typed_at: row.try_get_by_index(next())?,
         exempt_idle: row.try_get_by_index(next())?,
+        cpu_used: row.try_get_by_index(next())?,
+        mem_used: row.try_get_by_index(next())?,
     })
 }
 

@@ -22,6 +22,8 @@ string_enum!(
         Type = "TYPE",
         Elapsed = "ELAPSED",
         TerminatedAt = "TERMINATED_AT",
+        CpuUsed = "CPU_USED",
+        MemUsed = "MEM_USED",
     }
 );
 
@@ -133,6 +135,9 @@ pub(super) fn sort_expr(field: SessionOrderField, backend: DbBackend, now: DateT
             }
             _ => Expr::cust_with_values(r#"COALESCE("sessions"."terminated_at", ?)"#, [not_terminated()]),
         },
+        // The latest sample's (0 before any; an ended session keeps its last).
+        CpuUsed => Expr::col((session::Entity, session::Column::CpuUsed)),
+        MemUsed => Expr::col((session::Entity, session::Column::MemUsed)),
     }
 }
 
@@ -151,6 +156,7 @@ pub(super) fn key_value(
         Name => serde_json::Value::from(row.try_get_by_index::<String>(at)?),
         Status | Type => serde_json::Value::from(row.try_get_by_index::<i32>(at)?),
         Elapsed => serde_json::Value::from(row.try_get_by_index::<i64>(at)?),
+        CpuUsed | MemUsed => serde_json::Value::from(row.try_get_by_index::<f64>(at)?),
     })
 }
 
@@ -173,6 +179,7 @@ fn bind(field: SessionOrderField, v: &serde_json::Value) -> Option<Value> {
         Name => v.as_str().map(|s| Value::from(s.to_owned())),
         Status | Type => v.as_i64().and_then(|n| i32::try_from(n).ok()).map(Value::from),
         Elapsed => v.as_i64().map(Value::from),
+        CpuUsed | MemUsed => v.as_f64().filter(|x| x.is_finite()).map(Value::from),
     }
 }
 

@@ -112,6 +112,8 @@ pub async fn record(
     let mut uses: Option<CaseStatement> = None;
     let mut counts: Option<CaseStatement> = None;
     let mut active: Option<CaseStatement> = None;
+    let mut cpu: Option<CaseStatement> = None;
+    let mut mem: Option<CaseStatement> = None;
     let mut ids: Vec<Uuid> = Vec::with_capacity(samples.len());
     let mut points = Vec::new();
     for (s, sample) in samples {
@@ -138,6 +140,15 @@ pub async fn record(
             None => Expr::case(this.clone(), Expr::value(value)),
             Some(c) => c.case(this.clone(), Expr::value(value)),
         });
+        // The latest use of cpu and mem, as numbers a list orders by.
+        for (slot, case) in [(slots::CPU, &mut cpu), (slots::MEM, &mut mem)] {
+            if let Some(&x) = sample.get(slot) {
+                *case = Some(match case.take() {
+                    None => Expr::case(this.clone(), Expr::value(x)),
+                    Some(c) => c.case(this.clone(), Expr::value(x)),
+                });
+            }
+        }
         counts = Some(match counts {
             None => Expr::case(this, Expr::value(n)),
             Some(c) => c.case(this, Expr::value(n)),
@@ -149,6 +160,11 @@ pub async fn record(
     if let Some(active) = active {
         update =
             update.col_expr(session::Column::ActiveAt, active.finally(Expr::col(session::Column::ActiveAt)).into());
+    }
+    for (column, case) in [(session::Column::CpuUsed, cpu), (session::Column::MemUsed, mem)] {
+        if let Some(case) = case {
+            update = update.col_expr(column, case.finally(Expr::col(column)).into());
+        }
     }
     update
         .col_expr(session::Column::Utilization, uses.finally(Expr::col(session::Column::Utilization)).into())

@@ -461,6 +461,8 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         active_at: Set(None),
         typed_at: Set(None),
         exempt_idle: Set(false),
+        cpu_used: Set(0.0),
+        mem_used: Set(0.0),
     }
 }
 
