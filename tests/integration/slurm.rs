@@ -170,6 +170,36 @@ async fn a_session_runs_in_the_sandbox_on_a_node_that_has_it(mut app: TestApp) {
     assert!(!c.output_dir.join(&uuid).exists(), "its directory goes with the session");
 }
 
+/// A sandboxed job's supervisor reports what the session uses: a busy core and 100 MB
+/// show in its utilization, and stay once it ends.
+async fn a_sandboxed_job_shows_what_it_uses(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    on_slurm(&mut app, c, 2000).await;
+    let command = "python3 -c 'x = bytearray(100 << 20); import time; time.sleep(9)' & timeout 9 yes > /dev/null; wait";
+    let id = launch(&app, "demo-alice", input("busy", "BATCH", Some(command), 1.0, json!({}))).await;
+    let q = "query($id: ID!) { session(id: $id) { status utilization { slot current average maximum } } }";
+    let maximum = |s: &Value, slot: &str| {
+        s["utilization"]
+            .as_array()
+            .and_then(|u| u.iter().find(|u| u["slot"] == slot))
+            .and_then(|u| u["maximum"].as_f64())
+    };
+    let busy = app
+        .wait_for("demo-alice", q, json!({"id": id}), |r| {
+            let s = &r["data"]["session"];
+            ended(s) || (maximum(s, "cpu").is_some_and(|c| c > 0.3) && maximum(s, "mem").is_some_and(|m| m >= 100e6))
+        })
+        .await["data"]["session"]
+        .clone();
+    assert!(maximum(&busy, "cpu").is_some_and(|c| c > 0.3 && c < 1.3), "about a core: {busy}");
+    assert!(maximum(&busy, "mem").is_some_and(|m| (100e6..512e6).contains(&m)), "100 MB, under its limit: {busy}");
+    until(&app, &id, ended).await;
+    let after = app.gql(Some("demo-alice"), q, json!({"id": id})).await["data"]["session"].clone();
+    assert!(maximum(&after, "cpu") >= maximum(&busy, "cpu"), "kept after its end: {after}");
+}
+
 async fn an_outside_scancel_or_requeue_is_reflected(mut app: TestApp) {
     let Some(c) = slurm::cluster() else { return };
     let _one = slurm::lock().await;
@@ -382,6 +412,7 @@ async fn an_interactive_session_opens_its_terminal_in_its_job(mut app: TestApp) 
 }
 
 db_tests!(
+    a_sandboxed_job_shows_what_it_uses,
     an_interactive_session_opens_its_terminal_in_its_job,
     a_session_runs_in_the_sandbox_on_a_node_that_has_it,
     the_nodes_are_agents_and_the_engines_say_what_runs_what,

@@ -53,6 +53,12 @@ impl SessionDir {
     pub fn supervisor_log(&self) -> PathBuf {
         self.root.join("supervisor.log")
     }
+    pub fn usage(&self) -> PathBuf {
+        self.root.join("usage.json")
+    }
+    pub fn read_usage(&self) -> Option<Usage> {
+        read_json(&self.usage())
+    }
     pub fn sandbox_status(&self) -> PathBuf {
         self.root.join("bwrap.json")
     }
@@ -116,6 +122,19 @@ pub struct Spec {
     /// (`SLURM_JOB_GPUS`), known only on the node.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub slurm_gpus: bool,
+    /// The supervisor writes what the session uses (`usage.json`), for a server that cannot
+    /// read it itself (a Slurm node's processes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub report_usage: bool,
+}
+
+/// What a supervisor measured its session using, when the spec asks ([`Spec::report_usage`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Usage {
+    /// Cores kept busy since the previous report; none in the first.
+    pub cpu: Option<f64>,
+    /// Bytes resident.
+    pub mem: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -404,5 +404,6 @@ pub(crate) fn session_spec(
         devices,
         enforcement,
         slurm_gpus: false,
+        report_usage: false,
     }
 }

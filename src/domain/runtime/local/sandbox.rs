@@ -171,6 +171,7 @@ pub fn probe(scratch: &Path) -> Result<(), String> {
         devices: Vec::new(),
         enforcement: super::limits::Enforcement::Watchdog,
         slurm_gpus: false,
+        report_usage: false,
     };
     let status = scratch.join("probe.json");
     let wrapping = Wrapping { join: Vec::new(), cpus: None, drop_privileges: root, prepare: false };

@@ -255,6 +255,19 @@ fn session_processes(child: u32, sandbox: Option<Process>, joined: &mut Joined) 
     pids
 }
 
+/// How often a supervisor asked to reports what its session uses.
+const USAGE_EVERY: Duration = Duration::from_secs(2);
+
+/// Writes a usage report where the server reads it: replaced whole (a reader sees the old
+/// one or the new), not synced (a lost report is replaced 2 s later).
+fn report_usage(path: &Path, usage: &files::Usage) {
+    let tmp = path.with_extension("tmp");
+    let written = serde_json::to_vec(usage).map_err(std::io::Error::other).and_then(|b| std::fs::write(&tmp, b));
+    if written.and_then(|()| std::fs::rename(&tmp, path)).is_err() {
+        std::fs::remove_file(&tmp).ok();
+    }
+}
+
 /// How often the processes that joined a sandbox from outside are looked for.
 const JOINED_EVERY: Duration = Duration::from_secs(2);
 
@@ -319,6 +332,9 @@ fn watch(
     let mut measured = Instant::now();
     let mut measure_every = DISK_EVERY;
     let mut memory_checked = Instant::now();
+    // What the session used at the previous report, when the spec asks for reports.
+    let mut reported: Option<(Instant, f64)> = None;
+    let mut report_at = Instant::now();
     let mut joined = Joined::default();
     let mut sandbox_pid = None;
     let mut stopping: Option<Instant> = None;
@@ -368,6 +384,14 @@ fn watch(
                     }
                 }
             }
+        }
+        if spec.report_usage && stopping.is_none() && sandbox_pid.is_some() && report_at.elapsed() >= USAGE_EVERY {
+            report_at = Instant::now();
+            let pids = session_processes(child.id(), sandbox_pid, &mut joined);
+            let cpu_time = signal::cpu_seconds(&pids);
+            let cpu = reported.map(|(then, before)| (cpu_time - before).max(0.0) / then.elapsed().as_secs_f64());
+            reported = Some((Instant::now(), cpu_time));
+            report_usage(&sd.usage(), &files::Usage { cpu, mem: signal::resident(&pids) as f64 });
         }
         if let Some(since) = stopping
             && since.elapsed() >= Duration::from_millis(spec.grace_ms)

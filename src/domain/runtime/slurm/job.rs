@@ -18,7 +18,9 @@ use crate::domain::runtime::local::observe;
 use crate::domain::runtime::output::new_output;
 use crate::domain::runtime::reconcile::steps_between;
 use crate::domain::runtime::{TIMEOUT_EXIT_CODE, env_vars};
+use crate::domain::slots;
 use crate::domain::status::{SessionResult, SessionStatus};
+use crate::domain::usage::{self, Sample};
 
 /// What a job's comment starts with: the tag of the session it runs.
 pub const TAG: &str = "sessiond:";
@@ -218,6 +220,20 @@ fn ending(s: &session::Model, j: &Job) -> (SessionStatus, String, SessionResult,
 
 fn node_of(j: &Job) -> &str {
     if j.batch_host.is_empty() { j.nodes.split(',').next().unwrap_or("") } else { &j.batch_host }
+}
+
+/// What running session `s` used, when a sample is due at `now` and its supervisor (in the
+/// sandbox on the node) reported it: cores since its previous report, and memory.
+pub fn sample(output_dir: &str, s: &session::Model, now: chrono::DateTime<chrono::Utc>) -> Option<Sample> {
+    if s.status != SessionStatus::Running.as_str() || !usage::due(s, now) {
+        return None;
+    }
+    let u = session_dir(output_dir, s.id).read_usage()?;
+    let mut sample = Sample::from([(slots::MEM.to_owned(), u.mem)]);
+    if let Some(cpu) = u.cpu {
+        sample.insert(slots::CPU.to_owned(), cpu);
+    }
+    Some(sample)
 }
 
 /// What a look at a session's job means for the session, if anything.

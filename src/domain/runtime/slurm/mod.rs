@@ -304,8 +304,15 @@ impl SlurmEngine {
                         let mut st = self.state();
                         job::waiting_line(j).filter(|line| st.waiting.insert(s.id, line.clone()).as_ref() != Some(line))
                     };
-                    if let Some(plan) = job::plan(&self.client.settings().output_dir, s, j, waiting) {
-                        plans.push(plan);
+                    let output_dir = &self.client.settings().output_dir;
+                    let usage = job::sample(output_dir, &s, now);
+                    let keep = usage.as_ref().map(|_| s.clone());
+                    match job::plan(output_dir, s, j, waiting) {
+                        Some(mut plan) => {
+                            plan.usage = usage;
+                            plans.push(plan);
+                        }
+                        None => plans.extend(keep.zip(usage).map(|(s, u)| Plan::sampled(s, u))),
                     }
                 }
             }
@@ -405,6 +412,8 @@ impl SlurmEngine {
         let mut spec =
             session_spec(s, &image, marker, DEFAULT_WORK_DIR_LIMIT, self.grace, Vec::new(), Enforcement::Watchdog);
         // Which GPUs Slurm allocates is known on the node: its supervisor binds them.
+        // Its processes are the node's: the supervisor reports what they use.
+        spec.report_usage = true;
         spec.slurm_gpus = s.requested_slots.get("cuda.device").and_then(serde_json::Value::as_f64).unwrap_or(0.0) > 0.0;
         std::fs::create_dir_all(sd.work()).map_err(|e| format!("cannot create the session's directory: {e}"))?;
         files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
