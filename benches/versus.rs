@@ -22,10 +22,12 @@
 //! `--page full` asks instead for the page with every column the Sessions page shows: also
 //! the resource group, the image, and the requested and occupied slots with accelerators
 //! (PostGraphile through its foreign keys and the slots' JSON; the floor serves only the
-//! plain page and sits this one out).
+//! plain page and sits this one out). `--page use` asks for the full page with what each
+//! session uses (`utilization { slot current average maximum } utilizationSampledAt`, the
+//! UTILIZATION column): sessiond alone, to set against its `--page full`.
 //!
 //! `cargo bench --bench versus [-- --runs N] [--seconds S] [--sessions N] [--only a,b]
-//! [--page plain|full] [--connections 16,64]` (defaults: 3 runs of 20 s, 100 000 sessions,
+//! [--page plain|full|use] [--connections 16,64]` (defaults: 3 runs of 20 s, 100 000 sessions,
 //! every contender, the plain page, closed loops at 16 and 64 connections; the ratios are
 //! taken at the first). PostgreSQL as in the tests; Node and npm for PostGraphile (its
 //! packages installed from the lockfile).
@@ -66,9 +68,20 @@ const POSTGRAPHILE_FULL_PAGE: &str = "query($p: UUID!) { allSessions(condition: 
   userByOwnerId { email } projectByProjectId { name } resourceGroupByResourceGroup { name } imageByImage { name }
   requestedCpu requestedMemory requestedSlots occupiedSlots } } } }";
 
-/// Whether `--page full` asks for the page with every column.
+/// The full page with the use columns (`--page use`).
+const SESSIOND_USE_PAGE: &str = "query($p: ID!) { sessions(projectId: $p, scope: PROJECT, first: 50) { edges { node {
+  id name status type createdAt elapsedSeconds owner { email } project { name } resourceGroup { name } image { name }
+  requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { cpu memory accelerators { slot amount } }
+  utilization { slot current average maximum } utilizationSampledAt } } } }";
+
+/// Whether `--page full` (or `--page use`) asks for the page with every column.
 fn full_page() -> bool {
-    flag("--page").as_deref() == Some("full")
+    matches!(flag("--page").as_deref(), Some("full" | "use"))
+}
+
+/// Whether `--page use` asks for the full page with the use columns.
+fn use_page() -> bool {
+    flag("--page").as_deref() == Some("use")
 }
 
 /// What PostGraphile's generic schema lacks, as computed columns it exposes.
@@ -231,6 +244,7 @@ async fn spawn(kind: Kind, data: &Data) -> Running {
         (Kind::PostGraphile | Kind::PostGraphile2, false) => (POSTGRAPHILE_PAGE, json!({"p": data.project})),
         (Kind::PostGraphile | Kind::PostGraphile2, true) => (POSTGRAPHILE_FULL_PAGE, json!({"p": data.project})),
         (_, false) => (SESSIOND_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
+        (_, true) if use_page() => (SESSIOND_USE_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
         (_, true) => (SESSIOND_FULL_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
     };
     let target = Target {
@@ -516,6 +530,7 @@ async fn main() {
         .into_iter()
         .filter(|k| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == k.name())))
         .filter(|k| !(full_page() && *k == Kind::Floor))
+        .filter(|k| !(use_page() && matches!(k, Kind::PostGraphile | Kind::PostGraphile2)))
         .collect();
     let loads: Vec<usize> = flag("--connections")
         .map(|c| c.split(',').map(|n| n.parse().expect("--connections 16,64")).collect())
@@ -581,7 +596,13 @@ async fn main() {
 
     println!(
         "{sessions} sessions, the {} page; closed loops of {}s after {}s of warm-up; fixed rate {rate:.0} req/s (half of the slowest at {first} connections)",
-        if full_page() { "full" } else { "plain" },
+        if use_page() {
+            "use"
+        } else if full_page() {
+            "full"
+        } else {
+            "plain"
+        },
         seconds.as_secs(),
         WARM_UP.as_secs()
     );

@@ -412,6 +412,26 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         }
     }
     let held = sched.is_some();
+    // A started session was sampled: three samples of the simulated curve, the last at its
+    // end (or now).
+    let sampled_at = started.map(|from| (from, terminated.unwrap_or(g.now)));
+    let (utilization, samples) = match sampled_at {
+        Some((from, to)) => {
+            let t = (to - from).num_seconds().max(0) as f64;
+            let samples: Vec<_> =
+                [0.25, 0.5, 1.0].map(|f| crate::domain::runtime::simulated_use_at(g.id, g.requested, t * f)).into();
+            let mut uses = serde_json::Map::new();
+            for slot in samples[2].keys() {
+                let xs: Vec<f64> = samples.iter().filter_map(|s| s.get(slot).copied()).collect();
+                let (current, maximum) = (xs[xs.len() - 1], xs.iter().copied().fold(0.0, f64::max));
+                uses.insert(slot.clone(), json!([current, xs.iter().sum::<f64>() / xs.len() as f64, maximum]));
+            }
+            (Value::Object(uses), 3)
+        }
+        None => (json!({}), 0),
+    };
+    let used = |slot: &str| utilization.get(slot).and_then(|u| u.get(0)).and_then(Value::as_f64).unwrap_or(0.0);
+    let (cpu_used, mem_used) = (used(slots::CPU), used(slots::MEM));
     let environment: Value =
         if g.ty == SessionType::Batch { json!([{"name": "EPOCHS", "value": "10"}]) } else { json!([]) };
     let session = session::ActiveModel {
@@ -448,15 +468,15 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         extended_seconds: Set(0),
         extensions: Set(0),
         expiry_warned_for: Set(None),
-        utilization: Set(json!({})),
-        utilization_samples: Set(0),
-        utilization_sampled_at: Set(None),
+        utilization: Set(utilization),
+        utilization_samples: Set(samples),
+        utilization_sampled_at: Set(sampled_at.map(|(_, to)| to)),
         idle: Set(g.owner.granted.idle.clone()),
         active_at: Set(None),
         typed_at: Set(None),
         exempt_idle: Set(false),
-        cpu_used: Set(0.0),
-        mem_used: Set(0.0),
+        cpu_used: Set(cpu_used),
+        mem_used: Set(mem_used),
     };
     Generated { session, transitions: path }
 }

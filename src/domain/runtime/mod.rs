@@ -26,7 +26,7 @@ use entity::session;
 use super::DomainResult;
 use super::events::EventBus;
 
-pub use simulated::SimulatedRuntime;
+pub use simulated::{SimulatedRuntime, simulated_use_at};
 
 /// Exit code of a batch session stopped at its timeout (as `timeout(1)` reports).
 pub const TIMEOUT_EXIT_CODE: i32 = 124;

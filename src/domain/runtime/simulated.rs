@@ -75,10 +75,16 @@ fn output_of(s: &session::Model) -> Vec<String> {
 /// CPU between a quarter and 85 % of its cores in slow waves, memory filling to about three
 /// quarters of its request over the first minutes, accelerators busy in waves of their own.
 pub fn simulated_use(s: &session::Model, now: DateTime<Utc>) -> Sample {
-    use std::f64::consts::TAU;
     let requested = crate::domain::sessions::requested_slots(s).unwrap_or_default();
     let t = (now - s.started_at.unwrap_or(s.status_changed_at)).num_milliseconds().max(0) as f64 / 1000.0;
-    let phase = (s.id.as_u128() % 997) as f64 / 997.0 * TAU;
+    simulated_use_at(s.id, &requested, t)
+}
+
+/// What the simulated curve gives session `id` requesting `requested`, `t` seconds after
+/// its start.
+pub fn simulated_use_at(id: uuid::Uuid, requested: &crate::domain::slots::ResourceSlots, t: f64) -> Sample {
+    use std::f64::consts::TAU;
+    let phase = (id.as_u128() % 997) as f64 / 997.0 * TAU;
     let wave = |period: f64, shift: f64| 0.5 + 0.5 * (TAU * t / period + phase + shift).sin();
     let mut sample = Sample::new();
     for (slot, amount) in requested.iter() {
