@@ -17,14 +17,13 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
-use serde_json::json;
 use uuid::Uuid;
 
 use entity::{keypair, keypair_resource_policy as policy, session};
 
 use super::auth::Viewer;
 use super::events::EventBus;
-use super::history::{self, SchedulingResult};
+use super::history;
 use super::idle::{self, IdlePolicy};
 use super::lifecycle::{self, Transitions};
 use super::model::{SessionType, string_enum};
@@ -266,16 +265,11 @@ pub async fn extend(
     let until = of(&after)?.map(|e| e.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
     history::record(
         &txn,
-        vec![history::Entry {
-            session_id: s.id,
-            phase: "extend",
-            from: None,
-            to: None,
-            result: SchedulingResult::Success,
-            error_code: None,
-            message: format!("{} extended the session by {by} s, until {until}", viewer.email),
-            sub_steps: json!([]),
-        }],
+        vec![history::Entry::note(
+            s.id,
+            "extend",
+            format!("{} extended the session by {by} s, until {until}", viewer.email),
+        )],
         now,
     )
     .await?;
@@ -337,16 +331,7 @@ pub async fn warn(
         }
         let message = warning(e);
         transitions.push(lifecycle::warning_row(s.id, SessionStatus::Running, message.clone(), now));
-        entries.push(history::Entry {
-            session_id: s.id,
-            phase: "expiry-warning",
-            from: None,
-            to: None,
-            result: SchedulingResult::Success,
-            error_code: None,
-            message,
-            sub_steps: json!([]),
-        });
+        entries.push(history::Entry::note(s.id, "expiry-warning", message));
     }
     let n = transitions.len();
     history::record(&txn, entries, now).await?;

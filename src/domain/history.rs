@@ -115,6 +115,23 @@ pub struct Entry {
     pub sub_steps: Value,
 }
 
+impl Entry {
+    /// A line of session `session_id`'s history that changes no status (an extension, a
+    /// warning, an exemption): a success, with its words.
+    pub fn note(session_id: Uuid, phase: &'static str, message: String) -> Self {
+        Self {
+            session_id,
+            phase,
+            from: None,
+            to: None,
+            result: SchedulingResult::Success,
+            error_code: None,
+            message,
+            sub_steps: Value::Array(Vec::new()),
+        }
+    }
+}
+
 /// Records `entries` (at most one per session), merging repeats into the last row.
 pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTime<Utc>) -> DomainResult<()> {
     if entries.is_empty() {

@@ -16,14 +16,14 @@ use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use entity::{keypair_resource_policy as policy, session};
 
 use super::auth::Viewer;
 use super::events::EventBus;
-use super::history::{self, SchedulingResult};
+use super::history;
 use super::lifecycle::{self, Transitions};
 use super::model::{SessionType, string_enum};
 use super::usage::{self, Sample};
@@ -209,21 +209,7 @@ pub async fn exempt(
         } else {
             format!("{} put the session back under idle checks", viewer.email)
         };
-        history::record(
-            &txn,
-            vec![history::Entry {
-                session_id: s.id,
-                phase: "idle-exemption",
-                from: None,
-                to: None,
-                result: SchedulingResult::Success,
-                error_code: None,
-                message,
-                sub_steps: json!([]),
-            }],
-            clock::now(),
-        )
-        .await?;
+        history::record(&txn, vec![history::Entry::note(s.id, "idle-exemption", message)], clock::now()).await?;
     }
     let after = session::Entity::find_by_id(s.id).one(&txn).await?.ok_or(DomainError::NotFound("session"))?;
     lifecycle::commit(txn, Transitions::default(), bus).await?;
