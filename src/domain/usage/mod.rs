@@ -68,9 +68,14 @@ fn shown_order(a: &str, b: &str) -> std::cmp::Ordering {
     rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
 }
 
-/// Whether a look at `now` takes a new sample of `s`.
+/// Whether a look at `now` takes a new sample of `s`: the first look in each period of
+/// [`SAMPLE_EVERY`] on the clock samples every running session it has not sampled in that
+/// period. So the sessions of a look are sampled together, and their samples written in
+/// one transaction every 2 s, rather than each 2 s after its own last sample (a write at
+/// nearly every look).
 pub fn due(s: &session::Model, now: DateTime<Utc>) -> bool {
-    s.utilization_sampled_at.is_none_or(|at| now - at >= SAMPLE_EVERY)
+    let period = |t: DateTime<Utc>| t.timestamp_millis().div_euclid(SAMPLE_EVERY.num_milliseconds());
+    s.utilization_sampled_at.is_none_or(|at| period(at) != period(now))
 }
 
 /// The session's stored use with `sample` added: the new value of its `utilization`, and
@@ -240,6 +245,19 @@ mod tests {
 
     fn session(utilization: Value, utilization_samples: i32) -> session::Model {
         session::Model { utilization, utilization_samples, ..crate::domain::testing::session() }
+    }
+
+    #[test]
+    fn the_sessions_of_a_look_are_due_together_once_a_period() {
+        let t = |ms: i64| DateTime::from_timestamp_millis(ms).expect("a time");
+        let sampled =
+            |ms: i64| session::Model { utilization_sampled_at: Some(t(ms)), ..crate::domain::testing::session() };
+        assert!(due(&crate::domain::testing::session(), t(1_000)), "never sampled");
+        // Sampled at 10.1 s and 11.9 s: both due at the first look from 12 s on, not before.
+        for at in [10_100, 11_900] {
+            assert!(!due(&sampled(at), t(11_950)));
+            assert!(due(&sampled(at), t(12_000)));
+        }
     }
 
     #[test]
