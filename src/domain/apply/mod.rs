@@ -57,8 +57,10 @@
 
 pub mod file;
 pub mod keys;
+mod members;
 mod prune;
 mod reader;
+mod resources;
 mod sections;
 mod shown;
 mod write;

@@ -1,0 +1,198 @@
+//! Writing the declared engines and resource groups (before projects, which name groups),
+//! and the agents and images (after).
+
+use std::collections::BTreeMap;
+
+use sea_orm::{ActiveModelTrait, EntityTrait, Set, Unchanged};
+use serde_json::Value;
+
+use entity::{agent, engine, image, resource_group};
+
+use super::shown::{diff, diff_list, diff_opt, slots_diff, slots_shown, strings, type_names};
+use super::write::Writer;
+use super::{Action, ApplyError, Declared};
+use crate::domain::catalog;
+use crate::domain::environments::LocalImage;
+use crate::domain::slots::ResourceSlots;
+
+impl Writer<'_> {
+    /// Engines: their kind and settings (a token's file or variable, never the token).
+    pub(super) async fn engines(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, engine::Model> =
+            engine::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, e) in &d.engines {
+            let kind = e.settings.kind().as_str().to_owned();
+            let settings = e.settings.to_json();
+            let shown = |v: &Value| {
+                v.as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k} {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                    .collect::<Vec<_>>()
+            };
+            match stored.get(name) {
+                None => {
+                    engine::ActiveModel {
+                        name: Set(name.clone()),
+                        kind: Set(kind.clone()),
+                        settings: Set(settings.clone()),
+                        created_at: Set(self.now),
+                    }
+                    .insert(self.txn)
+                    .await?;
+                    let mut details = vec![format!("kind {kind}")];
+                    details.extend(shown(&settings));
+                    self.change(Action::Create, "engine", name, details);
+                }
+                Some(m) if m.kind != kind || m.settings != settings => {
+                    let mut details = Vec::new();
+                    diff(&mut details, "kind", &m.kind.as_str(), &kind.as_str());
+                    if m.settings != settings {
+                        details.push(format!(
+                            "settings: {} → {}",
+                            shown(&m.settings).join(", "),
+                            shown(&settings).join(", ")
+                        ));
+                    }
+                    engine::ActiveModel {
+                        name: Unchanged(name.clone()),
+                        kind: Set(kind),
+                        settings: Set(settings),
+                        created_at: Unchanged(m.created_at),
+                    }
+                    .update(self.txn)
+                    .await?;
+                    self.change(Action::Update, "engine", name, details);
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn groups(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, resource_group::Model> =
+            resource_group::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, g) in &d.groups {
+            let types = type_names(&g.session_types);
+            let row = resource_group::ActiveModel {
+                name: Set(name.clone()),
+                description: Set(g.description.clone()),
+                scheduler: Set(g.scheduler.as_str().to_owned()),
+                pending_timeout_seconds: Set(g.pending_timeout_seconds),
+                allowed_session_types: Set(Value::from(types.clone())),
+                engine: Set(g.engine.clone()),
+                created_at: Set(self.now),
+            };
+            let Some(m) = stored.get(name) else {
+                row.insert(self.txn).await?;
+                self.change(Action::Create, "resource group", name, Vec::new());
+                continue;
+            };
+            let mut details = Vec::new();
+            diff(&mut details, "description", &m.description, &g.description);
+            diff(&mut details, "scheduler", &m.scheduler.as_str(), &g.scheduler.as_str());
+            diff_opt(&mut details, "pending_timeout_seconds", &m.pending_timeout_seconds, &g.pending_timeout_seconds);
+            diff_list(&mut details, "session_types", &strings(&m.allowed_session_types), &types);
+            diff_opt(&mut details, "engine", &m.engine, &g.engine);
+            if !details.is_empty() {
+                resource_group::ActiveModel {
+                    name: Unchanged(name.clone()),
+                    created_at: Unchanged(m.created_at),
+                    ..row
+                }
+                .update(self.txn)
+                .await?;
+                self.change(Action::Update, "resource group", name, details);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn agents(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, agent::Model> =
+            agent::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.id.clone(), m)).collect();
+        for (id, a) in &d.agents {
+            let slots = match &a.slots {
+                Some(s) => s.clone(),
+                None if stored.contains_key(id) => ResourceSlots::new(),
+                None => ResourceSlots::from_json(&crate::domain::runtime::local::machine::capacity())?,
+            };
+            let Some(m) = stored.get(id) else {
+                agent::ActiveModel {
+                    id: Set(id.clone()),
+                    resource_group: Set(a.resource_group.clone()),
+                    available_slots: Set(slots.to_json()),
+                    status: Set(catalog::ALIVE.to_owned()),
+                    schedulable: Set(a.schedulable),
+                    pulled_images: Set(Value::Array(Vec::new())),
+                    created_at: Set(self.now),
+                    last_heartbeat_at: Set(self.now),
+                }
+                .insert(self.txn)
+                .await?;
+                let mut details = vec![format!("in {}", a.resource_group)];
+                details.extend(slots_shown("slots", &slots));
+                self.change(Action::Create, "agent", id, details);
+                continue;
+            };
+            // This machine's capacity is the server's to keep: it detects it at each start.
+            let slots = if a.slots.is_some() { slots } else { ResourceSlots::from_json(&m.available_slots)? };
+            let mut details = Vec::new();
+            diff(&mut details, "resource_group", &m.resource_group, &a.resource_group);
+            slots_diff(&mut details, "slots", &m.available_slots, &slots)?;
+            diff(&mut details, "schedulable", &m.schedulable, &a.schedulable);
+            if !details.is_empty() {
+                agent::ActiveModel {
+                    id: Unchanged(id.clone()),
+                    resource_group: Set(a.resource_group.clone()),
+                    available_slots: Set(slots.to_json()),
+                    schedulable: Set(a.schedulable),
+                    ..Default::default()
+                }
+                .update(self.txn)
+                .await?;
+                self.change(Action::Update, "agent", id, details);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn images(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, image::Model> =
+            image::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, i) in &d.images {
+            let types = type_names(&i.types);
+            let local = i.local.as_ref().map(|l| serde_json::to_value(l).unwrap_or(Value::Null));
+            let row = image::ActiveModel {
+                name: Set(name.clone()),
+                supported_types: Set(Value::from(types.clone())),
+                minimum_slots: Set(i.minimum.to_json()),
+                apps: Set(Value::from(i.apps.clone())),
+                local_environment: Set(local.clone()),
+                created_at: Set(self.now),
+            };
+            let Some(m) = stored.get(name) else {
+                row.insert(self.txn).await?;
+                self.change(Action::Create, "image", name, vec![format!("types: {}", types.join(", "))]);
+                continue;
+            };
+            let mut details = Vec::new();
+            diff_list(&mut details, "types", &strings(&m.supported_types), &types);
+            slots_diff(&mut details, "minimum", &m.minimum_slots, &i.minimum)?;
+            diff_list(&mut details, "apps", &strings(&m.apps), &i.apps);
+            let stored_local: Option<LocalImage> =
+                m.local_environment.as_ref().and_then(|v| serde_json::from_value(v.clone()).ok());
+            if stored_local != i.local {
+                details.push("local environment changed".to_owned());
+            }
+            if !details.is_empty() {
+                image::ActiveModel { name: Unchanged(name.clone()), created_at: Unchanged(m.created_at), ..row }
+                    .update(self.txn)
+                    .await?;
+                self.change(Action::Update, "image", name, details);
+            }
+        }
+        Ok(())
+    }
+}
