@@ -73,7 +73,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("starting the event feed failed: {e:?}"))?;
     let metrics = Metrics::default();
     let mut workers = spawn_workers(&background, &live.bus, &args.timings, &metrics, local);
-    workers.push(tokio::spawn(crate::domain::runtime::engines::run_declared(
+    workers.push(tokio::spawn(crate::domain::runtime::declared::run_declared(
         background.clone(),
         live.bus.clone(),
         Duration::from_millis(args.runtime.terminate_grace_ms),
@@ -102,9 +102,10 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Says at start which engine runs which resource group, and which groups none runs.
 async fn log_engines(db: &DatabaseConnection) -> Result<(), Box<dyn std::error::Error>> {
+    use crate::domain::runtime::declared;
     use crate::domain::runtime::engines::{self, EngineKind};
     let stored = engines::stored(db).await.map_err(|e| format!("reading the engines failed: {e:?}"))?;
-    for e in engines::reports(stored) {
+    for e in declared::reports(stored) {
         let groups = if e.groups.is_empty() { "no resource group".to_owned() } else { e.groups.join(", ") };
         match e.kind {
             EngineKind::Simulated => tracing::warn!(
@@ -114,7 +115,7 @@ async fn log_engines(db: &DatabaseConnection) -> Result<(), Box<dyn std::error::
             kind => tracing::info!("engine {} ({}) runs {groups}", e.name, kind.as_str()),
         }
     }
-    let idle = engines::groups_without_engine(db).await.map_err(|e| format!("reading the groups failed: {e:?}"))?;
+    let idle = declared::groups_without_engine(db).await.map_err(|e| format!("reading the groups failed: {e:?}"))?;
     for g in idle {
         tracing::warn!("resource group {g} names no engine: nothing runs its sessions (declare `engine = \"NAME\"`)");
     }

@@ -4,6 +4,7 @@
 
 use base64::Engine;
 use rand::RngCore;
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -155,6 +156,37 @@ pub async fn list_tokens(db: &impl ConnectionTrait, email: &str) -> DomainResult
         .collect())
 }
 
+const REVISION: &str = "credentials";
+
+/// Says, inside the transaction that changes them, that credentials changed: every server
+/// sees it within [`super::credentials::POLL`] once the transaction commits, and checks the
+/// viewers of its open connections again.
+pub async fn changed(txn: &impl ConnectionTrait) -> DomainResult<()> {
+    let backend = txn.get_database_backend();
+    let bump = Query::update()
+        .table(Alias::new("revisions"))
+        .value(Alias::new("value"), Expr::col(Alias::new("value")).add(1))
+        .and_where(Expr::col(Alias::new("name")).eq(REVISION))
+        .to_owned();
+    txn.execute_raw(backend.build(&bump)).await?;
+    Ok(())
+}
+
+/// The current revision of credentials.
+pub async fn revision(db: &impl ConnectionTrait) -> DomainResult<i64> {
+    let backend = db.get_database_backend();
+    let select = Query::select()
+        .column(Alias::new("value"))
+        .from(Alias::new("revisions"))
+        .and_where(Expr::col(Alias::new("name")).eq(REVISION))
+        .to_owned();
+    let row = db.query_one_raw(backend.build(&select)).await?;
+    Ok(match row {
+        Some(row) => row.try_get::<i64>("", "value")?,
+        None => 0,
+    })
+}
+
 /// Revokes the token of the keypair with `access_key`: it authenticates no more, and the
 /// connections it opened are closed within seconds on every server
 /// ([`super::credentials`]). Returns whether it was active until now.
@@ -169,7 +201,7 @@ pub async fn revoke_token(db: &sea_orm::DatabaseConnection, access_key: &str) ->
         return Ok(false);
     }
     keypair::ActiveModel { id: Set(kp.id), is_active: Set(false), ..Default::default() }.update(&txn).await?;
-    super::credentials::changed(&txn).await?;
+    changed(&txn).await?;
     txn.commit().await?;
     Ok(true)
 }

@@ -40,7 +40,7 @@ pub struct ConfiguredProject {
 pub struct ConfiguredGroup {
     pub group: resource_group::Model,
     /// The engine that runs its sessions, and how it is doing.
-    pub engine: Option<crate::domain::runtime::engines::EngineReport>,
+    pub engine: Option<crate::domain::runtime::declared::EngineReport>,
     pub agents: Vec<ConfiguredAgent>,
 }
 
@@ -98,7 +98,7 @@ pub async fn read(db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<Co
     let occupied = occupancy::occupied_per_agent_everywhere(db).await?;
     let agents = agent::Entity::find().order_by_asc(agent::Column::Id).all(db).await?;
     let groups = resource_group::Entity::find().order_by_asc(resource_group::Column::Name).all(db).await?;
-    let engines = crate::domain::runtime::engines::reports(crate::domain::runtime::engines::stored_from(
+    let engines = crate::domain::runtime::declared::reports(crate::domain::runtime::engines::stored_from(
         entity::engine::Entity::find().all(db).await?,
         &groups,
     ));

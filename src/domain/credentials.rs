@@ -1,7 +1,7 @@
 //! Credentials that can change while a connection stays open: a token revoked, a user
 //! deleted or given another role, a membership lost. Whatever changes them (`sessiond token
 //! revoke`, `sessiond apply`, on any replica or from the command line) moves the
-//! `credentials` revision in the same transaction ([`changed`]). Every server polls that
+//! `credentials` revision in the same transaction ([`auth::changed`]). Every server polls that
 //! revision ([`POLL`]); when it moves, the cache of viewers is dropped and every long-lived
 //! operation (WebSocket connections, subscriptions, terminals) is told through
 //! [`Credentials::changes`] to check its viewer again, and ends if it may no longer go on.
@@ -13,12 +13,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::DatabaseConnection;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::auth::{self, Viewer};
+use super::auth::{self, Viewer, revision};
 use super::{DomainError, DomainResult};
 
 /// How long a viewer read for a token is used without reading it again.
@@ -29,36 +28,6 @@ pub const POLL: Duration = Duration::from_secs(1);
 const MAX_CACHED: usize = 10_000;
 /// Over how long the checks that follow a change are spread ([`Credentials::spread`]).
 pub const SPREAD: Duration = Duration::from_secs(2);
-
-const REVISION: &str = "credentials";
-
-/// Says, inside the transaction that changes them, that credentials changed: every server
-/// sees it within [`POLL`] once the transaction commits.
-pub async fn changed(txn: &impl ConnectionTrait) -> DomainResult<()> {
-    let backend = txn.get_database_backend();
-    let bump = Query::update()
-        .table(Alias::new("revisions"))
-        .value(Alias::new("value"), Expr::col(Alias::new("value")).add(1))
-        .and_where(Expr::col(Alias::new("name")).eq(REVISION))
-        .to_owned();
-    txn.execute_raw(backend.build(&bump)).await?;
-    Ok(())
-}
-
-/// The current revision of credentials.
-pub async fn revision(db: &impl ConnectionTrait) -> DomainResult<i64> {
-    let backend = db.get_database_backend();
-    let select = Query::select()
-        .column(Alias::new("value"))
-        .from(Alias::new("revisions"))
-        .and_where(Expr::col(Alias::new("name")).eq(REVISION))
-        .to_owned();
-    let row = db.query_one_raw(backend.build(&select)).await?;
-    Ok(match row {
-        Some(row) => row.try_get::<i64>("", "value")?,
-        None => 0,
-    })
-}
 
 /// Viewers by key, each with when it was read.
 type Cache<K> = Mutex<HashMap<K, (Option<Viewer>, Instant)>>;

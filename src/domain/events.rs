@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use entity::{image, project, resource_group, session, session_status_transition as transition, user};
 
-use super::model::string_enum;
+pub use super::model::EventKind;
 use super::status::SessionStatus;
 use super::{DomainResult, relations};
 
@@ -37,12 +37,6 @@ pub const DEFAULT_CAPACITY: usize = 4096;
 
 /// Transitions the bus reads per statement.
 pub const READ_BATCH: u64 = 500;
-
-string_enum!(
-    /// What a session's event says: its status changed, or it will be reclaimed soon (its
-    /// status stays; the reason says when and why).
-    EventKind { StatusChange = "STATUS", ExpiryWarning = "EXPIRY_WARNING" }
-);
 
 /// One status change of one session, or a warning of its expiry.
 #[derive(Clone, Debug)]

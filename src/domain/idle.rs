@@ -89,6 +89,11 @@ impl IdlePolicy {
     }
 }
 
+/// Whether `sample` of session `s` shows activity to its idle checks (none if it has none).
+pub fn shows_activity(s: &session::Model, sample: &Sample) -> DomainResult<bool> {
+    Ok(IdlePolicy::of(s)?.is_some_and(|p| p.active(sample)))
+}
+
 /// Since when session `s` (under checks `p`) has shown no activity: the latest of its start,
 /// its last activity and, when it counts, its last terminal input.
 pub fn idle_since(s: &session::Model, p: &IdlePolicy) -> DateTime<Utc> {

@@ -4,18 +4,15 @@
 //! operations when a token or a membership changed ([`Credentials`]), and each user's fair
 //! share of them ([`Shares`]).
 
-use futures_util::StreamExt;
-use futures_util::stream::BoxStream;
 use sea_orm::DatabaseConnection;
-use uuid::Uuid;
 
+use super::DomainResult;
 use super::credentials::Credentials;
 use super::events::EventBus;
 use super::logs::LogFeed;
 use super::replay::{ReplayBudget, Replays};
 use super::shares::{PerUser, Shares};
 use super::usage::feed::UsageFeed;
-use super::{DomainError, DomainResult};
 
 /// How the live parts are sized.
 #[derive(Clone, Copy, Debug)]
@@ -66,53 +63,4 @@ impl LiveConnections {
     pub fn shared(db: &DatabaseConnection) -> Self {
         Self { events: db.clone(), readers: db.clone(), replays: db.clone() }
     }
-}
-
-/// After credentials changed somewhere (`changes` said so): may the viewer of `keypair`
-/// still see session `session_id`? Asked a little later, spread among all who follow
-/// something; the database failing to say is no refusal. The error to end a feed with if
-/// not.
-pub async fn still_sees(
-    db: &DatabaseConnection,
-    credentials: &Credentials,
-    changes: &mut tokio::sync::watch::Receiver<i64>,
-    keypair: Uuid,
-    session_id: Uuid,
-) -> DomainResult<()> {
-    tokio::time::sleep(Credentials::spread()).await;
-    changes.mark_unchanged();
-    let still = match credentials.viewer_of_keypair(keypair).await {
-        Ok(Some(v)) => super::visibility::visible_session(db, &v, session_id).await.map(drop),
-        Ok(None) => Err(DomainError::Unauthenticated),
-        Err(e) => Err(e),
-    };
-    match still {
-        Ok(()) | Err(DomainError::Unavailable(_) | DomainError::Internal(_)) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// A stream of what `produce` sends: it runs while the stream is polled, and stops when
-/// the stream is dropped.
-pub fn produced<T, F, Fut>(produce: F) -> BoxStream<'static, DomainResult<T>>
-where
-    T: Send + 'static,
-    F: FnOnce(tokio::sync::mpsc::Sender<DomainResult<T>>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let task = tokio::spawn(produce(tx));
-    let abort = task.abort_handle();
-    struct Stop(tokio::task::AbortHandle);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            self.0.abort();
-        }
-    }
-    let stop = Stop(abort);
-    futures_util::stream::unfold((rx, stop), |(mut rx, stop)| async move {
-        let item = rx.recv().await?;
-        Some((item, (rx, stop)))
-    })
-    .boxed()
 }

@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use entity::session_log;
 
-use super::live::{produced, still_sees};
+use super::credentials::Credentials;
+use super::follow::{produced, still_sees};
 use super::{DomainError, DomainResult};
 
 pub const DEFAULT_TAIL: u32 = 100;
@@ -249,7 +250,8 @@ async fn probe(
 /// session is checked again, and the feed ends with the error if it is gone.
 pub async fn follow(
     db: &DatabaseConnection,
-    live: &super::live::Live,
+    feed: &LogFeed,
+    credentials: &Credentials,
     viewer: &super::auth::Viewer,
     session_id: Uuid,
     tail: i64,
@@ -258,11 +260,11 @@ pub async fn follow(
         DomainError::bad_input("OUT_OF_RANGE", Some("tail".to_owned()), format!("`tail` is between 0 and {MAX_TAIL}"))
     })?;
     // Before the check: a change of credentials from here on is seen, and checked again.
-    let mut changes = live.credentials.changes();
+    let mut changes = credentials.changes();
     changes.mark_unchanged();
     super::visibility::visible_session(db, viewer, session_id).await?;
     // Subscribe first: every line committed after the tail below reaches the receiver.
-    let mut news = live.logs.subscribe(session_id);
+    let mut news = feed.subscribe(session_id);
     let mut first: Vec<session_log::Model> = session_log::Entity::find()
         .filter(session_log::Column::SessionId.eq(session_id))
         .order_by_desc(session_log::Column::Id)
@@ -270,12 +272,12 @@ pub async fn follow(
         .all(db)
         .await?;
     let shown_to = first.first().map_or(0, |l| l.id);
-    live.logs.read_after(session_id, shown_to);
+    feed.read_after(session_id, shown_to);
     first.reverse();
     let shown: Vec<DomainResult<String>> =
         if tail == 0 { Vec::new() } else { first.into_iter().map(|l| Ok(l.line)).collect() };
     let db = db.clone();
-    let credentials = live.credentials.clone();
+    let credentials = credentials.clone();
     let keypair = viewer.keypair_id;
     let new_lines = produced(move |out| async move {
         let mut seen = shown_to;

@@ -114,6 +114,12 @@ impl SessionColumnKey {
     }
 }
 
+string_enum!(
+    /// What a session's event says: its status changed, or it will be reclaimed soon (its
+    /// status stays; the reason says when and why).
+    EventKind { StatusChange = "STATUS", ExpiryWarning = "EXPIRY_WARNING" }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

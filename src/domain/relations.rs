@@ -63,7 +63,7 @@ pub async fn transitions(
 ) -> DomainResult<HashMap<Uuid, Vec<session_status_transition::Model>>> {
     let rows = session_status_transition::Entity::find()
         .filter(session_status_transition::Column::SessionId.is_in(super::padded(session_ids.iter().copied())))
-        .filter(session_status_transition::Column::Kind.eq(super::events::EventKind::StatusChange.as_str()))
+        .filter(session_status_transition::Column::Kind.eq(super::model::EventKind::StatusChange.as_str()))
         .order_by_asc(session_status_transition::Column::Id)
         .all(db)
         .await?;

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::domain::DomainError;
 
-use super::errors::{ApiResult, with_paths};
+use super::result::{ApiResult, with_paths};
 use crate::domain::paging::PageRequest;
 
 pub fn encode<P: Serialize>(position: &P) -> String {

@@ -1,51 +1,15 @@
 //! The one place where domain errors become public GraphQL errors with `extensions.code`.
 //!
-//! Resolvers return [`ApiResult`]. [`ApiError`] deliberately does not implement `Display`:
-//! async-graphql converts anything `Display` into an error carrying its text, and this
-//! type must only ever be converted here.
+//! Resolvers return [`ApiResult`] ([`super::result`]). [`ApiError`] deliberately does not
+//! implement `Display`: async-graphql converts anything `Display` into an error carrying its
+//! text, and this type must only ever be converted here.
 
 use async_graphql::{ErrorExtensions, ServerError};
 use serde_json::Value;
 
 use crate::domain::{DomainError, InputProblem};
 
-pub use crate::domain::error::codes::*;
-pub use crate::domain::error::{camel, code_of};
-
-#[derive(Clone, Debug)]
-pub struct ApiError(pub DomainError);
-
-pub type ApiResult<T> = Result<T, ApiError>;
-
-impl From<DomainError> for ApiError {
-    fn from(err: DomainError) -> Self {
-        Self(err)
-    }
-}
-
-impl From<std::sync::Arc<DomainError>> for ApiError {
-    /// DataLoader errors are shared between the fields that waited on one batch.
-    fn from(err: std::sync::Arc<DomainError>) -> Self {
-        Self((*err).clone())
-    }
-}
-
-impl From<sea_orm::DbErr> for ApiError {
-    fn from(err: sea_orm::DbErr) -> Self {
-        Self(err.into())
-    }
-}
-
-/// The same error with each input problem's domain field name replaced by its path in
-/// this API, as `path` gives it.
-pub fn with_paths(err: DomainError, path: impl Fn(&str) -> String) -> DomainError {
-    match err {
-        DomainError::BadInput(problems) => DomainError::BadInput(
-            problems.into_iter().map(|p| InputProblem { field: p.field.as_deref().map(&path), ..p }).collect(),
-        ),
-        other => other,
-    }
-}
+pub use super::result::*;
 
 impl From<ApiError> for async_graphql::Error {
     fn from(ApiError(err): ApiError) -> Self {

@@ -16,7 +16,7 @@ use async_graphql::parser::types::{
 };
 use async_graphql::{ErrorExtensionValues, Name, Positioned, Request, ServerError, ServerResult};
 
-use super::errors::{BAD_USER_INPUT, LIMIT_EXCEEDED};
+use super::result::{BAD_USER_INPUT, LIMIT_EXCEEDED};
 use crate::config::GraphqlLimits;
 
 /// How deep fragment spreads may nest within one another.
@@ -49,8 +49,8 @@ impl Aggregates {
     /// request's budget allows.
     pub async fn run<T>(
         &self,
-        aggregate: impl std::future::Future<Output = super::errors::ApiResult<(T, u64)>>,
-    ) -> super::errors::ApiResult<T> {
+        aggregate: impl std::future::Future<Output = super::result::ApiResult<(T, u64)>>,
+    ) -> super::result::ApiResult<T> {
         use crate::domain::DomainError;
         let mut used = self.used.lock().await;
         if used.0 >= self.max {
@@ -77,8 +77,8 @@ impl Aggregates {
 /// Runs one aggregate under the request's [`Aggregates`] budget.
 pub async fn aggregate<T>(
     ctx: &async_graphql::Context<'_>,
-    f: impl std::future::Future<Output = super::errors::ApiResult<(T, u64)>>,
-) -> super::errors::ApiResult<T> {
+    f: impl std::future::Future<Output = super::result::ApiResult<(T, u64)>>,
+) -> super::result::ApiResult<T> {
     match ctx.data_opt::<Aggregates>() {
         Some(budget) => budget.run(f).await,
         None => {

@@ -4,10 +4,11 @@
 //!
 //! A list page does not rely on the loaders' batching window (timing-dependent: a slow
 //! resolver splits a batch): [`prefetch_relations`] loads each selected relation of the
-//! whole page in one statement first, and the field resolvers then read the cache. A page
-//! therefore costs a fixed number of statements whatever its size.
+//! whole page in one statement first ([`crate::domain::related::load`], as the compiled list
+//! path does, planned by the same [`session_relation`]), and the field resolvers then read
+//! the cache. A page therefore costs a fixed number of statements whatever its size.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::Context;
@@ -17,7 +18,8 @@ use uuid::Uuid;
 
 use entity::{image, launch_group, project, resource_group, session_status_transition, user};
 
-use super::viewer::{Project, User};
+use super::people::{Project, User};
+use crate::domain::related::{self, Relation, Wanted};
 use crate::domain::{DomainError, relations};
 
 pub struct DbLoader {
@@ -63,6 +65,32 @@ impl Prefetched {
     }
 }
 
+/// The relation each field of `Session` needs loaded: the one rule both the executor's
+/// prefetch and the compiled list path plan by.
+pub fn session_relation(field: &str) -> Option<Relation> {
+    Some(match field {
+        "owner" => Relation::Owner,
+        "project" => Relation::Project,
+        "resourceGroup" => Relation::ResourceGroup,
+        "image" | "apps" => Relation::Image,
+        "launchGroup" => Relation::LaunchGroup,
+        "expiry" => Relation::ExtensionLimits,
+        "statusTransitions" => Relation::Transitions,
+        _ => return None,
+    })
+}
+
+/// The relations of `Session` fields that `selected` says are asked for.
+fn wanted(selected: impl Fn(&str) -> bool) -> Wanted {
+    let mut wanted = Wanted::default();
+    for field in ["owner", "project", "resourceGroup", "image", "apps", "launchGroup", "expiry", "statusTransitions"] {
+        if let Some(r) = session_relation(field).filter(|_| selected(field)) {
+            wanted.add(r);
+        }
+    }
+    wanted
+}
+
 /// Loads, for all `rows` at once, each relation the query selects on them. The owners came
 /// with the rows; `project`, when the caller already read the project of the rows, is taken
 /// as it is.
@@ -75,95 +103,56 @@ pub async fn prefetch_relations<'m>(
     let selected =
         |name: &str| look.field("edges").field("node").field(name).exists() || look.field("nodes").field(name).exists();
     let (rows, owners): (Vec<_>, Vec<_>) = rows.unzip();
-    prefetch(ctx, rows, &owners, project, selected).await
+    prefetch(ctx, rows, &owners, project, wanted(selected)).await
 }
 
 /// The same for one session, the field being resolved: its relations load together (the
 /// session's own fields then resolve one after the other, from the cache).
 pub async fn prefetch_one(ctx: &Context<'_>, row: &entity::session::Model) -> Result<Related, Arc<DomainError>> {
     let look = ctx.look_ahead();
-    Ok(prefetch(ctx, vec![row], &[], None, |name: &str| look.field(name).exists()).await?.of(row))
+    Ok(prefetch(ctx, vec![row], &[], None, wanted(|name: &str| look.field(name).exists())).await?.of(row))
 }
 
+/// Loads what `wanted` names through the one loader of pages ([`related::load`]), then hands
+/// it to this request's loaders, whose caches the field resolvers read.
 async fn prefetch(
     ctx: &Context<'_>,
     rows: Vec<&entity::session::Model>,
     known_owners: &[&user::Model],
     project: Option<&project::Model>,
-    selected: impl Fn(&str) -> bool,
+    wanted: Wanted,
 ) -> Result<Prefetched, Arc<DomainError>> {
-    if rows.is_empty() {
+    if rows.is_empty() || wanted == Wanted::default() {
         return Ok(Prefetched::default());
     }
-    let Ok(l) = ctx.data::<Loaders>() else { return Ok(Prefetched::default()) };
-    // Independent relations load concurrently: the page waits for the slowest, not the sum.
-    let owners = async {
-        let mut owners = HashMap::new();
-        if !selected("owner") {
-            return Ok(owners);
-        }
-        for user in known_owners {
+    let (Ok(l), Ok(db)) = (ctx.data::<Loaders>(), ctx.data::<DatabaseConnection>()) else {
+        return Ok(Prefetched::default());
+    };
+    let known = related::Known { owners: known_owners, project };
+    let loaded = related::load(db, &rows, wanted, known).await.map_err(Arc::new)?;
+    let mut owners = HashMap::new();
+    let mut projects = HashMap::new();
+    if wanted.has(Relation::Owner) {
+        let known = known_owners.iter().map(|u| (*u).clone());
+        for user in known.chain(loaded.owners.values().cloned()) {
             if let std::collections::hash_map::Entry::Vacant(e) = owners.entry(user.id) {
-                e.insert(Arc::new(User::try_from((*user).clone()).map_err(Arc::new)?));
+                e.insert(Arc::new(User::try_from(user).map_err(Arc::new)?));
             }
         }
-        let missing: HashSet<_> =
-            rows.iter().map(|r| UserId(r.owner_id)).filter(|k| !owners.contains_key(&k.0)).collect();
-        if !missing.is_empty() {
-            for (id, user) in l.load_many(missing).await? {
-                owners.insert(id.0, Arc::new(User::try_from(user).map_err(Arc::new)?));
-            }
+    }
+    if wanted.has(Relation::Project) {
+        let known = project.filter(|p| rows.iter().any(|r| r.project_id == p.id)).cloned();
+        for p in known.into_iter().chain(loaded.projects.values().cloned()) {
+            projects.insert(p.id, Arc::new(Project(p)));
         }
-        Ok::<_, Arc<DomainError>>(owners)
-    };
-    let projects = async {
-        if !selected("project") {
-            return Ok(HashMap::new());
-        }
-        match project {
-            Some(p) if rows.iter().all(|r| r.project_id == p.id) => {
-                Ok(HashMap::from([(p.id, Arc::new(Project(p.clone())))]))
-            }
-            _ => {
-                let found = l.load_many(rows.iter().map(|r| ProjectId(r.project_id)).collect::<HashSet<_>>()).await?;
-                Ok(found.into_iter().map(|(id, p)| (id.0, Arc::new(Project(p)))).collect())
-            }
-        }
-    };
-    let groups = async {
-        if selected("resourceGroup") {
-            l.load_many(rows.iter().map(|r| ResourceGroupName(r.resource_group.clone())).collect::<HashSet<_>>())
-                .await?;
-        }
-        Ok(())
-    };
-    let images = async {
-        if selected("image") || selected("apps") {
-            l.load_many(rows.iter().map(|r| ImageName(r.image.clone())).collect::<HashSet<_>>()).await?;
-        }
-        Ok(())
-    };
-    let launch_groups = async {
-        let keys: HashSet<_> = rows.iter().filter_map(|r| r.launch_group_id.map(LaunchGroupId)).collect();
-        if selected("launchGroup") && !keys.is_empty() {
-            l.load_many(keys).await?;
-        }
-        Ok(())
-    };
-    let limits = async {
-        if selected("expiry") {
-            l.load_many(rows.iter().map(|r| ExtensionLimitsOf(r.keypair_id)).collect::<HashSet<_>>()).await?;
-        }
-        Ok(())
-    };
-    let transitions = async {
-        if selected("statusTransitions") {
-            l.load_many(rows.iter().map(|r| TransitionsOf(r.id)).collect::<HashSet<_>>()).await?;
-        }
-        Ok(())
-    };
-    let (owners, projects, (), (), (), (), ()) =
-        tokio::try_join!(owners, projects, groups, images, launch_groups, limits, transitions)?;
+    }
+    l.feed_many(loaded.owners.into_iter().map(|(k, v)| (UserId(k), v))).await;
+    l.feed_many(loaded.projects.into_iter().map(|(k, v)| (ProjectId(k), v))).await;
+    l.feed_many(loaded.resource_groups.into_iter().map(|(k, v)| (ResourceGroupName(k), v))).await;
+    l.feed_many(loaded.images.into_iter().map(|(k, v)| (ImageName(k), v))).await;
+    l.feed_many(loaded.launch_groups.into_iter().map(|(k, v)| (LaunchGroupId(k), v))).await;
+    l.feed_many(loaded.extension_limits.into_iter().map(|(k, v)| (ExtensionLimitsOf(k), v))).await;
+    l.feed_many(loaded.transitions.into_iter().map(|(k, v)| (TransitionsOf(k), v))).await;
     Ok(Prefetched { owners, projects })
 }
 

@@ -9,8 +9,8 @@ use super::context::{db, viewer};
 use super::errors::ApiResult;
 use super::ids::{NodeKind, decode_uuid};
 use super::limits::STATEMENT_COST;
+use super::people::{Project, User};
 use super::session::{LaunchGroup, Session};
-use super::viewer::{Project, User};
 
 // Variants are built once per lookup; boxing would only add an allocation.
 #[allow(clippy::large_enum_variant)]

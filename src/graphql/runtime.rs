@@ -5,7 +5,8 @@ use async_graphql::{Context, Enum, Object, SimpleObject};
 use super::context::viewer;
 use super::errors::ApiResult;
 use crate::domain::DomainError;
-use crate::domain::runtime::engines::{self, EngineKind as DomainEngineKind, EngineReport};
+use crate::domain::runtime::declared::{self, EngineReport};
+use crate::domain::runtime::engines::EngineKind as DomainEngineKind;
 use crate::domain::runtime::{RuntimeInfo, RuntimeKind as DomainKind};
 
 /// How sessions run.
@@ -99,7 +100,7 @@ impl RuntimeQuery {
             reason: info.reason.clone(),
             agent: info.agent.clone(),
             enforced_limits: info.enforced.clone(),
-            engines: engines::report(super::context::db(ctx)?).await?.into_iter().map(Engine::from).collect(),
+            engines: declared::report(super::context::db(ctx)?).await?.into_iter().map(Engine::from).collect(),
         })
     }
 }

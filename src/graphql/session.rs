@@ -18,6 +18,7 @@ use super::ids::{NodeKind, encode};
 use super::loaders::{
     ExtensionLimitsOf, ImageName, LaunchGroupId, ProjectId, Related, ResourceGroupName, TransitionsOf, UserId,
 };
+use super::people::{Project, User};
 use super::resource::{Image, ResourceGroup};
 use super::scheduling::{self, SchedulingHistoryConnection};
 use super::session_list::{PageArgs, SessionConnection, page_complexity, session_connection};
@@ -25,7 +26,6 @@ use super::types::{
     ExpiryReason, IdleCheck, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse,
     UtilizationPoint,
 };
-use super::viewer::{Project, User};
 
 /// When a running session will be reclaimed, and whether that can be pushed back.
 pub struct SessionExpiry(Arc<session::Model>, expiry::Expiry);

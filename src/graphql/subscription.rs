@@ -19,10 +19,10 @@ use super::cursor;
 use super::errors::{ApiError, ApiResult};
 use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
 use super::loaders::Related;
+use super::people::{Project, User};
 use super::session::Session;
 use super::session_list::SessionScope;
 use super::types::{SessionEventKind, SessionStatus, SlotUse};
-use super::viewer::{Project, User};
 
 /// One sample of what a session uses.
 pub struct UtilizationSample(Reading);
@@ -128,7 +128,8 @@ impl SessionSubscription {
         #[graphql(default = 100)] tail: i32,
     ) -> Result<BoxStream<'static, Result<String, ApiError>>, ApiError> {
         let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
-        let feed = logs::follow(db(ctx)?, live(ctx)?, viewer(ctx)?, id, i64::from(tail)).await?;
+        let live = live(ctx)?;
+        let feed = logs::follow(db(ctx)?, &live.logs, &live.credentials, viewer(ctx)?, id, i64::from(tail)).await?;
         Ok(feed.map(|line| line.map_err(ApiError::from)).boxed())
     }
 
@@ -141,7 +142,8 @@ impl SessionSubscription {
         session_id: ID,
     ) -> Result<BoxStream<'static, Result<UtilizationSample, ApiError>>, ApiError> {
         let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
-        let feed = usage_feed::follow(db(ctx)?, live(ctx)?, viewer(ctx)?, id).await?;
+        let live = live(ctx)?;
+        let feed = usage_feed::follow(db(ctx)?, &live.usage, &live.credentials, viewer(ctx)?, id).await?;
         Ok(feed.map(|r| r.map(UtilizationSample).map_err(ApiError::from)).boxed())
     }
 }

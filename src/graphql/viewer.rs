@@ -1,75 +1,15 @@
 //! `viewer`: who is asking, the projects they may open, and their page settings.
 
-use async_graphql::{Context, Enum, ID, Object, SimpleObject};
-use uuid::Uuid;
+use async_graphql::{Context, Object, SimpleObject};
 
-use crate::domain::{self, auth, model, settings, visibility};
+use crate::domain::{settings, visibility};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;
-use super::ids::{NodeKind, encode};
 use super::limits::STATEMENT_COST;
 use super::types::{ResourcePanelView, SessionColumnKey};
 
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "Role", remote = "crate::domain::model::Role")]
-pub enum Role {
-    User,
-    Admin,
-    Superadmin,
-}
-
-/// A person with an account.
-pub struct User {
-    pub id: Uuid,
-    pub email: String,
-    pub full_name: String,
-    pub role: model::Role,
-}
-
-impl From<&auth::Viewer> for User {
-    fn from(v: &auth::Viewer) -> Self {
-        Self { id: v.user_id, email: v.email.clone(), full_name: v.full_name.clone(), role: v.role }
-    }
-}
-
-impl TryFrom<entity::user::Model> for User {
-    type Error = domain::DomainError;
-
-    fn try_from(u: entity::user::Model) -> Result<Self, Self::Error> {
-        Ok(Self { role: model::Role::stored(&u.role)?, id: u.id, email: u.email, full_name: u.full_name })
-    }
-}
-
-#[Object(serial)]
-impl User {
-    pub async fn id(&self) -> ID {
-        encode(NodeKind::User, self.id)
-    }
-    async fn email(&self) -> &str {
-        &self.email
-    }
-    async fn full_name(&self) -> &str {
-        &self.full_name
-    }
-    async fn role(&self) -> Role {
-        self.role.into()
-    }
-}
-
-/// A project: the unit sessions, members and quotas belong to.
-pub struct Project(pub entity::project::Model);
-
-#[Object(serial)]
-impl Project {
-    pub async fn id(&self) -> ID {
-        encode(NodeKind::Project, self.0.id)
-    }
-    /// Unique within its domain; the page's URL is `/project/<name>/session`.
-    async fn name(&self) -> &str {
-        &self.0.name
-    }
-}
+use super::people::{Project, User};
 
 /// One column of the session table, in display order.
 #[derive(SimpleObject)]

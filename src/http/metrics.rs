@@ -177,7 +177,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         }
         Err(e) => tracing::warn!(error = ?e, "metrics: reading pending sessions failed"),
     }
-    match crate::domain::runtime::engines::report(&state.db).await {
+    match crate::domain::runtime::declared::report(&state.db).await {
         Ok(engines) => {
             m.engine_up.clear();
             m.orphan_jobs.clear();

@@ -160,9 +160,13 @@ async fn the_history_is_an_hour_at_a_point_a_minute(app: TestApp) {
     for i in 0..240 {
         let s = entity::session::Entity::find_by_id(row.id).one(&app.db).await.expect("read").expect("the session");
         let sample = Sample::from([("cpu".to_owned(), f64::from(i % 4) / 4.0), ("mem".to_owned(), 1e8)]);
-        usage::record(&app.db, &[(&s, sample)], t0 + chrono::TimeDelta::seconds(30 * i64::from(i)))
-            .await
-            .expect("record");
+        usage::record(
+            &app.db,
+            &[usage::Sampled { session: &s, sample, active: false }],
+            t0 + chrono::TimeDelta::seconds(30 * i64::from(i)),
+        )
+        .await
+        .expect("record");
     }
     let kept = entity::utilization_point::Entity::find().count(&app.db).await.expect("count");
     assert_eq!(kept, 61, "an hour at a point a minute, both ends included");

@@ -4,13 +4,12 @@
 //! them all; nothing is read from the database but the known slot names.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::Path;
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::reader::{Entry, Reader, Table, quoted};
+use super::reader::{Entry, Problem, Reader, Ref, Source, Table, quoted};
 
 use super::Declared;
 use super::sections::{
@@ -19,32 +18,6 @@ use super::sections::{
 };
 use crate::domain::environments::{Images, LocalImage};
 use crate::domain::runtime::engines::EngineKind;
-
-/// One declaration file's text and the name its problems are reported under.
-pub struct Source {
-    pub name: String,
-    pub text: String,
-}
-
-/// What is wrong in a declaration, and where.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Problem {
-    pub file: String,
-    pub line: usize,
-    /// The key path, e.g. `users."alice@example.com".role`.
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "{}:{}: {}", self.file, self.line, self.message)
-        } else {
-            write!(f, "{}:{}: {}: {}", self.file, self.line, self.key, self.message)
-        }
-    }
-}
 
 /// The largest declaration read (a file, or all files of a directory together).
 const MAX_BYTES: u64 = 8 << 20;
@@ -166,16 +139,6 @@ fn in_file_order<'v, 't>(table: &'v Table<'t>) -> Vec<(&'v Spanned<toml::de::DeS
     let mut entries: Vec<_> = table.iter().collect();
     entries.sort_by_key(|(k, _)| k.span().start);
     entries
-}
-
-/// A name one entry refers to, checked once every file is read.
-pub(super) struct Ref {
-    pub(super) section: &'static str,
-    pub(super) name: String,
-    pub(super) file: String,
-    pub(super) line: usize,
-    pub(super) key: String,
-    pub(super) what: &'static str,
 }
 
 fn check_references(declared: &Declared, refs: Vec<Ref>, problems: &mut Vec<Problem>) {

@@ -164,7 +164,8 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::domain::apply::file::{Source, parse};
+    use crate::domain::apply::file::parse;
+    use crate::domain::apply::reader::Source;
 
     /// A valid entry of each kind, as `(header lines, keys)`, that a key is added to.
     fn base(entry: &EntryKind) -> (&'static str, Vec<(&'static str, &'static str)>) {

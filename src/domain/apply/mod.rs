@@ -73,7 +73,8 @@ use crate::domain::model::{Role, SchedulerStrategy, SessionType};
 use crate::domain::slots::ResourceSlots;
 use crate::domain::{DomainError, begin_write};
 
-pub use file::{Problem, Source, images_file};
+pub use file::images_file;
+pub use reader::{Problem, Source};
 
 pub const DEFAULT_CONCURRENT: i64 = 10;
 pub const DEFAULT_PENDING: i64 = 20;
@@ -253,7 +254,7 @@ pub async fn apply(
     } else {
         // Users, roles, keypairs or memberships may have changed: open connections check
         // their credentials again.
-        crate::domain::credentials::changed(&txn).await?;
+        crate::domain::auth::changed(&txn).await?;
         txn.commit().await?;
     }
     Ok(plan)

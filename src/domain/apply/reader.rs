@@ -2,14 +2,50 @@
 //! unknown), values checked as they are read, every problem kept with its line and key.
 
 use std::collections::BTreeSet;
+use std::fmt;
 use std::ops::Range;
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::file::{Problem, Ref, Source};
 use crate::domain::model::SessionType;
 use crate::domain::slots::{MEM, ResourceSlots};
+
+/// One declaration file's text and the name its problems are reported under.
+pub struct Source {
+    pub name: String,
+    pub text: String,
+}
+
+/// What is wrong in a declaration, and where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub file: String,
+    pub line: usize,
+    /// The key path, e.g. `users."alice@example.com".role`.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        } else {
+            write!(f, "{}:{}: {}: {}", self.file, self.line, self.key, self.message)
+        }
+    }
+}
+
+/// A name one entry refers to, checked once every file is read.
+pub(super) struct Ref {
+    pub(super) section: &'static str,
+    pub(super) name: String,
+    pub(super) file: String,
+    pub(super) line: usize,
+    pub(super) key: String,
+    pub(super) what: &'static str,
+}
 
 pub(super) fn quoted(name: &str) -> String {
     if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {

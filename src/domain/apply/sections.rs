@@ -6,9 +6,8 @@ use std::path::Path;
 
 use toml::de::DeValue;
 
-use super::file::Ref;
 use super::keys;
-use super::reader::{Entry, quoted};
+use super::reader::{Entry, Ref, quoted};
 use super::{
     AgentDecl, Declared, DomainDecl, EngineDecl, GroupDecl, ImageDecl, KeypairDecl, PolicyDecl, ProjectDecl, UserDecl,
 };

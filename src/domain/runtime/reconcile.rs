@@ -18,9 +18,10 @@ use entity::{agent, session, session_log};
 
 use crate::domain::events::EventBus;
 use crate::domain::history::{self, Entry, SchedulingResult};
+use crate::domain::idle;
 use crate::domain::lifecycle::{self, Applied, Change};
 use crate::domain::status::{SessionResult, SessionStatus};
-use crate::domain::usage::{self, Sample};
+use crate::domain::usage::{self, Sample, Sampled};
 use crate::domain::{DomainResult, clock};
 
 /// A status to enter, with its reason and, when it ends the session, result and exit code.
@@ -188,8 +189,13 @@ pub async fn write<A>(
     for batch in crate::domain::shaped_batches(logs) {
         session_log::Entity::insert_many(batch).exec_without_returning(&txn).await?;
     }
-    let samples: Vec<(&session::Model, Sample)> =
-        plans.iter().filter_map(|p| Some((&p.session, p.usage.clone()?))).collect();
+    let mut samples = Vec::new();
+    for p in plans {
+        if let Some(sample) = &p.usage {
+            let active = idle::shows_activity(&p.session, sample)?;
+            samples.push(Sampled { session: &p.session, sample: sample.clone(), active });
+        }
+    }
     usage::record(&txn, &samples, now).await?;
     history::record(&txn, entries, now).await?;
     lifecycle::commit(txn, transitions, bus).await

@@ -17,7 +17,8 @@ use entity::session;
 
 use super::SlotUse;
 use crate::domain::auth::Viewer;
-use crate::domain::live::{Live, produced, still_sees};
+use crate::domain::credentials::Credentials;
+use crate::domain::follow::{produced, still_sees};
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainResult, padded, visibility};
 
@@ -147,20 +148,21 @@ async fn look(db: &DatabaseConnection, inner: &Inner, ids: &[Uuid], ran: &mut u6
 /// error if it is gone.
 pub async fn follow(
     db: &DatabaseConnection,
-    live: &Live,
+    feed: &UsageFeed,
+    credentials: &Credentials,
     viewer: &Viewer,
     session_id: Uuid,
 ) -> DomainResult<BoxStream<'static, DomainResult<Reading>>> {
-    let mut changes = live.credentials.changes();
+    let mut changes = credentials.changes();
     changes.mark_unchanged();
     let s = visibility::visible_session(db, viewer, session_id).await?;
     let first = Reading::of(&s);
     if SessionStatus::stored(&s.status)?.is_terminal() {
         return Ok(futures_util::stream::iter(first.map(Ok)).boxed());
     }
-    let mut news = live.usage.subscribe(session_id, first.as_ref().map(|r| r.sampled_at));
+    let mut news = feed.subscribe(session_id, first.as_ref().map(|r| r.sampled_at));
     let db = db.clone();
-    let credentials = live.credentials.clone();
+    let credentials = credentials.clone();
     let keypair = viewer.keypair_id;
     let mut told = first.as_ref().map(|r| r.sampled_at);
     let next = produced(move |out| async move {

@@ -15,7 +15,6 @@ use entity::{session, utilization_point};
 
 pub mod feed;
 
-use super::idle::IdlePolicy;
 use super::slots;
 use super::{DomainResult, padded};
 
@@ -101,16 +100,20 @@ fn opens_point(s: &session::Model, now: DateTime<Utc>) -> bool {
     s.utilization_sampled_at.is_none_or(|at| minute(at) != minute(now))
 }
 
+/// One session's sample of a look, and whether it shows activity to the session's idle
+/// checks (`super::idle::shows_activity`).
+pub struct Sampled<'a> {
+    pub session: &'a session::Model,
+    pub sample: Sample,
+    pub active: bool,
+}
+
 /// Stores the samples of one look, each folded into its session's use ([`folded`]), and
-/// notes the sessions whose sample shows activity to their idle checks (`active_at`,
-/// never moved back): one statement, however many sessions. A sample that opens a minute
+/// notes the sessions whose sample shows activity (`active_at`, never moved back): one
+/// statement, however many sessions. A sample that opens a minute
 /// is a point of its session's history too, and the points past [`HISTORY_KEPT`] of those
 /// sessions go: two statements more, however many sessions.
-pub async fn record(
-    db: &impl ConnectionTrait,
-    samples: &[(&session::Model, Sample)],
-    now: DateTime<Utc>,
-) -> DomainResult<()> {
+pub async fn record(db: &impl ConnectionTrait, samples: &[Sampled<'_>], now: DateTime<Utc>) -> DomainResult<()> {
     if samples.is_empty() {
         return Ok(());
     }
@@ -121,7 +124,7 @@ pub async fn record(
     let mut mem: Option<CaseStatement> = None;
     let mut ids: Vec<Uuid> = Vec::with_capacity(samples.len());
     let mut points = Vec::new();
-    for (s, sample) in samples {
+    for Sampled { session: s, sample, active: shows_activity } in samples {
         if opens_point(s, now) {
             points.push(utilization_point::ActiveModel {
                 session_id: Set(s.id),
@@ -132,7 +135,7 @@ pub async fn record(
         }
         let (value, n) = folded(s, sample);
         let this = session::Column::Id.eq(s.id);
-        if IdlePolicy::of(s)?.is_some_and(|p| p.active(sample)) {
+        if *shows_activity {
             let later = Condition::all()
                 .add(this.clone())
                 .add(Condition::any().add(session::Column::ActiveAt.is_null()).add(session::Column::ActiveAt.lt(now)));

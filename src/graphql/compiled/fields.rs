@@ -17,6 +17,7 @@ use entity::{image, launch_group, project, resource_group, user};
 
 use crate::domain::expiry::{self, Expiry, ExtensionLimits};
 use crate::domain::model::Role as DomRole;
+use crate::domain::related::Wanted;
 use crate::domain::sessions::{PageRow, SessionPage};
 use crate::domain::slots::{self, ResourceSlots as Slots};
 use crate::domain::{DomainError, DomainResult};
@@ -24,12 +25,12 @@ use crate::domain::{DomainError, DomainResult};
 use super::super::cursor;
 use super::super::errors::ApiResult;
 use super::super::ids::{NodeKind, encode};
+use super::super::people::Role;
 use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
 use super::super::session::{plain, session_plain_fields};
 use super::super::types::{
     ExpiryReason, IdleCheck, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount, SlotUse,
 };
-use super::super::viewer::Role;
 
 /// An object of the answer, as the list page holds it.
 pub(super) enum Node<'a> {
@@ -74,25 +75,13 @@ pub(super) struct Page<'a> {
 /// Reads one field of an object.
 pub(super) type Get = for<'a> fn(&Node<'a>, &Page<'a>) -> DomainResult<Out<'a>>;
 
-/// The relations a field needs loaded for the whole page, one statement each.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Loads {
-    pub groups: bool,
-    pub images: bool,
-    pub launch_groups: bool,
-    pub limits: bool,
-}
-
-impl Loads {
-    /// Adds what `type_name.field` needs (the executor's prefetch loads the same).
-    pub(super) fn add(&mut self, type_name: &str, field: &str) {
-        match (type_name, field) {
-            ("Session", "resourceGroup") => self.groups = true,
-            ("Session", "image") => self.images = true,
-            ("Session", "launchGroup") => self.launch_groups = true,
-            ("Session", "expiry") => self.limits = true,
-            _ => {}
-        }
+/// Adds to `wanted` the relation `type_name.field` needs loaded for the whole page, as the
+/// executor's prefetch does ([`super::super::loaders::session_relation`], the one rule).
+pub(super) fn needs(wanted: &mut Wanted, type_name: &str, field: &str) {
+    if type_name == "Session"
+        && let Some(r) = super::super::loaders::session_relation(field)
+    {
+        wanted.add(r);
     }
 }
 

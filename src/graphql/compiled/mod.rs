@@ -20,15 +20,14 @@ mod plan;
 mod render;
 mod schema;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_graphql::{ID, InputType, Value, Variables};
 use sea_orm::DatabaseConnection;
 
 use crate::domain::auth::Viewer;
-use crate::domain::sessions::PageRow;
-use crate::domain::{clock, relations};
+use crate::domain::{clock, related};
 
 use super::limits;
 use super::session_list::{PageArgs, SessionFilter, SessionOrder, SessionScope, project_set, read_page};
@@ -102,46 +101,18 @@ pub async fn answer(plan: &Plan, db: &DatabaseConnection, viewer: &Viewer, varia
     let set = project_set(db, viewer, &project_id, scope, filter).await.ok()?;
     let page = read_page(db, &set, order_by, args).await.ok()?;
     // The relations the plan writes, each in one statement, as the executor's prefetch.
-    let loads = plan.loads;
-    let rows = &page.rows;
-    let names = |of: fn(&PageRow) -> &String| -> Vec<String> {
-        rows.iter().map(of).collect::<BTreeSet<_>>().into_iter().cloned().collect()
-    };
-    let groups = async {
-        if !loads.groups || rows.is_empty() {
-            return Ok(HashMap::new());
-        }
-        relations::resource_groups(db, &names(|r| &r.session.resource_group)).await
-    };
-    let images = async {
-        if !loads.images || rows.is_empty() {
-            return Ok(HashMap::new());
-        }
-        relations::images(db, &names(|r| &r.session.image)).await
-    };
-    let launch_groups = async {
-        let ids: BTreeSet<_> = rows.iter().filter_map(|r| r.session.launch_group_id).collect();
-        if !loads.launch_groups || ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        relations::launch_groups(db, &ids.into_iter().collect::<Vec<_>>()).await
-    };
-    let limits = async {
-        if !loads.limits || rows.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let keypairs: BTreeSet<_> = rows.iter().map(|r| r.session.keypair_id).collect();
-        crate::domain::expiry::limits(db, &keypairs.into_iter().collect::<Vec<_>>()).await
-    };
-    let (groups, images, launch_groups, limits) = tokio::try_join!(groups, images, launch_groups, limits).ok()?;
+    let sessions: Vec<&entity::session::Model> = page.rows.iter().map(|r| &r.session).collect();
+    let owners: Vec<&entity::user::Model> = page.rows.iter().map(|r| &r.owner).collect();
+    let known = related::Known { owners: &owners, project: set.project() };
+    let loaded = related::load(db, &sessions, plan.loads, known).await.ok()?;
     let shared = fields::Page {
         page: &page,
         project: set.project()?,
         now: clock::now(),
-        groups: &groups,
-        images: &images,
-        launch_groups: &launch_groups,
-        limits: &limits,
+        groups: &loaded.resource_groups,
+        images: &loaded.images,
+        launch_groups: &loaded.launch_groups,
+        limits: &loaded.extension_limits,
     };
     render::body(plan, &shared).ok()
 }

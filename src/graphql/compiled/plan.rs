@@ -28,8 +28,9 @@ use crate::domain::paging::MAX_PAGE_SIZE;
 
 use super::super::limits;
 use super::super::session_list::page_complexity;
-use super::fields::{self, Get, Loads};
+use super::fields::{self, Get};
 use super::schema::{self, Types};
+use crate::domain::related::Wanted;
 
 /// A compiled session list.
 pub struct Plan {
@@ -40,7 +41,7 @@ pub struct Plan {
     /// The connection's selection.
     pub(super) root: Object,
     /// The relations to load for the page.
-    pub(super) loads: Loads,
+    pub(super) loads: Wanted,
 }
 
 /// The selection of one object: each field's response key (written as JSON, with its
@@ -96,7 +97,7 @@ impl Plan {
         }
         let types = schema::types();
         let connection = types.field("Query", "sessions")?;
-        let mut loads = Loads::default();
+        let mut loads = Wanted::default();
         let object = object(types, &connection.named, &root.selection_set.node, &mut loads)?;
         let plan = Plan {
             key: key_of(root),
@@ -142,7 +143,7 @@ fn key_of(field: &QueryField) -> Vec<u8> {
 /// The selection `set` of an object of the type `type_name`: each field as the schema types
 /// it and the fields module reads it (`None`: something is not compiled). Plain fields
 /// only, each response key once.
-fn object(types: &Types, type_name: &str, set: &SelectionSet, loads: &mut Loads) -> Option<Object> {
+fn object(types: &Types, type_name: &str, set: &SelectionSet, loads: &mut Wanted) -> Option<Object> {
     let mut compiled: Vec<(Vec<u8>, Field)> = Vec::with_capacity(set.items.len());
     for item in &set.items {
         let Selection::Field(f) = &item.node else { return None };
@@ -177,7 +178,7 @@ fn object(types: &Types, type_name: &str, set: &SelectionSet, loads: &mut Loads)
             } else {
                 return None;
             };
-            loads.add(type_name, name);
+            fields::needs(loads, type_name, name);
             Field::Get { get, nullable: ty.nullable, list: ty.list, object }
         };
         compiled.push((key, field));

@@ -297,7 +297,7 @@ impl TestApp {
     /// Starts the declared Slurm engines (read every few seconds), stopping jobs with `grace`
     /// between SIGTERM and cancelling.
     pub fn start_engines(&mut self, grace: std::time::Duration) {
-        let run = sessiond::domain::runtime::engines::run_declared(self.db.clone(), self.bus.clone(), grace);
+        let run = sessiond::domain::runtime::declared::run_declared(self.db.clone(), self.bus.clone(), grace);
         self.workers.push(tokio::spawn(run));
     }
 

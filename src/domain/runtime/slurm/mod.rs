@@ -84,12 +84,18 @@ impl Default for Health {
 /// How the terminal of a session of resource group `group` opens here, if a running Slurm
 /// engine runs that group and can open one.
 pub fn terminal_of(group: &str) -> Option<terminal::SrunAccess> {
-    let all = super::engines::registry().read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let all = registry().read().unwrap_or_else(std::sync::PoisonError::into_inner);
     all.values().find(|h| h.group == group).and_then(|h| h.terminal.clone().ok())
 }
 
 /// The health of every running engine, by name.
 pub type Registry = Arc<std::sync::RwLock<BTreeMap<String, Health>>>;
+
+/// The health of the running Slurm engines, for `{ runtime }`, `configuration` and metrics.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
 
 pub struct SlurmEngine {
     name: String,
