@@ -21,6 +21,8 @@ pub struct Model {
     pub idle_utilization: Json,
     /// Whether input into a session's terminal counts as activity.
     pub idle_counts_terminal: bool,
+    /// The highest priority its sessions may have; none: the API's bound.
+    pub max_priority: Option<i32>,
     pub created_at: DateTimeUtc,
 }
 

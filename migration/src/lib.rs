@@ -12,6 +12,7 @@ mod m20261202_000007_expiry;
 mod m20261202_000008_utilization;
 mod m20261202_000009_idle;
 mod m20261202_000010_utilization_history;
+mod m20261202_000011_max_priority;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000008_utilization::Migration),
             Box::new(m20261202_000009_idle::Migration),
             Box::new(m20261202_000010_utilization_history::Migration),
+            Box::new(m20261202_000011_max_priority::Migration),
         ]
     }
 }

@@ -113,6 +113,10 @@ pub struct Entry {
     pub error_code: Option<String>,
     pub message: String,
     pub sub_steps: Value,
+    /// Whether the same decision again (phase, error and target status) merges into the
+    /// session's last line, counting attempts (a scheduler retrying), rather than adding one:
+    /// so a session's history stays bounded however long it waits.
+    pub repeats: bool,
 }
 
 impl Entry {
@@ -128,11 +132,14 @@ impl Entry {
             error_code: None,
             message,
             sub_steps: Value::Array(Vec::new()),
+            // Each note says who did what: none stands for another.
+            repeats: false,
         }
     }
 }
 
-/// Records `entries` (at most one per session), merging repeats into the last row.
+/// Records `entries` (at most one per session), merging repeats into the last row
+/// ([`Entry::repeats`]).
 pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTime<Utc>) -> DomainResult<()> {
     if entries.is_empty() {
         return Ok(());
@@ -156,7 +163,9 @@ pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTim
     for e in entries {
         let to = e.to.map(|s| s.as_str().to_owned());
         match last.get(&e.session_id) {
-            Some(prev) if prev.phase == e.phase && prev.error_code == e.error_code && prev.to_status == to => {
+            Some(prev)
+                if e.repeats && prev.phase == e.phase && prev.error_code == e.error_code && prev.to_status == to =>
+            {
                 history::Entity::update_many()
                     .col_expr(history::Column::Attempts, Expr::col(history::Column::Attempts).add(1))
                     .col_expr(history::Column::UpdatedAt, Expr::value(now))

@@ -23,6 +23,7 @@ pub mod lifecycle;
 pub mod live;
 pub mod logs;
 pub mod model;
+pub mod modify;
 pub mod occupancy;
 pub mod paging;
 pub mod panels;

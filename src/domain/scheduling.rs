@@ -107,6 +107,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                 error_code: Some("PENDING_TIMEOUT".into()),
                 message: format!("pending longer than the pending timeout of resource group `{}`", s.resource_group),
                 sub_steps: json!([]),
+                repeats: true,
             },
         );
         changes.push(Change::new(s, SessionStatus::Cancelled, "PENDING_TIMEOUT".to_owned()));
@@ -130,6 +131,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                         error_code: None,
                         message: format!("scheduled on agent {}", agents.join(", ")),
                         sub_steps: sub_steps(&d.checks),
+                        repeats: true,
                     },
                 );
                 let mut change = Change::new((*s).clone(), SessionStatus::Scheduled, None);
@@ -152,6 +154,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                     error_code: reasons.first().map(|r| r.code.to_owned()),
                     message: reasons.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; "),
                     sub_steps: sub_steps(&d.checks),
+                    repeats: true,
                 });
             }
         }

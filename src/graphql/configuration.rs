@@ -62,6 +62,9 @@ pub struct KeypairPolicy {
     pub idle_utilization: Vec<SlotAmount>,
     /// Whether input into a session's terminal is activity.
     pub idle_counts_terminal: bool,
+    /// The highest priority its sessions may have, at launch or set by an administrator
+    /// (null: the API's bound, 100).
+    pub max_priority: Option<i32>,
 }
 
 #[derive(SimpleObject)]
@@ -129,6 +132,7 @@ impl ConfigurationQuery {
                             &p.idle_utilization,
                         )?),
                         idle_counts_terminal: p.idle_counts_terminal,
+                        max_priority: p.max_priority,
                     })
                 })
                 .collect::<ApiResult<_>>()?,

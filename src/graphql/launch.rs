@@ -133,6 +133,52 @@ pub struct TerminateSessionsPayload {
     pub results: Vec<TerminateResult>,
 }
 
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+#[graphql(remote = "crate::domain::modify::ModifyOutcome")]
+pub enum ModifyOutcome {
+    Modified,
+    /// It already had that name and priority.
+    Unchanged,
+    NotFound,
+    /// A priority changes only while the session is PENDING.
+    NotPending,
+    /// Its owner may only lower its priority; raising it is for an administrator.
+    Forbidden,
+    /// Another live session of its owner has that name.
+    NameTaken,
+    /// Above the `maxPriority` of the session's keypair policy.
+    PriorityLimit,
+}
+
+/// What `modifySessions` changes: at least one of them.
+#[derive(InputObject)]
+pub struct ModifySessionInput {
+    /// A new name (one session at a time; the launch's name rules, unique among its owner's
+    /// live sessions).
+    pub name: Option<String>,
+    /// A new priority, for PENDING sessions (−100 … 100).
+    pub priority: Option<i32>,
+}
+
+#[derive(SimpleObject)]
+pub struct ModifyResult {
+    pub id: ID,
+    pub outcome: ModifyOutcome,
+    /// The session after the request; null when NOT_FOUND.
+    pub session: Option<Session>,
+}
+
+#[derive(SimpleObject)]
+pub struct ModifySessionsPayload {
+    /// One result per requested id, in request order.
+    pub results: Vec<ModifyResult>,
+}
+
+/// Where a modification's problem is in this API: `ids`, or a field of `input`.
+fn modify_path(field: &str) -> String {
+    if field == "ids" || field == "input" { field.to_owned() } else { format!("input.{}", camel(field)) }
+}
+
 /// The launch bounds the server was configured with.
 fn limits<'a>(ctx: &Context<'a>) -> ApiResult<LaunchLimits> {
     ctx.data_opt::<LaunchLimits>()
@@ -253,6 +299,38 @@ impl LaunchMutation {
         let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
         let s = crate::domain::idle::exempt(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, exempt).await?;
         Ok(Session::new(s))
+    }
+
+    /// Renames a session, or reprioritises PENDING ones: at most `--max-launch-count` ids.
+    /// An owner may lower their own session's priority; an administrator of its project may
+    /// set any, up to its keypair policy's `maxPriority`. One outcome per id (MODIFIED,
+    /// UNCHANGED, NOT_FOUND or why it was refused), in request order; a refused session is
+    /// left as it was. Recorded in each session's scheduling history with who did it; the
+    /// scheduler takes a new priority at its next pass.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn modify_sessions(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<ID>,
+        input: ModifySessionInput,
+    ) -> ApiResult<ModifySessionsPayload> {
+        let uuids: Vec<Option<uuid::Uuid>> = ids.iter().map(|id| decode_uuid(id, NodeKind::Session)).collect();
+        let m = crate::domain::modify::Modification { name: input.name, priority: input.priority };
+        let max = limits(ctx)?.max_count;
+        let outcomes = crate::domain::modify::modify(db(ctx)?, viewer(ctx)?, &uuids, &m, max)
+            .await
+            .map_err(|e| with_paths(e, modify_path))?;
+        Ok(ModifySessionsPayload {
+            results: ids
+                .into_iter()
+                .zip(outcomes)
+                .map(|(id, (outcome, session))| ModifyResult {
+                    id,
+                    outcome: outcome.into(),
+                    session: session.map(Session::new),
+                })
+                .collect(),
+        })
     }
 
     /// Ends sessions: PENDING → CANCELLED, started → TERMINATING (or TERMINATED with

@@ -18,6 +18,7 @@ mod idle;
 mod launch;
 mod launch_rules;
 mod local_runtime;
+mod modify;
 mod panels;
 mod panels_by_hand;
 mod revocation;

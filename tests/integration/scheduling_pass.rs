@@ -242,6 +242,37 @@ async fn queue_positions_move_up_when_the_head_is_cancelled(app: TestApp) {
     assert_eq!(state(&app, &p3).await, waiting(2, &["QUEUED_BEHIND"]));
 }
 
+/// A new priority (`modifySessions`) is taken at the next pass: the queue reorders.
+async fn a_new_priority_moves_the_queue(app: TestApp) {
+    only_a3(&app).await;
+    held(&app, "bob@example.com", "a3", 16.0).await; // nothing is free
+    let p1 = launch(&app, "demo-alice", "line-1", 1.0, 0, 30).await;
+    let p2 = launch(&app, "demo-alice", "line-2", 1.0, 0, 20).await;
+    let p3 = launch(&app, "demo-alice", "line-3", 1.0, 0, 10).await;
+    assert_eq!(run_pass(&app).await.waiting, 3);
+    assert_eq!(state(&app, &p3).await.2, Some(3));
+    let modify = |token: &'static str, id: String, priority: i32| {
+        let app = &app;
+        async move {
+            let resp = app
+                .gql(
+                    Some(token),
+                    "mutation($ids: [ID!]!, $p: Int) { modifySessions(ids: $ids, input: {priority: $p}) { results { outcome } } }",
+                    json!({"ids": [id], "p": priority}),
+                )
+                .await;
+            assert_eq!(resp["data"]["modifySessions"]["results"][0]["outcome"], "MODIFIED", "{resp}");
+        }
+    };
+    modify("demo-admin", p3.clone(), 10).await;
+    modify("demo-alice", p1.clone(), -1).await;
+    assert_eq!(state(&app, &p3).await.2, Some(3), "the place moves at the next pass, not before");
+    assert_eq!(run_pass(&app).await.waiting, 3);
+    assert_eq!(state(&app, &p3).await, waiting(1, &["NO_CAPACITY"]));
+    assert_eq!(state(&app, &p2).await, waiting(2, &["NO_CAPACITY"]));
+    assert_eq!(state(&app, &p1).await, waiting(3, &["NO_CAPACITY"]));
+}
+
 /// On PostgreSQL, a pass while another replica holds the scheduler lock does nothing.
 async fn a_held_scheduler_lock_skips_the_pass(app: TestApp) {
     let id = launch(&app, "demo-alice", "locked-out", 1.0, 0, 0).await;
@@ -312,4 +343,5 @@ db_tests!(
     no_capacity_blocks_its_priority_band_only,
     queue_positions_move_up_when_the_head_is_cancelled,
     a_held_scheduler_lock_skips_the_pass,
+    a_new_priority_moves_the_queue,
 );

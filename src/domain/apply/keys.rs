@@ -61,6 +61,7 @@ pub const POLICY_KEYS: &[Key] = &[
     ),
     key("idle_utilization", SLOTS, "nothing", "per slot, the use at or above which a session is active"),
     key("idle_counts_terminal", "boolean", "false", "whether terminal input is activity"),
+    key("max_priority", "integer -100 … 100", "100", "the highest priority of its sessions (launch, reprioritising)"),
 ];
 
 pub const ENGINE_KIND: Key =

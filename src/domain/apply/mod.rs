@@ -141,6 +141,7 @@ pub struct PolicyDecl {
     pub idle_timeout_seconds: Option<i64>,
     pub idle_utilization: ResourceSlots,
     pub idle_counts_terminal: bool,
+    pub max_priority: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

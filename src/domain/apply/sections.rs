@@ -11,6 +11,7 @@ use super::reader::{Entry, Ref, quoted};
 use super::{
     AgentDecl, Declared, DomainDecl, EngineDecl, GroupDecl, ImageDecl, KeypairDecl, PolicyDecl, ProjectDecl, UserDecl,
 };
+use crate::domain::launch::validate::PRIORITY_RANGE;
 use crate::domain::runtime::engines::{EngineKind, EngineSettings, SlurmSettings, TokenSource};
 
 /// The pseudo-section of a declared agent's check of its group's engine.
@@ -177,6 +178,8 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
     let idle_timeout = e.integer("idle_timeout_seconds", 1, most);
     let idle_utilization = e.slots("idle_utilization");
     let idle_counts_terminal = e.boolean("idle_counts_terminal", false);
+    let (lowest, highest) = (*PRIORITY_RANGE.start(), *PRIORITY_RANGE.end());
+    let max_priority = e.integer("max_priority", i64::from(lowest), i64::from(highest));
     // Idle checks need a timeout, and a timeout needs something that counts as activity.
     let activity = idle_utilization.slot_names().next().is_some() || idle_counts_terminal;
     if idle_timeout.is_some() && !activity {
@@ -206,6 +209,7 @@ pub(super) fn read_policy(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
             idle_timeout_seconds: idle_timeout,
             idle_utilization,
             idle_counts_terminal,
+            max_priority: max_priority.map(clamp),
         },
     );
 }

@@ -122,6 +122,7 @@ impl Writer<'_> {
                 idle_timeout_seconds: Set(p.idle_timeout_seconds),
                 idle_utilization: Set(p.idle_utilization.to_json()),
                 idle_counts_terminal: Set(p.idle_counts_terminal),
+                max_priority: Set(p.max_priority),
                 created_at: Set(self.now),
             };
             let Some(m) = stored.get(name) else {
@@ -144,6 +145,7 @@ impl Writer<'_> {
             diff_opt(&mut details, "idle_timeout_seconds", &m.idle_timeout_seconds, &p.idle_timeout_seconds);
             slots_diff(&mut details, "idle_utilization", &m.idle_utilization, &p.idle_utilization)?;
             diff(&mut details, "idle_counts_terminal", &m.idle_counts_terminal, &p.idle_counts_terminal);
+            diff_opt(&mut details, "max_priority", &m.max_priority, &p.max_priority);
             if !details.is_empty() {
                 let updated = keypair_resource_policy::ActiveModel {
                     name: Unchanged(name.clone()),

@@ -1,6 +1,7 @@
-//! The refusals of a launch that depend on the caller's other sessions: the keypair's
-//! pending-session limit (`QUOTA_EXCEEDED`) and names already live (`NAME_TAKEN`; the
-//! unique index still decides races). Run inside the launch transaction, and by the dry run.
+//! The refusals of a launch that depend on the caller's policy and other sessions: a
+//! priority above the policy's `max_priority`, the keypair's pending-session limit
+//! (`QUOTA_EXCEEDED`) and names already live (`NAME_TAKEN`; the unique index still decides
+//! races). Run inside the launch transaction, and by the dry run.
 //! What it finds admissible comes with what the policy gives each session (its lifetime and
 //! idle checks).
 
@@ -19,6 +20,13 @@ pub async fn admissible(db: &impl ConnectionTrait, viewer: &Viewer, plan: &Plan)
     let policy = entity::keypair_resource_policy::Entity::find_by_id(viewer.resource_policy.clone()).one(db).await?;
     let granted = Granted::of(policy.as_ref());
     if let Some(policy) = policy {
+        if let Some(most) = policy.max_priority.filter(|most| plan.launch.priority > *most) {
+            return Err(DomainError::bad_input(
+                "OUT_OF_RANGE",
+                Some("priority".to_owned()),
+                format!("your keypair's policy allows priorities up to {most}"),
+            ));
+        }
         let pending = session::Entity::find()
             .filter(session::Column::KeypairId.eq(viewer.keypair_id))
             .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))

@@ -71,16 +71,17 @@ fn check_count(count: Option<i64>, limits: LaunchLimits) -> (Option<u32>, Proble
     }
 }
 
+/// What a valid name is, in words ([`valid_name`]).
+pub fn name_rule() -> String {
+    format!(
+        "a name has {NAME_MIN}–{NAME_MAX} characters: letters, digits, `_`, `.` and `-`, starting and ending with a letter, digit or `_`"
+    )
+}
+
 /// The name, and every name of the batch it makes.
 fn check_names(name: &str, names: &[String]) -> Problems {
     if !valid_name(name) {
-        return vec![problem(
-            "INVALID_NAME",
-            "name",
-            format!(
-                "a name has {NAME_MIN}–{NAME_MAX} characters: letters, digits, `_`, `.` and `-`, starting and ending with a letter, digit or `_`"
-            ),
-        )];
+        return vec![problem("INVALID_NAME", "name", name_rule())];
     }
     match names.iter().find(|n| !valid_name(n)) {
         Some(bad) => vec![problem(

@@ -174,6 +174,7 @@ pub async fn write<A>(
                     reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
                 ),
                 sub_steps: Value::Array(Vec::new()),
+                repeats: true,
             });
         }
     }

@@ -1,0 +1,238 @@
+//! Changing sessions after launch: a new name (the launch's name rules, unique among the
+//! owner's live sessions) and a new priority for PENDING sessions (an owner may lower their
+//! own; an administrator of the session's domain may set any, up to the `max_priority` of
+//! the session's keypair policy). Each requested id gets an outcome; sessions the viewer
+//! may not see are NOT_FOUND, exactly like unknown ones. What changed is in each session's
+//! history, with who changed it; the scheduler takes a new priority at its next pass.
+
+use std::collections::{BTreeSet, HashMap};
+
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use entity::{keypair, keypair_resource_policy as policy, session};
+
+use super::auth::Viewer;
+use super::history::{self, Entry};
+use super::launch::validate::{PRIORITY_RANGE, valid_name};
+use super::status::SessionStatus;
+use super::{DomainError, DomainResult, InputProblem, clock, visibility};
+
+/// What to change; at least one of them.
+#[derive(Clone, Debug, Default)]
+pub struct Modification {
+    pub name: Option<String>,
+    pub priority: Option<i32>,
+}
+
+/// One outcome of a modification request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModifyOutcome {
+    Modified,
+    /// It already had that name and priority.
+    Unchanged,
+    NotFound,
+    /// A priority is changed only while the session waits.
+    NotPending,
+    /// Its owner may only lower its priority; raising it is for an administrator.
+    Forbidden,
+    /// Another live session of its owner has that name.
+    NameTaken,
+    /// Above the `max_priority` of the session's keypair policy.
+    PriorityLimit,
+}
+
+/// Applies `m` to each session of `ids` (at most `max_ids`), in one transaction. One outcome
+/// per requested id, in order, with the session as it then is (none when NOT_FOUND). A
+/// refused session is left exactly as it was.
+pub async fn modify(
+    db: &DatabaseConnection,
+    viewer: &Viewer,
+    ids: &[Option<Uuid>],
+    m: &Modification,
+    max_ids: u32,
+) -> DomainResult<Vec<(ModifyOutcome, Option<session::Model>)>> {
+    check(ids, m, max_ids)?;
+    let wanted: Vec<Uuid> = ids.iter().flatten().copied().collect::<BTreeSet<_>>().into_iter().collect();
+    let txn = super::begin_write(db).await?;
+    let mut visible: HashMap<Uuid, session::Model> = session::Entity::find()
+        .filter(session::Column::Id.is_in(super::padded(wanted)))
+        .all(&txn)
+        .await?
+        .into_iter()
+        .filter(|s| visibility::may_see_session(viewer, s.owner_id, s.domain_id))
+        .map(|s| (s.id, s))
+        .collect();
+    let ceilings = match m.priority {
+        Some(_) => ceilings(&txn, visible.values()).await?,
+        None => HashMap::new(),
+    };
+    let now = clock::now();
+    let mut outcomes: HashMap<Uuid, ModifyOutcome> = HashMap::new();
+    let mut notes = Vec::new();
+    for s in visible.values_mut() {
+        let outcome = match decide(viewer, s, m, &ceilings) {
+            Err(refused) => refused,
+            Ok(change) if change.is_empty() => ModifyOutcome::Unchanged,
+            Ok(change) => {
+                let outcome = write(&txn, s, &change).await?;
+                if outcome == ModifyOutcome::Modified {
+                    notes.push(Entry::note(s.id, "modified", change.described(&viewer.email, s)));
+                    if let Some(name) = &change.name {
+                        s.name.clone_from(name);
+                    }
+                    if let Some(priority) = change.priority {
+                        s.priority = priority;
+                    }
+                }
+                outcome
+            }
+        };
+        outcomes.insert(s.id, outcome);
+    }
+    history::record(&txn, notes, now).await?;
+    txn.commit().await?;
+    Ok(ids
+        .iter()
+        .map(|id| match id.and_then(|id| Some((outcomes.get(&id)?, visible.get(&id)?))) {
+            None => (ModifyOutcome::NotFound, None),
+            Some((outcome, s)) => (*outcome, Some(s.clone())),
+        })
+        .collect())
+}
+
+/// The request itself: how many ids, something to change, a valid name for one session,
+/// a priority in the API's bounds.
+fn check(ids: &[Option<Uuid>], m: &Modification, max_ids: u32) -> DomainResult<()> {
+    let max = usize::try_from(max_ids).unwrap_or(usize::MAX);
+    let mut problems: Vec<InputProblem> =
+        InputProblem::too_many("ids", ids.len(), max, "sessions at once").into_iter().collect();
+    if ids.is_empty() {
+        problems.push(InputProblem::new("EMPTY", Some("ids".into()), "name at least one session"));
+    }
+    if m.name.is_none() && m.priority.is_none() {
+        problems.push(InputProblem::new("NOTHING_TO_CHANGE", Some("input".into()), "give a name, a priority or both"));
+    }
+    if let Some(name) = &m.name {
+        if !valid_name(name) {
+            problems.push(InputProblem::new("INVALID_NAME", Some("name".into()), super::launch::validate::name_rule()));
+        }
+        if ids.iter().flatten().collect::<BTreeSet<_>>().len() > 1 {
+            problems.push(InputProblem::new(
+                "ONE_SESSION_PER_NAME",
+                Some("ids".into()),
+                "a name renames one session: give one id with it",
+            ));
+        }
+    }
+    if let Some(p) = m.priority.filter(|p| !PRIORITY_RANGE.contains(p)) {
+        let (lo, hi) = (PRIORITY_RANGE.start(), PRIORITY_RANGE.end());
+        problems.push(InputProblem::new(
+            "OUT_OF_RANGE",
+            Some("priority".into()),
+            format!("{p}: the priority is between {lo} and {hi}"),
+        ));
+    }
+    if problems.is_empty() { Ok(()) } else { Err(DomainError::BadInput(problems)) }
+}
+
+/// The highest priority each keypair's policy allows, by keypair (missing: the API's bound).
+async fn ceilings<'a>(
+    db: &impl sea_orm::ConnectionTrait,
+    sessions: impl Iterator<Item = &'a session::Model>,
+) -> DomainResult<HashMap<Uuid, i32>> {
+    let keypairs: BTreeSet<Uuid> = sessions.map(|s| s.keypair_id).collect();
+    if keypairs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let pairs = keypair::Entity::find().filter(keypair::Column::Id.is_in(super::padded(keypairs))).all(db).await?;
+    let names: BTreeSet<String> = pairs.iter().map(|k| k.resource_policy.clone()).collect();
+    let most: HashMap<String, i32> = policy::Entity::find()
+        .filter(policy::Column::Name.is_in(super::padded(names)))
+        .all(db)
+        .await?
+        .into_iter()
+        .filter_map(|p| Some((p.name, p.max_priority?)))
+        .collect();
+    Ok(pairs.into_iter().filter_map(|k| Some((k.id, *most.get(&k.resource_policy)?))).collect())
+}
+
+/// What changes for one session, once allowed.
+#[derive(Default)]
+struct Change {
+    name: Option<String>,
+    priority: Option<i32>,
+}
+
+impl Change {
+    fn is_empty(&self) -> bool {
+        self.name.is_none() && self.priority.is_none()
+    }
+
+    /// The history line: who changed what, from what.
+    fn described(&self, who: &str, before: &session::Model) -> String {
+        let mut parts = Vec::new();
+        if let Some(name) = &self.name {
+            parts.push(format!("renamed it from {} to {name}", before.name));
+        }
+        if let Some(p) = self.priority {
+            parts.push(format!("set its priority from {} to {p}", before.priority));
+        }
+        format!("{who} {}", parts.join(" and "))
+    }
+}
+
+/// Whether `viewer` may make `m` to `s`, and what actually changes; the refusal if not.
+fn decide(
+    viewer: &Viewer,
+    s: &session::Model,
+    m: &Modification,
+    ceilings: &HashMap<Uuid, i32>,
+) -> Result<Change, ModifyOutcome> {
+    let mut change = Change::default();
+    if let Some(p) = m.priority.filter(|p| *p != s.priority) {
+        if s.status != SessionStatus::Pending.as_str() {
+            return Err(ModifyOutcome::NotPending);
+        }
+        let admin = viewer.administers_domain(s.domain_id);
+        if !admin && p > s.priority {
+            return Err(ModifyOutcome::Forbidden);
+        }
+        if p > ceilings.get(&s.keypair_id).copied().unwrap_or(*PRIORITY_RANGE.end()) {
+            return Err(ModifyOutcome::PriorityLimit);
+        }
+        change.priority = Some(p);
+    }
+    change.name = m.name.clone().filter(|n| *n != s.name);
+    Ok(change)
+}
+
+/// Writes `change` to `s`, guarded: a priority only while the session still waits, a name
+/// only if no other live session of its owner has it (the unique index decides races).
+async fn write(txn: &sea_orm::DatabaseTransaction, s: &session::Model, change: &Change) -> DomainResult<ModifyOutcome> {
+    let live = !SessionStatus::stored(&s.status)?.is_terminal();
+    if let Some(name) = change.name.as_ref().filter(|_| live) {
+        let taken = session::Entity::find()
+            .filter(session::Column::OwnerId.eq(s.owner_id))
+            .filter(session::Column::Name.eq(name.as_str()))
+            .filter(session::Column::Id.ne(s.id))
+            .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())))
+            .one(txn)
+            .await?;
+        if taken.is_some() {
+            return Ok(ModifyOutcome::NameTaken);
+        }
+    }
+    let mut update = session::Entity::update_many().filter(session::Column::Id.eq(s.id));
+    if let Some(name) = &change.name {
+        update = update.col_expr(session::Column::Name, Expr::value(name.clone()));
+    }
+    if let Some(p) = change.priority {
+        update = update
+            .col_expr(session::Column::Priority, Expr::value(p))
+            .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()));
+    }
+    let done = update.exec(txn).await?;
+    Ok(if done.rows_affected == 1 { ModifyOutcome::Modified } else { ModifyOutcome::NotPending })
+}
