@@ -17,6 +17,7 @@ pub mod scheduling_history;
 pub mod session;
 pub mod session_log;
 pub mod session_status_transition;
+pub mod session_template;
 pub mod slot_type;
 pub mod user;
 pub mod user_setting;

@@ -18,6 +18,9 @@ pub struct Model {
     pub attempts: i32,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// Who made it: a user, or (none) the system by `actor_rule`.
+    pub actor_user_id: Option<Uuid>,
+    pub actor_rule: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

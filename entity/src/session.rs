@@ -68,6 +68,14 @@ pub struct Model {
     /// Bytes of memory it used at its latest sample (0 before any), for ordering.
     #[sea_orm(column_type = "Double")]
     pub mem_used: f64,
+    /// Who made its latest status change: a user, or (none) the system by `status_actor_rule`.
+    pub status_actor_user_id: Option<Uuid>,
+    pub status_actor_rule: Option<String>,
+    /// The session it was launched again from (`relaunchSession`), and that one's name then.
+    pub launched_from_session_id: Option<Uuid>,
+    pub launched_from_name: Option<String>,
+    /// The template it was launched from, when it was (its name is `launched_from_name`).
+    pub launched_from_template_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

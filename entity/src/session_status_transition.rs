@@ -15,6 +15,9 @@ pub struct Model {
     pub occurred_at: DateTimeUtc,
     /// `STATUS` (a status change) or `EXPIRY_WARNING` (from and to are the status it has).
     pub kind: String,
+    /// Who made it: a user, or (none) the system by `actor_rule`.
+    pub actor_user_id: Option<Uuid>,
+    pub actor_rule: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -13,6 +13,9 @@ mod m20261202_000008_utilization;
 mod m20261202_000009_idle;
 mod m20261202_000010_utilization_history;
 mod m20261202_000011_max_priority;
+mod m20261202_000012_actors;
+mod m20261202_000013_launched_from;
+mod m20261202_000014_session_templates;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -32,6 +35,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000009_idle::Migration),
             Box::new(m20261202_000010_utilization_history::Migration),
             Box::new(m20261202_000011_max_priority::Migration),
+            Box::new(m20261202_000012_actors::Migration),
+            Box::new(m20261202_000013_launched_from::Migration),
+            Box::new(m20261202_000014_session_templates::Migration),
         ]
     }
 }

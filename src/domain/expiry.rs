@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 use entity::{keypair, keypair_resource_policy as policy, session};
 
+use super::actor::{Actor, rules};
 use super::auth::Viewer;
 use super::events::EventBus;
 use super::history;
@@ -63,6 +64,30 @@ pub struct Expiry {
 
 /// The status a session ends in at its lifetime's end, as its `statusInfo` says.
 pub const LIFETIME_EXCEEDED: &str = "max_session_lifetime exceeded";
+
+/// The `statusInfo` of a batch session stopped at its timeout.
+pub const BATCH_TIMED_OUT: &str = "batch timeout";
+
+impl ExpiryReason {
+    /// The system's rule that ends a session for this reason, as its actor names it.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Self::Lifetime => rules::LIFETIME,
+            Self::BatchTimeout => rules::BATCH_TIMEOUT,
+            Self::Idle => rules::IDLE_CHECK,
+        }
+    }
+}
+
+/// The rule that ended a session whose `statusInfo` is `info`, when an expiry did.
+pub fn rule_of(info: &str) -> Option<&'static str> {
+    match info {
+        LIFETIME_EXCEEDED => Some(rules::LIFETIME),
+        BATCH_TIMED_OUT => Some(rules::BATCH_TIMEOUT),
+        idle::IDLE_TIMEOUT => Some(rules::IDLE_CHECK),
+        _ => None,
+    }
+}
 
 /// Default of how long before its expiry a session's owner is warned.
 pub const DEFAULT_WARNING: std::time::Duration = std::time::Duration::from_secs(15 * 60);
@@ -269,6 +294,7 @@ pub async fn extend(
             s.id,
             "extend",
             format!("{} extended the session by {by} s, until {until}", viewer.email),
+            Actor::User(viewer.user_id),
         )],
         now,
     )
@@ -330,8 +356,9 @@ pub async fn warn(
             continue;
         }
         let message = warning(e);
-        transitions.push(lifecycle::warning_row(s.id, SessionStatus::Running, message.clone(), now));
-        entries.push(history::Entry::note(s.id, "expiry-warning", message));
+        let actor = Actor::system(e.reason.rule());
+        transitions.push(lifecycle::warning_row(s.id, SessionStatus::Running, message.clone(), now, &actor));
+        entries.push(history::Entry::note(s.id, "expiry-warning", message, actor));
     }
     let n = transitions.len();
     history::record(&txn, entries, now).await?;

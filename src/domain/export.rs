@@ -35,7 +35,8 @@ pub struct ExportRequest {
 
 /// One column of the file. A list column gives one, except ACCELERATORS (one per
 /// accelerator slot the project's resource groups serve), ELAPSED (seconds and a readable
-/// text), EXPIRY (when, and why) and UTILIZATION (CPU and memory used).
+/// text), EXPIRY (when, and why), UTILIZATION (CPU and memory used) and STATUS_CHANGED_BY
+/// (who, and their role).
 #[derive(Clone, Debug, PartialEq)]
 enum Column {
     Key(SessionColumnKey),
@@ -46,15 +47,19 @@ enum Column {
     ExpiryReason,
     CpuUsed,
     MemoryUsed,
+    StatusChangedBy,
+    StatusChangedByRole,
 }
 
 /// What a cell of a session is made from: its stored row, the instant elapsed times count
-/// to, and the names of the owners and projects of its batch.
+/// to, and the names of the owners and projects of its batch, and the e-mail and role of
+/// who changed their statuses last.
 struct Row<'a> {
     session: &'a session::Model,
     now: DateTime<Utc>,
     owners: &'a HashMap<Uuid, String>,
     projects: &'a HashMap<Uuid, String>,
+    actors: &'a HashMap<Uuid, (String, String)>,
 }
 
 /// The file's column of each list column, declared once: its title, whether its cells hold
@@ -122,7 +127,7 @@ file_columns! {
     Priority "Priority" formatted = |r| Ok(r.session.priority.to_string());
     QueuePosition "Queue position" formatted =
         |r| Ok(sessions::queue_position(r.session)?.map(|p| p.to_string()).unwrap_or_default());
-    ; parts of Accelerators | Elapsed | Expiry | Utilization:
+    ; parts of Accelerators | Elapsed | Expiry | Utilization | StatusChangedBy:
     Column::Accelerator(slot) => format!("Accelerator {slot}"), formatted =
         |r| Ok(number(sessions::requested_slots(r.session)?.get(slot)));
     Column::ElapsedSeconds => "Elapsed (s)".to_owned(), formatted =
@@ -135,6 +140,18 @@ file_columns! {
     Column::MemoryUsed => "Memory used (GiB)".to_owned(), formatted = |r| Ok(used(r.session, slots::MEM, gib));
     Column::ExpiryReason => "Expiry reason".to_owned(), formatted =
         |r| Ok(expiry::of(r.session)?.map(|e| e.reason.as_str().to_owned()).unwrap_or_default());
+    Column::StatusChangedBy => "Status changed by".to_owned(), free = |r| Ok(changed_by(r));
+    Column::StatusChangedByRole => "Status changed by (role)".to_owned(), formatted =
+        |r| Ok(r.session.status_actor_user_id.and_then(|id| r.actors.get(&id)).map(|(_, role)| role.clone()).unwrap_or_default());
+}
+
+/// Who made a session's latest status change: a user's e-mail, or `system: RULE`.
+fn changed_by(r: &Row<'_>) -> String {
+    match (r.session.status_actor_user_id, &r.session.status_actor_rule) {
+        (Some(id), _) => r.actors.get(&id).map(|(email, _)| email.clone()).unwrap_or_default(),
+        (None, Some(rule)) => format!("system: {rule}"),
+        (None, None) => "system".to_owned(),
+    }
 }
 
 /// What the session used of `slot` at its latest sample, written by `format`; empty before
@@ -165,6 +182,7 @@ pub struct Fetched {
     rows: Vec<session::Model>,
     owners: HashMap<Uuid, String>,
     projects: HashMap<Uuid, String>,
+    actors: HashMap<Uuid, (String, String)>,
     next: Option<SessionPosition>,
 }
 
@@ -229,6 +247,9 @@ pub async fn prepare(
             SessionColumnKey::Elapsed => columns.extend([Column::ElapsedSeconds, Column::ElapsedText]),
             SessionColumnKey::Expiry => columns.extend([Column::ExpiresAt, Column::ExpiryReason]),
             SessionColumnKey::Utilization => columns.extend([Column::CpuUsed, Column::MemoryUsed]),
+            SessionColumnKey::StatusChangedBy => {
+                columns.extend([Column::StatusChangedBy, Column::StatusChangedByRole]);
+            }
             key => columns.push(Column::Key(key)),
         }
     }
@@ -315,14 +336,27 @@ impl Export {
                 .into_iter()
                 .map(|(id, p)| (id, p.name))
                 .collect();
-        Ok(Fetched { rows, owners, projects, next })
+        let actor_ids: Vec<Uuid> = if self.columns.contains(&Column::StatusChangedBy) {
+            rows.iter().filter_map(|s| s.status_actor_user_id).collect::<BTreeSet<Uuid>>().into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        let actors =
+            relations::users(db, &actor_ids).await?.into_iter().map(|(id, u)| (id, (u.email, u.role))).collect();
+        Ok(Fetched { rows, owners, projects, actors, next })
     }
 
     /// The cells of a fetched batch, row by row.
     fn texts(&self, fetched: &Fetched) -> DomainResult<Vec<Vec<String>>> {
         let mut rows = Vec::with_capacity(fetched.rows.len());
         for session in &fetched.rows {
-            let row = Row { session, now: self.now, owners: &fetched.owners, projects: &fetched.projects };
+            let row = Row {
+                session,
+                now: self.now,
+                owners: &fetched.owners,
+                projects: &fetched.projects,
+                actors: &fetched.actors,
+            };
             rows.push(self.columns.iter().map(|c| c.cell(&row)).collect::<DomainResult<_>>()?);
         }
         Ok(rows)

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use entity::scheduling_history as history;
 
 use super::DomainResult;
+use super::actor::Actor;
 use super::model::string_enum;
 use super::paging::{Page, PageRequest};
 use super::status::SessionStatus;
@@ -117,12 +118,14 @@ pub struct Entry {
     /// session's last line, counting attempts (a scheduler retrying), rather than adding one:
     /// so a session's history stays bounded however long it waits.
     pub repeats: bool,
+    /// Who made the decision.
+    pub actor: Actor,
 }
 
 impl Entry {
     /// A line of session `session_id`'s history that changes no status (an extension, a
     /// warning, an exemption): a success, with its words.
-    pub fn note(session_id: Uuid, phase: &'static str, message: String) -> Self {
+    pub fn note(session_id: Uuid, phase: &'static str, message: String, actor: Actor) -> Self {
         Self {
             session_id,
             phase,
@@ -134,6 +137,7 @@ impl Entry {
             sub_steps: Value::Array(Vec::new()),
             // Each note says who did what: none stands for another.
             repeats: false,
+            actor,
         }
     }
 }
@@ -189,6 +193,8 @@ pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTim
                 attempts: Set(1),
                 created_at: Set(now),
                 updated_at: Set(now),
+                actor_user_id: Set(e.actor.user_id()),
+                actor_rule: Set(e.actor.rule()),
             }),
         }
     }

@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 use entity::{keypair_resource_policy as policy, session};
 
+use super::actor::Actor;
 use super::auth::Viewer;
 use super::events::EventBus;
 use super::history;
@@ -214,7 +215,12 @@ pub async fn exempt(
         } else {
             format!("{} put the session back under idle checks", viewer.email)
         };
-        history::record(&txn, vec![history::Entry::note(s.id, "idle-exemption", message)], clock::now()).await?;
+        history::record(
+            &txn,
+            vec![history::Entry::note(s.id, "idle-exemption", message, Actor::User(viewer.user_id))],
+            clock::now(),
+        )
+        .await?;
     }
     let after = session::Entity::find_by_id(s.id).one(&txn).await?.ok_or(DomainError::NotFound("session"))?;
     lifecycle::commit(txn, Transitions::default(), bus).await?;

@@ -23,6 +23,7 @@ pub enum NodeKind {
     Session,
     LaunchGroup,
     SchedulingHistoryEntry,
+    SessionTemplate,
 }
 
 impl NodeKind {
@@ -33,11 +34,18 @@ impl NodeKind {
             Self::Session => "Session",
             Self::LaunchGroup => "LaunchGroup",
             Self::SchedulingHistoryEntry => "SchedulingHistoryEntry",
+            Self::SessionTemplate => "SessionTemplate",
         }
     }
 
-    const ALL: [NodeKind; 5] =
-        [Self::User, Self::Project, Self::Session, Self::LaunchGroup, Self::SchedulingHistoryEntry];
+    const ALL: [NodeKind; 6] = [
+        Self::User,
+        Self::Project,
+        Self::Session,
+        Self::LaunchGroup,
+        Self::SchedulingHistoryEntry,
+        Self::SessionTemplate,
+    ];
 }
 
 pub fn encode(kind: NodeKind, key: impl std::fmt::Display) -> String {

@@ -9,6 +9,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, Enti
 
 use entity::{session, session_status_transition as transition};
 
+use super::actor::Actor;
 use super::events::{CHANNEL, EventBus, EventKind};
 use super::status::{SessionResult, SessionStatus};
 use super::{DomainError, DomainResult};
@@ -87,11 +88,13 @@ pub struct Change {
     pub agent: Option<String>,
     /// How it ended (with a terminal `to`): result and exit code.
     pub result: Option<(SessionResult, Option<i32>)>,
+    /// Who makes it.
+    pub actor: Actor,
 }
 
 impl Change {
-    pub fn new(session: session::Model, to: SessionStatus, reason: impl Into<Option<String>>) -> Self {
-        Self { session, to, reason: reason.into(), agent: None, result: None }
+    pub fn new(session: session::Model, to: SessionStatus, reason: impl Into<Option<String>>, actor: Actor) -> Self {
+        Self { session, to, reason: reason.into(), agent: None, result: None, actor }
     }
 }
 
@@ -101,9 +104,12 @@ pub fn transition_row(
     to: SessionStatus,
     reason: Option<String>,
     at: DateTime<Utc>,
+    actor: &Actor,
 ) -> transition::ActiveModel {
     transition::ActiveModel {
         id: sea_orm::ActiveValue::NotSet,
+        actor_user_id: Set(actor.user_id()),
+        actor_rule: Set(actor.rule()),
         session_id: Set(session_id),
         from_status: Set(from.map(|s| s.as_str().to_owned())),
         to_status: Set(to.as_str().to_owned()),
@@ -120,10 +126,11 @@ pub fn warning_row(
     status: SessionStatus,
     reason: String,
     at: DateTime<Utc>,
+    actor: &Actor,
 ) -> transition::ActiveModel {
     transition::ActiveModel {
         kind: Set(EventKind::ExpiryWarning.as_str().to_owned()),
-        ..transition_row(session_id, Some(status), status, Some(reason), at)
+        ..transition_row(session_id, Some(status), status, Some(reason), at, actor)
     }
 }
 
@@ -160,6 +167,8 @@ pub async fn apply(
             .col_expr(session::Column::Status, Expr::value(c.to.as_str()))
             .col_expr(session::Column::StatusChangedAt, Expr::value(now))
             .col_expr(session::Column::StatusInfo, Expr::value(c.reason.clone()))
+            .col_expr(session::Column::StatusActorUserId, Expr::value(c.actor.user_id()))
+            .col_expr(session::Column::StatusActorRule, Expr::value(c.actor.rule()))
             .filter(session::Column::Id.eq(c.session.id))
             .filter(session::Column::Status.eq(from.as_str()));
         if c.to.is_terminal() {
@@ -198,7 +207,7 @@ pub async fn apply(
             .await?
             .ok_or_else(|| DomainError::invariant(format!("session {} vanished", c.session.id)))?;
         if result.rows_affected == 1 {
-            transitions.push(transition_row(c.session.id, Some(from), c.to, c.reason, now));
+            transitions.push(transition_row(c.session.id, Some(from), c.to, c.reason, now, &c.actor));
             applied.push(Applied::Changed(current));
         } else {
             applied.push(Applied::Moved(current));

@@ -2,6 +2,7 @@
 //! names, paths, headers or cursors): functions take a database connection or transaction
 //! and return [`DomainError`]s, which each transport maps to its public codes in one place.
 
+pub mod actor;
 pub mod apply;
 pub mod auth;
 pub mod catalog;
@@ -39,6 +40,7 @@ pub mod settings;
 pub mod shares;
 pub mod slots;
 pub mod status;
+pub mod templates;
 pub mod terminate;
 pub mod usage;
 pub mod visibility;
@@ -145,6 +147,11 @@ pub(crate) mod testing {
             exempt_idle: false,
             cpu_used: 0.0,
             mem_used: 0.0,
+            status_actor_user_id: None,
+            status_actor_rule: None,
+            launched_from_session_id: None,
+            launched_from_name: None,
+            launched_from_template_id: None,
         }
     }
 }

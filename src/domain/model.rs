@@ -104,6 +104,7 @@ string_enum!(
         QueuePosition = "QUEUE_POSITION",
         Expiry = "EXPIRY",
         Utilization = "UTILIZATION",
+        StatusChangedBy = "STATUS_CHANGED_BY",
     }
 );
 

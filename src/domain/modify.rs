@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use entity::{keypair, keypair_resource_policy as policy, session};
 
+use super::actor::Actor;
 use super::auth::Viewer;
 use super::history::{self, Entry};
 use super::launch::validate::{PRIORITY_RANGE, valid_name};
@@ -78,7 +79,12 @@ pub async fn modify(
             Ok(change) => {
                 let outcome = write(&txn, s, &change).await?;
                 if outcome == ModifyOutcome::Modified {
-                    notes.push(Entry::note(s.id, "modified", change.described(&viewer.email, s)));
+                    notes.push(Entry::note(
+                        s.id,
+                        "modified",
+                        change.described(&viewer.email, s),
+                        Actor::User(viewer.user_id),
+                    ));
                     if let Some(name) = &change.name {
                         s.name.clone_from(name);
                     }

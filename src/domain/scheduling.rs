@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use entity::{domain, keypair, keypair_resource_policy, project, resource_group, session};
 
+use super::actor::{Actor, rules};
 use super::events::EventBus;
 use super::history::{self, Entry, SchedulingResult, SubStep};
 use super::lifecycle::{self, Change};
@@ -108,9 +109,15 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                 message: format!("pending longer than the pending timeout of resource group `{}`", s.resource_group),
                 sub_steps: json!([]),
                 repeats: true,
+                actor: Actor::system(rules::PENDING_TIMEOUT),
             },
         );
-        changes.push(Change::new(s, SessionStatus::Cancelled, "PENDING_TIMEOUT".to_owned()));
+        changes.push(Change::new(
+            s,
+            SessionStatus::Cancelled,
+            "PENDING_TIMEOUT".to_owned(),
+            Actor::system(rules::PENDING_TIMEOUT),
+        ));
     }
 
     let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
@@ -132,9 +139,11 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                         message: format!("scheduled on agent {}", agents.join(", ")),
                         sub_steps: sub_steps(&d.checks),
                         repeats: true,
+                        actor: Actor::system(rules::SCHEDULER),
                     },
                 );
-                let mut change = Change::new((*s).clone(), SessionStatus::Scheduled, None);
+                let mut change =
+                    Change::new((*s).clone(), SessionStatus::Scheduled, None, Actor::system(rules::SCHEDULER));
                 change.agent = agents.first().cloned();
                 changes.push(change);
             }
@@ -155,6 +164,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                     message: reasons.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; "),
                     sub_steps: sub_steps(&d.checks),
                     repeats: true,
+                    actor: Actor::system(rules::SCHEDULER),
                 });
             }
         }

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use entity::session;
 
+use super::actor::Actor;
 use super::auth::Viewer;
 use super::events::EventBus;
 use super::lifecycle::{self, Applied, Change};
@@ -69,7 +70,7 @@ pub async fn terminate(
         let mut changes = Vec::new();
         for s in current.values().filter(|s| !changed.contains(&s.id)) {
             if let Some(to) = target(s)? {
-                changes.push(Change::new(s.clone(), to, reason.to_owned()));
+                changes.push(Change::new(s.clone(), to, reason.to_owned(), Actor::User(viewer.user_id)));
             }
         }
         if changes.is_empty() {

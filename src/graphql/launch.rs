@@ -1,6 +1,6 @@
 //! Launching sessions (one or many), the dry run, and ending sessions.
 
-use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
+use async_graphql::{Context, Enum, ID, InputObject, MaybeUndefined, Object, SimpleObject};
 
 use crate::domain::launch::{self, LaunchLimits};
 use crate::domain::{DomainError, terminate};
@@ -58,7 +58,7 @@ fn launch_path(field: &str) -> String {
 }
 
 impl LaunchSessionInput {
-    fn to_domain(&self) -> ApiResult<launch::LaunchRequest> {
+    pub(super) fn to_domain(&self) -> ApiResult<launch::LaunchRequest> {
         Ok(launch::LaunchRequest {
             project_id: project_uuid(&self.project_id)?,
             name: self.name.clone(),
@@ -72,7 +72,65 @@ impl LaunchSessionInput {
             batch_timeout_seconds: self.batch_timeout_seconds.map(i64::from),
             priority: self.priority.unwrap_or(0),
             idempotency_key: self.idempotency_key.clone(),
+            origin: None,
         })
+    }
+}
+
+/// What `relaunchSession` changes of the session's launch; a field left out is as it was.
+#[derive(InputObject, Default)]
+pub struct RelaunchOverrides {
+    pub name: Option<String>,
+    #[graphql(name = "type")]
+    pub session_type: Option<SessionType>,
+    pub image: Option<String>,
+    pub resource_group: Option<String>,
+    /// Per container; replaces the whole request.
+    pub resources: Option<Vec<SlotAmountInput>>,
+    pub cluster_size: Option<i32>,
+    /// Replaces every variable.
+    pub environment: Option<Vec<EnvVarInput>>,
+    /// Null: none.
+    pub startup_command: MaybeUndefined<String>,
+    /// Null: none.
+    pub batch_timeout_seconds: MaybeUndefined<i32>,
+    pub priority: Option<i32>,
+    /// As `launchSession`'s.
+    pub idempotency_key: Option<String>,
+}
+
+/// What is left of `v`: `None` when undefined, `Some(None)` when null.
+fn given<T, U>(v: MaybeUndefined<T>, f: impl FnOnce(T) -> U) -> Option<Option<U>> {
+    match v {
+        MaybeUndefined::Undefined => None,
+        MaybeUndefined::Null => Some(None),
+        MaybeUndefined::Value(v) => Some(Some(f(v))),
+    }
+}
+
+impl RelaunchOverrides {
+    fn into_domain(self) -> launch::relaunch::Overrides {
+        launch::relaunch::Overrides {
+            name: self.name,
+            session_type: self.session_type.map(Into::into),
+            image: self.image,
+            resource_group: self.resource_group,
+            resources: self.resources.map(|rs| rs.into_iter().map(|r| (r.slot, r.amount)).collect()),
+            cluster_size: self.cluster_size,
+            environment: self.environment.map(|es| es.into_iter().map(|e| (e.name, e.value)).collect()),
+            startup_command: given(self.startup_command, |c| c),
+            batch_timeout_seconds: given(self.batch_timeout_seconds, i64::from),
+            priority: self.priority,
+            idempotency_key: self.idempotency_key,
+        }
+    }
+}
+
+/// The API path of a domain field of a relaunch: inside `overrides`.
+fn relaunch_path(field: &str) -> String {
+    match field {
+        "session_type" => "overrides.type".to_owned(),
+        _ => format!("overrides.{}", camel(field)),
     }
 }
 
@@ -180,6 +238,10 @@ fn modify_path(field: &str) -> String {
 }
 
 /// The launch bounds the server was configured with.
+pub(super) fn launch_limits(ctx: &Context<'_>) -> ApiResult<LaunchLimits> {
+    limits(ctx)
+}
+
 fn limits<'a>(ctx: &Context<'a>) -> ApiResult<LaunchLimits> {
     ctx.data_opt::<LaunchLimits>()
         .copied()
@@ -256,20 +318,65 @@ impl LaunchMutation {
         Ok(LaunchSessionPayload { session: Session::new(session) })
     }
 
+    /// Launches again what made one of the caller's sessions (finished or live): its
+    /// image, type, resource group, resources, cluster size, environment, startup command,
+    /// batch timeout and priority, each overridable. The same validation, quotas and
+    /// idempotency as `launchSession`; anyone else's session is NOT_FOUND. The new session's
+    /// `launchedFrom` names it.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn relaunch_session(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        overrides: Option<RelaunchOverrides>,
+    ) -> ApiResult<LaunchSessionPayload> {
+        let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
+        let o = overrides.unwrap_or_default().into_domain();
+        let launched = launch::relaunch::relaunch(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, o, limits(ctx)?)
+            .await
+            .map_err(|e| with_paths(e, relaunch_path))?;
+        let session =
+            launched.sessions.into_iter().next().ok_or_else(|| DomainError::invariant("a launch without session"))?;
+        Ok(LaunchSessionPayload { session: Session::new(session) })
+    }
+
     /// "Launch Multiple Sessions": `count` sessions of one configuration, named
-    /// `<name>-1` … `<name>-<count>`, in one launch group; all or nothing.
+    /// `<name>-1` … `<name>-<count>`, in one launch group; all or nothing. The
+    /// configuration is `input`, or a template the caller sees (`templateId`) with
+    /// `overrides`: exactly one of the two. Sessions from a template name it in
+    /// `launchedFrom`.
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn launch_sessions(
         &self,
         ctx: &Context<'_>,
-        input: LaunchSessionInput,
+        input: Option<LaunchSessionInput>,
+        template_id: Option<ID>,
+        overrides: Option<RelaunchOverrides>,
         count: i32,
     ) -> ApiResult<LaunchSessionsPayload> {
-        let dom_input = input.to_domain()?;
-        let launched =
-            launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, Some(i64::from(count)), limits(ctx)?)
-                .await
-                .map_err(|e| with_paths(e, launch_path))?;
+        let (db, bus, viewer, count) = (db(ctx)?, bus(ctx)?, viewer(ctx)?, Some(i64::from(count)));
+        let launched = match (input, template_id) {
+            (Some(input), None) if overrides.is_none() => {
+                launch::launch(db, bus, viewer, &input.to_domain()?, count, limits(ctx)?)
+                    .await
+                    .map_err(|e| with_paths(e, launch_path))?
+            }
+            (None, Some(id)) => {
+                let uuid = decode_uuid(&id, NodeKind::SessionTemplate).ok_or(DomainError::NotFound("template"))?;
+                let o = overrides.unwrap_or_default().into_domain();
+                crate::domain::templates::launch_from(db, bus, viewer, uuid, o, count, limits(ctx)?)
+                    .await
+                    .map_err(|e| with_paths(e, |f| if f == "count" { f.to_owned() } else { relaunch_path(f) }))?
+            }
+            _ => {
+                return Err(DomainError::bad_input(
+                    "ONE_OF",
+                    Some("input".to_owned()),
+                    "give `input`, or `templateId` with `overrides`: one of the two",
+                )
+                .into());
+            }
+        };
         let group =
             launched.launch_group.ok_or_else(|| DomainError::invariant("a batch launch without launch group"))?;
         Ok(LaunchSessionsPayload {

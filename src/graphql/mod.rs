@@ -1,6 +1,7 @@
 //! The GraphQL schema: one root per operation type, merged from one object per area.
 //! Resolvers are thin: they read arguments, call `domain`, and map the result.
 
+pub mod actor;
 pub mod compiled;
 pub mod configuration;
 pub mod context;
@@ -22,6 +23,7 @@ pub mod session;
 pub mod session_list;
 pub mod settings;
 pub mod subscription;
+pub mod templates;
 pub mod types;
 pub mod viewer;
 
@@ -42,10 +44,11 @@ pub struct Query(
     export::ExportQuery,
     runtime::RuntimeQuery,
     configuration::ConfigurationQuery,
+    templates::TemplateQuery,
 );
 
 #[derive(MergedObject, Default)]
-pub struct Mutation(launch::LaunchMutation, settings::SettingsMutation);
+pub struct Mutation(launch::LaunchMutation, settings::SettingsMutation, templates::TemplateMutation);
 
 #[derive(MergedSubscription, Default)]
 pub struct Subscription(subscription::SessionSubscription);

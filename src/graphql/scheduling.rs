@@ -11,6 +11,7 @@ use entity::scheduling_history;
 use crate::domain::history::{self, SubStep};
 use crate::domain::status::SessionStatus as DomStatus;
 
+use super::actor::Actor;
 use super::cursor;
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
@@ -91,6 +92,10 @@ impl SchedulingHistoryEntry {
     }
     async fn updated_at(&self) -> DateTime<Utc> {
         self.0.updated_at
+    }
+    /// Who made the decision: the user, or the system's rule.
+    async fn actor(&self) -> Actor {
+        Actor::stored(self.0.actor_user_id, self.0.actor_rule.clone())
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use async_graphql::{Context, ID, Object, SimpleObject};
+use async_graphql::{Context, Enum, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
 use entity::session;
@@ -11,6 +11,7 @@ use crate::domain::sessions::{self as dom, SessionSet};
 use crate::domain::status::SessionStatus as DomStatus;
 use crate::domain::{DomainError, clock, expiry, logs};
 
+use super::actor::Actor;
 use super::context::{db, loaders};
 use super::cursor;
 use super::errors::ApiResult;
@@ -67,6 +68,24 @@ pub struct SessionApp {
     pub url: Option<String>,
 }
 
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchOriginKind {
+    /// Launched again from another session (`relaunchSession`).
+    Session,
+    /// Launched from a session template.
+    Template,
+}
+
+/// What a session was launched from.
+#[derive(SimpleObject)]
+pub struct LaunchOrigin {
+    pub kind: LaunchOriginKind,
+    /// The session's or template's id (it may since be gone, or not the viewer's to see).
+    pub id: ID,
+    /// Its name when this one was launched from it.
+    pub name: String,
+}
+
 #[derive(SimpleObject)]
 pub struct StatusTransition {
     /// Position in the global sequence of status changes.
@@ -75,6 +94,8 @@ pub struct StatusTransition {
     pub to_status: SessionStatus,
     pub reason: Option<String>,
     pub occurred_at: DateTime<Utc>,
+    /// Who made it: the user, or the system's rule.
+    pub actor: Actor,
 }
 
 fn parse_status(text: &str) -> ApiResult<DomStatus> {
@@ -337,6 +358,22 @@ impl Session {
     ) -> ApiResult<SchedulingHistoryConnection> {
         scheduling::history(db(ctx)?, self.0.id, first, after).await
     }
+    /// What it was launched from: the session it was launched again from
+    /// (`relaunchSession`) or the template (`launchSessions(templateId: …)`), with its name
+    /// then; null for a plain launch.
+    async fn launched_from(&self) -> Option<LaunchOrigin> {
+        let (kind, id) = match (self.0.launched_from_session_id, self.0.launched_from_template_id) {
+            (Some(id), _) => (LaunchOriginKind::Session, encode(NodeKind::Session, id)),
+            (None, Some(id)) => (LaunchOriginKind::Template, encode(NodeKind::SessionTemplate, id)),
+            (None, None) => return None,
+        };
+        Some(LaunchOrigin { kind, id, name: self.0.launched_from_name.clone().unwrap_or_default() })
+    }
+    /// Who made its latest status change: the user (launching, terminating), or the
+    /// system's rule (the scheduler, an engine, a timeout, an idle check).
+    async fn status_changed_by(&self) -> Actor {
+        Actor::stored(self.0.status_actor_user_id, self.0.status_actor_rule.clone())
+    }
     /// Every status change, oldest first.
     async fn status_transitions(&self, ctx: &Context<'_>) -> ApiResult<Vec<StatusTransition>> {
         let rows = loaders(ctx)?.load_one(TransitionsOf(self.0.id)).await?.unwrap_or_default();
@@ -348,6 +385,7 @@ impl Session {
                     to_status: parse_status(&t.to_status)?.into(),
                     reason: t.reason,
                     occurred_at: t.occurred_at,
+                    actor: Actor::stored(t.actor_user_id, t.actor_rule),
                 })
             })
             .collect()

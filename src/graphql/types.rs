@@ -153,6 +153,8 @@ pub enum SessionColumnKey {
     Expiry,
     /// What a session really uses now: CPU (cores busy) and memory.
     Utilization,
+    /// Who made its latest status change (`Session.statusChangedBy`).
+    StatusChangedBy,
 }
 
 #[derive(SimpleObject)]

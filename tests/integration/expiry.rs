@@ -74,6 +74,18 @@ async fn a_lifetime_is_an_expiry_warned_of_before_it_ends(mut app: TestApp) {
     assert_eq!(expiry["extendable"], true);
     let ended = detail_when(&app, &id, |s| s["status"] == "TERMINATED").await;
     assert_eq!(ended["statusInfo"], "max_session_lifetime exceeded");
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "query($id: ID!) { session(id: $id) { statusTransitions { toStatus actor { kind rule } } } }",
+            json!({"id": id}),
+        )
+        .await;
+    let ending = resp["data"]["session"]["statusTransitions"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["toStatus"] == "TERMINATING").cloned())
+        .unwrap_or_else(|| panic!("a TERMINATING step: {resp}"));
+    assert_eq!(ending["actor"], json!({"kind": "SYSTEM", "rule": "lifetime"}), "the lifetime's rule ended it");
     assert_eq!(ended["expiry"], Value::Null, "an ended session has no expiry");
 
     let uuid = crate::local_runtime::session_uuid(&id);

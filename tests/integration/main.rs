@@ -2,6 +2,7 @@
 
 mod support;
 
+mod actors;
 mod apply;
 mod auth;
 mod cli;
@@ -21,6 +22,7 @@ mod local_runtime;
 mod modify;
 mod panels;
 mod panels_by_hand;
+mod relaunch;
 mod revocation;
 mod sandbox_edges;
 mod scheduling;
@@ -31,5 +33,6 @@ mod sessions_paging;
 mod slurm;
 mod storage;
 mod subscriptions;
+mod templates;
 mod utilization;
 mod ws_client;

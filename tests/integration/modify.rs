@@ -7,7 +7,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes, launch_input};
+use crate::support::{TestApp, error_codes, launch_input, terminate};
 
 const LAUNCH: &str = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
 const MODIFY: &str = "mutation($ids: [ID!]!, $m: ModifySessionInput!) {
@@ -95,14 +95,7 @@ async fn a_session_is_renamed_under_the_launch_rules(app: TestApp) {
     assert_eq!(detail(&app, "demo-alice", &a).await["name"], "renamed");
 
     // A finished session's name is free again, and a finished session may be renamed.
-    let resp = app
-        .gql(
-            Some("demo-alice"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
-            json!({"ids": [b]}),
-        )
-        .await;
-    assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "CANCELLED", "{resp}");
+    assert_eq!(terminate(&app, "demo-alice", &b).await, "CANCELLED");
     assert_eq!(outcomes(&modify(&app, "demo-alice", &[&a], json!({"name": "second"})).await), ["MODIFIED"]);
     assert_eq!(outcomes(&modify(&app, "demo-alice", &[&b], json!({"name": "old-one"})).await), ["MODIFIED"]);
 }
@@ -145,14 +138,7 @@ async fn owners_lower_and_administrators_set_priorities(app: TestApp) {
     assert_eq!((error_codes(&resp), field(&resp)), (vec!["BAD_USER_INPUT".to_owned()], "input.priority"), "{resp}");
 
     // A session that no longer waits keeps its priority.
-    let resp = app
-        .gql(
-            Some("demo-alice"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
-            json!({"ids": [b]}),
-        )
-        .await;
-    assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "CANCELLED", "{resp}");
+    assert_eq!(terminate(&app, "demo-alice", &b).await, "CANCELLED");
     assert_eq!(outcomes(&modify(&app, "demo-admin", &[&b], json!({"priority": 1})).await), ["NOT_PENDING"]);
 }
 

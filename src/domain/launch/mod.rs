@@ -6,10 +6,12 @@
 //! - [`write`]: all rows of a launch in one transaction, a constant number of statements.
 //! - [`idempotency`]: a retry with the same key and launch gets the first result.
 //! - [`check`]: the dry run, with the same checks and the scheduler's verdict.
+//! - [`relaunch`]: a session's launch again, any of it changed.
 
 pub mod admission;
 pub mod check;
 pub mod idempotency;
+pub mod relaunch;
 pub mod validate;
 pub mod write;
 
@@ -43,6 +45,25 @@ pub struct LaunchRequest {
     pub batch_timeout_seconds: Option<i64>,
     pub priority: i32,
     pub idempotency_key: Option<String>,
+    /// Where it comes from, when it is launched again ([`relaunch`]).
+    pub origin: Option<Origin>,
+}
+
+/// What a session was launched from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Another session's launch ([`relaunch`]), and that session's name then.
+    Session { id: Uuid, name: String },
+    /// A template ([`crate::domain::templates`]), and its name then.
+    Template { id: Uuid, name: String },
+}
+
+impl Origin {
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Session { name, .. } | Self::Template { name, .. } => name,
+        }
+    }
 }
 
 /// The configured bounds of a launch.

@@ -12,8 +12,9 @@ use entity::{idempotency_key, launch_group, scheduling_history, session};
 
 use super::admission::admissible;
 use super::idempotency::{IDEMPOTENCY_RETENTION, fingerprint, stored_result};
-use super::{Launched, Plan};
+use super::{Launched, Origin, Plan};
 use crate::domain::DomainError;
+use crate::domain::actor::Actor;
 use crate::domain::auth::Viewer;
 use crate::domain::events::EventBus;
 use crate::domain::history::SchedulingResult;
@@ -135,6 +136,17 @@ pub async fn write(
             exempt_idle: false,
             cpu_used: 0.0,
             mem_used: 0.0,
+            status_actor_user_id: Some(viewer.user_id),
+            status_actor_rule: None,
+            launched_from_session_id: match &plan.launch.origin {
+                Some(Origin::Session { id, .. }) => Some(*id),
+                _ => None,
+            },
+            launched_from_template_id: match &plan.launch.origin {
+                Some(Origin::Template { id, .. }) => Some(*id),
+                _ => None,
+            },
+            launched_from_name: plan.launch.origin.as_ref().map(|o| o.name().to_owned()),
         })
         .collect();
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))
@@ -153,6 +165,8 @@ pub async fn write(
         attempts: Set(1),
         created_at: Set(now),
         updated_at: Set(now),
+        actor_user_id: Set(Some(viewer.user_id)),
+        actor_rule: Set(None),
     }))
     .exec_without_returning(&txn)
     .await?;
@@ -169,7 +183,15 @@ pub async fn write(
     }
     let mut transitions = Transitions::default();
     for s in &launched.sessions {
-        transitions.push(transition_row(s.id, None, SessionStatus::Pending, Some("launched".into()), now));
+        let launched_by = Actor::User(viewer.user_id);
+        transitions.push(transition_row(
+            s.id,
+            None,
+            SessionStatus::Pending,
+            Some("launched".into()),
+            now,
+            &launched_by,
+        ));
     }
     lifecycle::commit(txn, transitions, bus).await?;
     Ok(launched)

@@ -16,7 +16,9 @@ use uuid::Uuid;
 
 use entity::{agent, session, session_log};
 
+use crate::domain::actor::Actor;
 use crate::domain::events::EventBus;
+use crate::domain::expiry;
 use crate::domain::history::{self, Entry, SchedulingResult};
 use crate::domain::idle;
 use crate::domain::lifecycle::{self, Applied, Change};
@@ -113,6 +115,12 @@ fn log_row(session_id: Uuid, line: String, now: DateTime<Utc>) -> session_log::A
     session_log::ActiveModel { id: NotSet, session_id: Set(session_id), line: Set(line), created_at: Set(now) }
 }
 
+/// Who makes a step with `reason` of an `engine`'s look: the expiry that ended the session
+/// (lifetime, idle check, batch timeout), else the engine itself.
+fn actor(engine: &str, reason: Option<&str>) -> Actor {
+    Actor::system(reason.and_then(expiry::rule_of).unwrap_or(engine))
+}
+
 /// Writes a look's plans in one transaction and publishes their transitions once committed.
 /// `pulled(agent, images)`: the images an agent has now that sessions pulled `images` there
 /// (stored when one went through PULLING; `None`: the engine does not keep images).
@@ -120,6 +128,7 @@ fn log_row(session_id: Uuid, line: String, now: DateTime<Utc>) -> session_log::A
 pub async fn write<A>(
     db: &DatabaseConnection,
     bus: &EventBus,
+    engine: &str,
     plans: &[Plan<A>],
     pulled: impl Fn(&str, &[&str]) -> Option<Value>,
 ) -> DomainResult<usize> {
@@ -128,7 +137,7 @@ pub async fn write<A>(
     for p in plans {
         let mut at = p.session.clone();
         for (to, reason, result) in &p.steps {
-            let mut change = Change::new(at.clone(), *to, reason.clone());
+            let mut change = Change::new(at.clone(), *to, reason.clone(), actor(engine, reason.as_deref()));
             change.result = *result;
             change.agent = p.placed.clone();
             changes.push(change);
@@ -175,6 +184,7 @@ pub async fn write<A>(
                 ),
                 sub_steps: Value::Array(Vec::new()),
                 repeats: true,
+                actor: actor(engine, reason.as_deref()),
             });
         }
     }

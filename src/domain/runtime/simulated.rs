@@ -38,6 +38,8 @@ use crate::domain::status::{SessionResult, SessionStatus};
 use crate::domain::usage::{self, Sample};
 use crate::domain::{DomainResult, clock, expiry, slots};
 
+/// The rule its status changes name as their actor.
+const ENGINE_RULE: &str = "simulated runtime";
 const FAIL_VARIABLE: &str = "SESSIOND_SIM_FAIL";
 const EXIT_VARIABLE: &str = "SESSIOND_SIM_EXIT";
 const OUTPUT_VARIABLE: &str = "SESSIOND_SIM_OUTPUT";
@@ -166,7 +168,7 @@ impl SimulatedRuntime {
                 match s.batch_timeout_seconds.and_then(TimeDelta::try_seconds) {
                     Some(timeout) if timeout < run && ran >= timeout => Some(Next {
                         to: Terminated,
-                        reason: Some("batch timeout".to_owned()),
+                        reason: Some(expiry::BATCH_TIMED_OUT.to_owned()),
                         result: Some((SessionResult::Failure, Some(TIMEOUT_EXIT_CODE))),
                         log: "session ended: batch timeout".to_owned(),
                         output: output_of(s),
@@ -263,7 +265,7 @@ impl Runtime for SimulatedRuntime {
         }
         // The updates are guarded by the status read above: a session that moved meanwhile
         // (terminated by its owner, driven by another replica) is left alone.
-        reconcile::write(db, bus, &plans, |agent, images| {
+        reconcile::write(db, bus, ENGINE_RULE, &plans, |agent, images| {
             let mut all = pulled.get(agent).cloned().unwrap_or_default();
             all.extend(images.iter().map(|i| (*i).to_owned()));
             all.sort();

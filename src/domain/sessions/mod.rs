@@ -55,7 +55,7 @@ pub struct PageRow {
 pub type SessionPage = Page<PageRow>;
 
 /// A session's columns from `row`, from column `at` on, in the entity's column order (the
-/// order `Entity::find()` selects them in). Read by position: a page row has the session's 36
+/// order `Entity::find()` selects them in). Read by position: a page row has the session's
 /// columns, its owner's 6 and the sort keys, and reading each by name hashes the name.
 fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, sea_orm::DbErr> {
     let mut i = at;
@@ -107,6 +107,11 @@ fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, s
         exempt_idle: row.try_get_by_index(next())?,
         cpu_used: row.try_get_by_index(next())?,
         mem_used: row.try_get_by_index(next())?,
+        status_actor_user_id: row.try_get_by_index(next())?,
+        status_actor_rule: row.try_get_by_index(next())?,
+        launched_from_session_id: row.try_get_by_index(next())?,
+        launched_from_name: row.try_get_by_index(next())?,
+        launched_from_template_id: row.try_get_by_index(next())?,
     })
 }
 

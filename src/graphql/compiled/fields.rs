@@ -375,6 +375,8 @@ mod tests {
         ("Session", "environment"),          // not a list column
         ("Session", "pendingReasons"),       // the detail panel's
         ("Session", "statusTransitions"),    // a statement of its own
+        ("Session", "statusChangedBy"),      // a hidden column: a user's load of its own
+        ("Session", "launchedFrom"),         // the detail panel's
         ("Session", "schedulingHistory"),    // arguments, a statement per session
         ("Session", "apps"),                 // the runtime's terminal
         ("Session", "logs"),                 // arguments, a statement per session

@@ -463,6 +463,11 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         exempt_idle: Set(false),
         cpu_used: Set(0.0),
         mem_used: Set(0.0),
+        status_actor_user_id: Set(None),
+        status_actor_rule: Set(None),
+        launched_from_session_id: Set(None),
+        launched_from_name: Set(None),
+        launched_from_template_id: Set(None),
     }
 }
 
@@ -481,6 +486,18 @@ pub fn launch_input(name: &str, cpu: f64) -> Value {
         "projectId": project("default/default"), "name": name, "image": "python:3.12",
         "resources": [{"slot": "cpu", "amount": cpu}, {"slot": "mem", "amount": 1_i64 << 30}],
     })
+}
+
+/// Ends session `id` as `token` (`terminateSessions`, not forced): its outcome.
+pub async fn terminate(app: &TestApp, token: &str, id: &str) -> String {
+    let resp = app
+        .gql(
+            Some(token),
+            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
+            json!({"ids": [id]}),
+        )
+        .await;
+    resp["data"]["terminateSessions"]["results"][0]["outcome"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned()
 }
 
 /// The codes of a response's errors, in order.

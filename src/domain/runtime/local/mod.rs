@@ -54,6 +54,8 @@ use observe::Plan;
 
 /// The engine that is this machine, stored when the local runtime first registers.
 pub const LOCAL_ENGINE: &str = "local";
+/// The rule its status changes name as their actor.
+const ENGINE_RULE: &str = "local runtime";
 
 /// Processes and threads one session may have.
 const MAX_PIDS: u64 = 1024;
@@ -348,7 +350,7 @@ impl Runtime for LocalRuntime {
 
 impl LocalRuntime {
     async fn write(&self, db: &DatabaseConnection, bus: &EventBus, plans: Vec<Plan>) -> DomainResult<usize> {
-        let changed = reconcile::write(db, bus, &plans, |_, _| Some(self.prepared_images())).await?;
+        let changed = reconcile::write(db, bus, ENGINE_RULE, &plans, |_, _| Some(self.prepared_images())).await?;
         for p in plans {
             if let Some((file, copied)) = p.after.copied {
                 files::write_json(&file, &copied).ok();

@@ -79,7 +79,12 @@ pub(crate) fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String,
     let batch = s.session_type == SessionType::Batch.as_str();
     let code = exit.code;
     if exit.timed_out {
-        return (SessionStatus::Terminated, "batch timeout".to_owned(), SessionResult::Failure, code);
+        return (
+            SessionStatus::Terminated,
+            crate::domain::expiry::BATCH_TIMED_OUT.to_owned(),
+            SessionResult::Failure,
+            code,
+        );
     }
     if exit.oom_killed {
         return (SessionStatus::Terminated, "OOM killed".to_owned(), SessionResult::Failure, code);

@@ -184,7 +184,9 @@ fn ending(s: &session::Model, j: &Job) -> (SessionStatus, String, SessionResult,
     let asked = || s.status_info.clone().unwrap_or_else(|| "stopped".to_owned());
     let failure = SessionResult::Failure;
     match j.job_state.as_str() {
-        "TIMEOUT" if batch => (Terminated, "batch timeout".to_owned(), failure, Some(TIMEOUT_EXIT_CODE)),
+        "TIMEOUT" if batch => {
+            (Terminated, crate::domain::expiry::BATCH_TIMED_OUT.to_owned(), failure, Some(TIMEOUT_EXIT_CODE))
+        }
         "TIMEOUT" => (Terminated, format!("the Slurm job {} reached its time limit", j.job_id), failure, code),
         "OUT_OF_MEMORY" => (Terminated, "OOM killed".to_owned(), failure, code),
         "NODE_FAIL" | "BOOT_FAIL" => {
@@ -209,7 +211,7 @@ fn ending(s: &session::Model, j: &Job) -> (SessionStatus, String, SessionResult,
         ),
         _ if stopping => (Terminated, asked(), if batch { failure } else { SessionResult::Success }, code),
         _ if batch && s.batch_timeout_seconds.is_some() && code == Some(TIMEOUT_EXIT_CODE) => {
-            (Terminated, "batch timeout".to_owned(), failure, code)
+            (Terminated, crate::domain::expiry::BATCH_TIMED_OUT.to_owned(), failure, code)
         }
         _ => {
             let result = if code == Some(0) { SessionResult::Success } else { failure };

@@ -331,7 +331,7 @@ impl SlurmEngine {
         if plans.is_empty() {
             return Ok(0);
         }
-        let changed = reconcile::write(db, bus, &plans, |_, _| None).await?;
+        let changed = reconcile::write(db, bus, &format!("Slurm engine {}", self.name), &plans, |_, _| None).await?;
         for p in &plans {
             if let Some((file, copied)) = &p.after {
                 super::local::files::write_json(file, copied).ok();
