@@ -76,6 +76,8 @@ pub struct Model {
     pub launched_from_name: Option<String>,
     /// The template it was launched from, when it was (its name is `launched_from_name`).
     pub launched_from_template_id: Option<Uuid>,
+    /// A batch session waits until then (pending reason NOT_YET); none: at once.
+    pub starts_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

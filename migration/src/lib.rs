@@ -16,6 +16,8 @@ mod m20261202_000011_max_priority;
 mod m20261202_000012_actors;
 mod m20261202_000013_launched_from;
 mod m20261202_000014_session_templates;
+mod m20261202_000015_starts_at;
+mod m20261202_000016_dependencies;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -38,6 +40,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000012_actors::Migration),
             Box::new(m20261202_000013_launched_from::Migration),
             Box::new(m20261202_000014_session_templates::Migration),
+            Box::new(m20261202_000015_starts_at::Migration),
+            Box::new(m20261202_000016_dependencies::Migration),
         ]
     }
 }

@@ -16,6 +16,8 @@ pub mod rules {
     pub const IDLE_CHECK: &str = "idle check";
     /// Stops a batch session at its timeout.
     pub const BATCH_TIMEOUT: &str = "batch timeout";
+    /// Cancels a session whose dependency ended without success.
+    pub const DEPENDENCY: &str = "dependency";
     /// Sessions made up by the data generator (benchmarks, demos at scale).
     pub const GENERATED: &str = "generated";
 }

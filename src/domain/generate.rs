@@ -29,7 +29,7 @@ use super::status::{SessionResult, SessionStatus};
 use super::{DomainError, DomainResult, catalog, clock};
 
 const GIB: f64 = (1u64 << 30) as f64;
-// A statement binds at most 32 766 values on SQLite: 500 sessions of 47 columns, 3 000
+// A statement binds at most 32 766 values on SQLite: 500 sessions of 48 columns, 3 000
 // transitions of 8.
 const SESSIONS_PER_INSERT: usize = 500;
 const TRANSITIONS_PER_INSERT: usize = 3000;
@@ -488,6 +488,7 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         launched_from_session_id: Set(None),
         launched_from_name: Set(None),
         launched_from_template_id: Set(None),
+        starts_at: Set(None),
     };
     Generated { session, transitions: path }
 }

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod clock;
 pub mod configuration;
 pub mod credentials;
+pub mod dependencies;
 pub mod environments;
 pub mod error;
 pub mod events;
@@ -152,6 +153,7 @@ pub(crate) mod testing {
             launched_from_session_id: None,
             launched_from_name: None,
             launched_from_template_id: None,
+            starts_at: None,
         }
     }
 }

@@ -19,6 +19,8 @@ string_enum!(
 
 /// The codes of pending reasons.
 pub const PENDING_CODES: &[&str] = &[
+    // A batch session set to start later (`startsAt`).
+    "NOT_YET",
     "QUOTA_EXCEEDED",
     "CONCURRENCY_LIMIT",
     "NO_CAPACITY",
@@ -41,7 +43,7 @@ pub const PENDING_CODES: &[&str] = &[
 /// Why a session cannot start now: a stable code and its parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PendingReason {
-    /// `QUOTA_EXCEEDED`, `CONCURRENCY_LIMIT`, `NO_CAPACITY`, `QUEUED_BEHIND`.
+    /// `NOT_YET`, `QUOTA_EXCEEDED`, `CONCURRENCY_LIMIT`, `NO_CAPACITY`, `QUEUED_BEHIND`.
     pub code: &'static str,
     pub message: String,
     pub layer: Option<LimitLayer>,

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use entity::{domain, keypair, keypair_resource_policy, project, resource_group, session};
 
 use super::actor::{Actor, rules};
+use super::dependencies::{self, Standing};
 use super::events::EventBus;
 use super::history::{self, Entry, SchedulingResult, SubStep};
 use super::lifecycle::{self, Change};
@@ -53,6 +54,46 @@ fn sub_steps(checks: &[Check]) -> Value {
             })
             .collect(),
     )
+}
+
+/// Why a session set to start at `at` waits: NOT_YET.
+pub fn not_yet(at: chrono::DateTime<chrono::Utc>) -> PendingReason {
+    PendingReason {
+        code: "NOT_YET",
+        message: format!("set to start at {}", at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        layer: None,
+        slot: None,
+        requested: None,
+        remaining: None,
+    }
+}
+
+/// The history line of a session that still waits, and why.
+fn wait_line(session_id: Uuid, reasons: &[PendingReason], sub_steps: Value) -> Entry {
+    Entry {
+        session_id,
+        phase: "schedule",
+        from: Some(SessionStatus::Pending),
+        to: Some(SessionStatus::Pending),
+        result: SchedulingResult::NeedRetry,
+        error_code: reasons.first().map(|r| r.code.to_owned()),
+        message: reasons.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; "),
+        sub_steps,
+        repeats: true,
+        actor: Actor::system(rules::SCHEDULER),
+    }
+}
+
+/// Why a session waits for others to succeed: DEPENDENCY, naming them.
+pub fn dependency(names: &[String]) -> PendingReason {
+    PendingReason {
+        code: "DEPENDENCY",
+        message: format!("waiting for {} to succeed", names.join(", ")),
+        layer: None,
+        slot: None,
+        requested: None,
+        remaining: None,
+    }
 }
 
 /// One pass over every resource group.
@@ -120,6 +161,55 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
         ));
     }
 
+    // A dependency failed: cancelled. One still running: waits, as does a session with a
+    // later start time, without a place in the queue.
+    let waits_for = dependencies::of_pending(&txn).await?;
+    let mut unmet: HashMap<Uuid, Vec<String>> = HashMap::new();
+    let mut ready = Vec::with_capacity(pending.len());
+    for s in pending {
+        match waits_for.get(&s.id).map(|d| dependencies::standing(d)).transpose()? {
+            Some(Standing::Failed(name)) => {
+                let reason = format!("dependency failed: {name}");
+                change_entries.insert(
+                    s.id,
+                    Entry {
+                        session_id: s.id,
+                        phase: "dependency",
+                        from: Some(SessionStatus::Pending),
+                        to: Some(SessionStatus::Cancelled),
+                        result: SchedulingResult::Failure,
+                        error_code: Some("DEPENDENCY_FAILED".into()),
+                        message: format!("{name}, which it waited for, ended without success"),
+                        sub_steps: json!([]),
+                        repeats: true,
+                        actor: Actor::system(rules::DEPENDENCY),
+                    },
+                );
+                changes.push(Change::new(s, SessionStatus::Cancelled, reason, Actor::system(rules::DEPENDENCY)));
+            }
+            Some(Standing::Waiting(names)) => {
+                unmet.insert(s.id, names);
+                ready.push(s);
+            }
+            Some(Standing::Met) | None => ready.push(s),
+        }
+    }
+    let (held, pending): (Vec<_>, Vec<_>) =
+        ready.into_iter().partition(|s| s.starts_at.is_some_and(|t| t > now) || unmet.contains_key(&s.id));
+    for s in &held {
+        report.waiting += 1;
+        let reason = match (s.starts_at.filter(|t| *t > now), unmet.get(&s.id)) {
+            (Some(at), _) => not_yet(at),
+            (None, names) => dependency(names.map(Vec::as_slice).unwrap_or_default()),
+        };
+        let reasons = [reason];
+        let stored = Value::Array(reasons.iter().map(PendingReason::to_json).collect());
+        if s.pending_reasons != stored || s.queue_position.is_some() {
+            waits.push((s.id, stored, None));
+        }
+        entries.push(wait_line(s.id, &reasons, json!([])));
+    }
+
     let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
     let decisions = scheduler::schedule(&snapshot);
     let by_id: HashMap<Uuid, &session::Model> = pending.iter().map(|s| (s.id, s)).collect();
@@ -154,18 +244,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                 if s.pending_reasons != stored || s.queue_position != position {
                     waits.push((s.id, stored, position));
                 }
-                entries.push(Entry {
-                    session_id: s.id,
-                    phase: "schedule",
-                    from: Some(SessionStatus::Pending),
-                    to: Some(SessionStatus::Pending),
-                    result: SchedulingResult::NeedRetry,
-                    error_code: reasons.first().map(|r| r.code.to_owned()),
-                    message: reasons.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; "),
-                    sub_steps: sub_steps(&d.checks),
-                    repeats: true,
-                    actor: Actor::system(rules::SCHEDULER),
-                });
+                entries.push(wait_line(s.id, &reasons, sub_steps(&d.checks)));
             }
         }
     }

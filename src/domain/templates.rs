@@ -73,6 +73,8 @@ impl Template {
             priority: i.get("priority").and_then(Value::as_i64).and_then(|n| i32::try_from(n).ok()).unwrap_or(0),
             idempotency_key: None,
             origin: None,
+            starts_at: None,
+            depends_on: Vec::new(),
         };
         Ok(Self {
             id: t.id,

@@ -1,6 +1,7 @@
 //! Launching sessions (one or many), the dry run, and ending sessions.
 
 use async_graphql::{Context, Enum, ID, InputObject, MaybeUndefined, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 
 use crate::domain::launch::{self, LaunchLimits};
 use crate::domain::{DomainError, terminate};
@@ -46,6 +47,12 @@ pub struct LaunchSessionInput {
     /// A retry with the same key returns the first call's result and creates nothing new
     /// (kept at least 24 hours).
     pub idempotency_key: Option<String>,
+    /// A batch session waits until then (pending reason NOT_YET): at most a year ahead.
+    pub starts_at: Option<DateTime<Utc>>,
+    /// A batch session waits until these sessions of its project (at most 20, ones the
+    /// caller may see) have TERMINATED with SUCCESS (pending reason DEPENDENCY), and is
+    /// CANCELLED when one ends otherwise.
+    pub depends_on: Option<Vec<ID>>,
 }
 
 /// The API path of a domain field of a launch: `count` as it is, the rest inside `input`.
@@ -73,6 +80,8 @@ impl LaunchSessionInput {
             priority: self.priority.unwrap_or(0),
             idempotency_key: self.idempotency_key.clone(),
             origin: None,
+            starts_at: self.starts_at,
+            depends_on: self.depends_on.iter().flatten().map(|id| decode_uuid(id, NodeKind::Session)).collect(),
         })
     }
 }

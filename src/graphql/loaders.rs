@@ -164,6 +164,12 @@ pub struct ProjectId(pub Uuid);
 pub struct LaunchGroupId(pub Uuid);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TransitionsOf(pub Uuid);
+/// The sessions a session waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DependenciesOf(pub Uuid);
+/// The sessions that wait for a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DependentsOf(pub Uuid);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ResourceGroupName(pub String);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -239,6 +245,26 @@ impl Loader<ExtensionLimitsOf> for DbLoader {
     async fn load(&self, keys: &[ExtensionLimitsOf]) -> LoadResult<ExtensionLimitsOf, Self::Value> {
         let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
         keyed(crate::domain::expiry::limits(&self.db, &ids).await, ExtensionLimitsOf)
+    }
+}
+
+impl Loader<DependenciesOf> for DbLoader {
+    type Value = Vec<entity::session::Model>;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[DependenciesOf]) -> LoadResult<DependenciesOf, Self::Value> {
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+        keyed(crate::domain::dependencies::depends_on(&self.db, &ids).await, DependenciesOf)
+    }
+}
+
+impl Loader<DependentsOf> for DbLoader {
+    type Value = Vec<entity::session::Model>;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[DependentsOf]) -> LoadResult<DependentsOf, Self::Value> {
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+        keyed(crate::domain::dependencies::dependents(&self.db, &ids).await, DependentsOf)
     }
 }
 

@@ -17,7 +17,8 @@ use super::cursor;
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
 use super::loaders::{
-    ExtensionLimitsOf, ImageName, LaunchGroupId, ProjectId, Related, ResourceGroupName, TransitionsOf, UserId,
+    DependenciesOf, DependentsOf, ExtensionLimitsOf, ImageName, LaunchGroupId, ProjectId, Related, ResourceGroupName,
+    TransitionsOf, UserId,
 };
 use super::people::{Project, User};
 use super::resource::{Image, ResourceGroup};
@@ -98,6 +99,16 @@ pub struct StatusTransition {
     pub actor: Actor,
 }
 
+/// Those of `sessions` the viewer may see.
+fn visible(ctx: &Context<'_>, sessions: Vec<session::Model>) -> ApiResult<Vec<Session>> {
+    let viewer = super::context::viewer(ctx)?;
+    Ok(sessions
+        .into_iter()
+        .filter(|s| crate::domain::visibility::may_see_session(viewer, s.owner_id, s.domain_id))
+        .map(Session::new)
+        .collect())
+}
+
 fn parse_status(text: &str) -> ApiResult<DomStatus> {
     Ok(DomStatus::stored(text)?)
 }
@@ -148,6 +159,7 @@ macro_rules! session_plain_fields {
             "batchTimeoutSeconds" batch_timeout_seconds: Option<i32> =
                 |s, now| s.batch_timeout_seconds.map(|t| i32::try_from(t).unwrap_or(i32::MAX));
             "createdAt" created_at: DateTime<Utc> = |s, now| s.created_at;
+            "startsAt" starts_at: Option<DateTime<Utc>> = |s, now| s.starts_at;
             "scheduledAt" scheduled_at: Option<DateTime<Utc>> = |s, now| s.scheduled_at;
             "startedAt" started_at: Option<DateTime<Utc>> = |s, now| s.started_at;
             "terminatedAt" terminated_at: Option<DateTime<Utc>> = |s, now| s.terminated_at;
@@ -238,6 +250,10 @@ impl Session {
     }
     async fn created_at(&self) -> DateTime<Utc> {
         plain::created_at(&self.0, clock::now())
+    }
+    /// A batch session waits until then (pending reason NOT_YET); null: at once.
+    async fn starts_at(&self) -> Option<DateTime<Utc>> {
+        plain::starts_at(&self.0, clock::now())
     }
     async fn scheduled_at(&self) -> Option<DateTime<Utc>> {
         plain::scheduled_at(&self.0, clock::now())
@@ -373,6 +389,17 @@ impl Session {
     /// system's rule (the scheduler, an engine, a timeout, an idle check).
     async fn status_changed_by(&self) -> Actor {
         Actor::stored(self.0.status_actor_user_id, self.0.status_actor_rule.clone())
+    }
+    /// The sessions it waits for (`dependsOn` at launch) that the viewer may see, oldest
+    /// first.
+    async fn depends_on(&self, ctx: &Context<'_>) -> ApiResult<Vec<Session>> {
+        let found = loaders(ctx)?.load_one(DependenciesOf(self.0.id)).await?.unwrap_or_default();
+        visible(ctx, found)
+    }
+    /// The sessions that wait for it that the viewer may see, oldest first.
+    async fn dependents(&self, ctx: &Context<'_>) -> ApiResult<Vec<Session>> {
+        let found = loaders(ctx)?.load_one(DependentsOf(self.0.id)).await?.unwrap_or_default();
+        visible(ctx, found)
     }
     /// Every status change, oldest first.
     async fn status_transitions(&self, ctx: &Context<'_>) -> ApiResult<Vec<StatusTransition>> {

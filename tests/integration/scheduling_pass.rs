@@ -273,6 +273,146 @@ async fn a_new_priority_moves_the_queue(app: TestApp) {
     assert_eq!(state(&app, &p1).await, waiting(3, &["NO_CAPACITY"]));
 }
 
+/// A batch session set to start later waits for it (NOT_YET, no place in the queue), and is
+/// scheduled at the first pass after it; only batch sessions have a start time, at most a
+/// year ahead; the dry run says it will wait.
+async fn a_batch_session_waits_for_its_start_time(app: TestApp) {
+    let later = (Utc::now() + TimeDelta::hours(1)).to_rfc3339();
+    let input = |ty: &str, at: &str| {
+        json!({
+            "projectId": encode(NodeKind::Project, demo_project_id("default/default")).0, "name": "nightly",
+            "image": "python:3.12", "type": ty, "startsAt": at, "startupCommand": "make nightly",
+            "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": GIB}],
+        })
+    };
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "query($i: LaunchSessionInput!) { checkLaunch(input: $i) { fitsNow pendingReasons { code } } }",
+            json!({"i": input("BATCH", &later)}),
+        )
+        .await;
+    assert_eq!(
+        resp["data"]["checkLaunch"],
+        json!({"fitsNow": false, "pendingReasons": [{"code": "NOT_YET"}]}),
+        "{resp}"
+    );
+    let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": input("BATCH", &later)})).await;
+    let id = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    assert_eq!(run_pass(&app).await.waiting, 1);
+    assert_eq!(state(&app, &id).await, ("PENDING".to_owned(), None, None, vec!["NOT_YET".to_owned()]));
+    // Its time comes: the next pass schedules it.
+    session::Entity::update_many()
+        .col_expr(session::Column::StartsAt, Expr::value(Utc::now() - TimeDelta::seconds(1)))
+        .filter(session::Column::Id.eq(decode_uuid(&id, NodeKind::Session).expect("id")))
+        .exec(&app.db)
+        .await
+        .expect("move the start time");
+    assert_eq!(run_pass(&app).await.scheduled, 1);
+    assert_eq!(state(&app, &id).await.0, "SCHEDULED");
+
+    for (ty, at, code) in [
+        ("INTERACTIVE", later.clone(), "ONLY_BATCH"),
+        ("BATCH", (Utc::now() + TimeDelta::days(400)).to_rfc3339(), "OUT_OF_RANGE"),
+    ] {
+        let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": input(ty, &at)})).await;
+        let problem = &resp["errors"][0]["extensions"]["problems"][0];
+        assert_eq!(
+            (problem["code"].as_str(), problem["field"].as_str()),
+            (Some(code), Some("input.startsAt")),
+            "{resp}"
+        );
+    }
+}
+
+/// A batch session that depends on others waits (DEPENDENCY, no place in the queue) until
+/// each has TERMINATED with SUCCESS, and is cancelled when one ends otherwise; only sessions
+/// of its project the caller may see can be named.
+async fn a_batch_session_waits_for_what_it_depends_on(app: TestApp) {
+    let input = |name: &str, ty: &str, deps: Value| {
+        json!({
+            "projectId": encode(NodeKind::Project, demo_project_id("default/default")).0, "name": name,
+            "image": "python:3.12", "type": ty, "startupCommand": "make", "dependsOn": deps,
+            "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": GIB}],
+        })
+    };
+    let launch = |token: &'static str, i: Value| {
+        let app = &app;
+        async move {
+            let resp = app.gql(Some(token), LAUNCH, json!({"i": i})).await;
+            resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned()
+        }
+    };
+    let first = launch("demo-alice", input("prepare", "BATCH", json!([]))).await;
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "query($i: LaunchSessionInput!) { checkLaunch(input: $i) { fitsNow pendingReasons { code } } }",
+            json!({"i": input("train", "BATCH", json!([first]))}),
+        )
+        .await;
+    assert_eq!(
+        resp["data"]["checkLaunch"],
+        json!({"fitsNow": false, "pendingReasons": [{"code": "DEPENDENCY"}]}),
+        "{resp}"
+    );
+    let then = launch("demo-alice", input("train", "BATCH", json!([first]))).await;
+    let doomed = launch("demo-alice", input("doomed", "BATCH", json!([]))).await;
+    let after_doomed = launch("demo-alice", input("after-doomed", "BATCH", json!([doomed, first]))).await;
+
+    assert_eq!(run_pass(&app).await.scheduled, 2, "the two without dependencies");
+    assert_eq!(state(&app, &then).await, ("PENDING".to_owned(), None, None, vec!["DEPENDENCY".to_owned()]));
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "query($a: ID!, $b: ID!) { a: session(id: $a) { dependents { name } }
+               b: session(id: $b) { dependsOn { name } pendingReasons { message } } }",
+            json!({"a": first, "b": after_doomed}),
+        )
+        .await;
+    assert_eq!(resp["data"]["a"]["dependents"], json!([{"name": "train"}, {"name": "after-doomed"}]), "{resp}");
+    assert_eq!(resp["data"]["b"]["dependsOn"], json!([{"name": "prepare"}, {"name": "doomed"}]), "{resp}");
+    assert_eq!(resp["data"]["b"]["pendingReasons"][0]["message"], "waiting for prepare, doomed to succeed");
+
+    // One succeeds: what waited for it alone goes; one fails: what waited for it is cancelled.
+    for (id, status, result) in [(&first, "TERMINATED", "SUCCESS"), (&doomed, "ERROR", "FAILURE")] {
+        session::Entity::update_many()
+            .col_expr(session::Column::Status, Expr::value(status))
+            .col_expr(session::Column::Result, Expr::value(result))
+            .filter(session::Column::Id.eq(decode_uuid(id, NodeKind::Session).expect("id")))
+            .exec(&app.db)
+            .await
+            .expect("end it");
+    }
+    assert_eq!(run_pass(&app).await.scheduled, 1);
+    assert_eq!(state(&app, &then).await.0, "SCHEDULED");
+    let resp = app
+        .gql(
+            Some("demo-alice"),
+            "query($id: ID!) { session(id: $id) { status statusInfo statusChangedBy { kind rule } } }",
+            json!({"id": after_doomed}),
+        )
+        .await;
+    assert_eq!(
+        resp["data"]["session"],
+        json!({"status": "CANCELLED", "statusInfo": "dependency failed: doomed",
+               "statusChangedBy": {"kind": "SYSTEM", "rule": "dependency"}}),
+        "{resp}"
+    );
+
+    // Only sessions of its project the caller may see, for batch sessions only.
+    let bobs = launch("demo-bob", input("bobs-own", "BATCH", json!([]))).await;
+    for (i, field, code) in [
+        (input("theirs", "BATCH", json!([bobs])), "input.dependsOn[0]", "UNKNOWN_DEPENDENCY"),
+        (input("nowhere", "BATCH", json!([first, "garbage"])), "input.dependsOn[1]", "UNKNOWN_DEPENDENCY"),
+        (input("chatty", "INTERACTIVE", json!([first])), "input.dependsOn", "ONLY_BATCH"),
+    ] {
+        let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": i})).await;
+        let problem = &resp["errors"][0]["extensions"]["problems"][0];
+        assert_eq!((problem["code"].as_str(), problem["field"].as_str()), (Some(code), Some(field)), "{resp}");
+    }
+}
+
 /// On PostgreSQL, a pass while another replica holds the scheduler lock does nothing.
 async fn a_held_scheduler_lock_skips_the_pass(app: TestApp) {
     let id = launch(&app, "demo-alice", "locked-out", 1.0, 0, 0).await;
@@ -344,4 +484,6 @@ db_tests!(
     queue_positions_move_up_when_the_head_is_cancelled,
     a_held_scheduler_lock_skips_the_pass,
     a_new_priority_moves_the_queue,
+    a_batch_session_waits_for_its_start_time,
+    a_batch_session_waits_for_what_it_depends_on,
 );

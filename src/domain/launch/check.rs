@@ -9,7 +9,7 @@ use super::validate::validate;
 use super::{LaunchLimits, LaunchRequest};
 use crate::domain::auth::Viewer;
 use crate::domain::occupancy;
-use crate::domain::{DomainError, DomainResult, InputProblem, clock, scheduler, scheduling};
+use crate::domain::{DomainError, DomainResult, InputProblem, clock, dependencies, scheduler, scheduling};
 
 /// The dry run: the same validation, nothing written, and whether it would start now.
 #[derive(Clone, Debug)]
@@ -51,6 +51,24 @@ pub async fn check(
             }
             other => Err(other),
         };
+    }
+    // Set to start later: it waits for that, whatever else.
+    if let Some(at) = plan.launch.starts_at.filter(|t| *t > clock::now()) {
+        let reasons = vec![scheduling::not_yet(at)];
+        return Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now: false, pending_reasons: reasons });
+    }
+    // Waiting for others that have not ended yet: it waits for them, whatever else.
+    let named: Vec<uuid::Uuid> = plan.launch.depends_on.iter().flatten().copied().collect();
+    if !named.is_empty() {
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        let found = entity::session::Entity::find()
+            .filter(entity::session::Column::Id.is_in(crate::domain::padded(named)))
+            .all(db)
+            .await?;
+        if let dependencies::Standing::Waiting(names) = dependencies::standing(&found)? {
+            let reasons = vec![scheduling::dependency(&names)];
+            return Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now: false, pending_reasons: reasons });
+        }
     }
     // The new sessions, queued behind what is pending, as the scheduler would see them.
     let created = clock::now().timestamp_micros();

@@ -34,6 +34,8 @@ pub fn fingerprint(plan: &Plan, batch: bool) -> String {
         "startupCommand": r.startup_command,
         "batchTimeoutSeconds": r.batch_timeout_seconds,
         "priority": r.priority,
+        "startsAt": r.starts_at,
+        "dependsOn": r.depends_on,
         "batch": batch,
         "count": plan.names.len(),
     });

@@ -47,6 +47,11 @@ pub struct LaunchRequest {
     pub idempotency_key: Option<String>,
     /// Where it comes from, when it is launched again ([`relaunch`]).
     pub origin: Option<Origin>,
+    /// A batch session waits until then; none: at once.
+    pub starts_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// A batch session waits for these sessions of its project to succeed (an id that
+    /// names no session is `None`).
+    pub depends_on: Vec<Option<Uuid>>,
 }
 
 /// What a session was launched from.

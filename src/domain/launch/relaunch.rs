@@ -84,6 +84,10 @@ fn stored_request(s: &session::Model) -> DomainResult<LaunchRequest> {
         priority: s.priority,
         idempotency_key: None,
         origin: None,
+        // The start time was that run's: a relaunch starts when asked.
+        starts_at: None,
+        // What it waited for has happened.
+        depends_on: Vec::new(),
     })
 }
 

@@ -13,7 +13,7 @@ use crate::domain::catalog::{self, SchedulableAgent};
 use crate::domain::error::Text;
 use crate::domain::model::SessionType;
 use crate::domain::slots::{ResourceRequest, ResourceSlots};
-use crate::domain::{DomainError, DomainResult, InputProblem, visibility};
+use crate::domain::{DomainError, DomainResult, InputProblem, clock, visibility};
 
 pub const NAME_MIN: usize = 4;
 pub const NAME_MAX: usize = 64;
@@ -224,6 +224,23 @@ fn check_cluster_size(req: &LaunchRequest) -> Problems {
     vec![problem("OUT_OF_RANGE", "cluster_size", format!("the cluster size is between 1 and {MAX_CLUSTER_SIZE}"))]
 }
 
+/// The furthest ahead a session may be set to start.
+pub const MAX_START_AHEAD_DAYS: i64 = 366;
+
+/// A start time, for a batch session, at most [`MAX_START_AHEAD_DAYS`] ahead (a past one
+/// starts at once).
+fn check_starts_at(req: &LaunchRequest) -> Problems {
+    let Some(at) = req.starts_at else { return Vec::new() };
+    if req.session_type != SessionType::Batch {
+        return vec![problem("ONLY_BATCH", "starts_at", "only a batch session has a start time")];
+    }
+    if at > clock::now() + chrono::TimeDelta::days(MAX_START_AHEAD_DAYS) {
+        let message = format!("a start time is at most {MAX_START_AHEAD_DAYS} days ahead");
+        return vec![problem("OUT_OF_RANGE", "starts_at", message)];
+    }
+    Vec::new()
+}
+
 fn check_priority(req: &LaunchRequest) -> Problems {
     if PRIORITY_RANGE.contains(&req.priority) {
         return Vec::new();
@@ -357,6 +374,14 @@ pub async fn validate(
     problems.extend(check_batch_settings(req));
     problems.extend(check_cluster_size(req));
     problems.extend(check_priority(req));
+    problems.extend(check_starts_at(req));
+    if !req.depends_on.is_empty() {
+        if req.session_type == SessionType::Batch {
+            problems.extend(crate::domain::dependencies::problems(db, viewer, &req.depends_on, project.id).await?);
+        } else {
+            problems.push(problem("ONLY_BATCH", "depends_on", "only a batch session waits for others"));
+        }
+    }
     problems.extend(check_environment(req));
     problems.extend(check_idempotency_key(req));
     if !problems.is_empty() {

@@ -147,11 +147,14 @@ pub async fn write(
                 _ => None,
             },
             launched_from_name: plan.launch.origin.as_ref().map(|o| o.name().to_owned()),
+            starts_at: plan.launch.starts_at,
         })
         .collect();
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))
         .exec_without_returning(&txn)
         .await?;
+    let depends_on: Vec<Uuid> = plan.launch.depends_on.iter().flatten().copied().collect();
+    crate::domain::dependencies::record(&txn, &sessions, &depends_on).await?;
     scheduling_history::Entity::insert_many(sessions.iter().map(|s| scheduling_history::ActiveModel {
         id: NotSet,
         session_id: Set(s.id),

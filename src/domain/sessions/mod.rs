@@ -112,6 +112,7 @@ fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, s
         launched_from_session_id: row.try_get_by_index(next())?,
         launched_from_name: row.try_get_by_index(next())?,
         launched_from_template_id: row.try_get_by_index(next())?,
+        starts_at: row.try_get_by_index(next())?,
     })
 }
 

@@ -377,6 +377,8 @@ mod tests {
         ("Session", "statusTransitions"),    // a statement of its own
         ("Session", "statusChangedBy"),      // a hidden column: a user's load of its own
         ("Session", "launchedFrom"),         // the detail panel's
+        ("Session", "dependsOn"),            // the detail panel's: a statement of its own
+        ("Session", "dependents"),           // the detail panel's: a statement of its own
         ("Session", "schedulingHistory"),    // arguments, a statement per session
         ("Session", "apps"),                 // the runtime's terminal
         ("Session", "logs"),                 // arguments, a statement per session

@@ -468,6 +468,7 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         launched_from_session_id: Set(None),
         launched_from_name: Set(None),
         launched_from_template_id: Set(None),
+        starts_at: Set(None),
     }
 }
 
