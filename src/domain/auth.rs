@@ -187,6 +187,28 @@ pub async fn revision(db: &impl ConnectionTrait) -> DomainResult<i64> {
     })
 }
 
+/// The resource policy of each of `keypairs` that has one, by keypair: two statements.
+pub async fn policies_of(
+    db: &impl ConnectionTrait,
+    keypairs: impl IntoIterator<Item = Uuid>,
+) -> DomainResult<std::collections::HashMap<Uuid, entity::keypair_resource_policy::Model>> {
+    use entity::keypair_resource_policy as policy;
+    let wanted: std::collections::BTreeSet<Uuid> = keypairs.into_iter().collect();
+    if wanted.is_empty() {
+        return Ok(Default::default());
+    }
+    let pairs = keypair::Entity::find().filter(keypair::Column::Id.is_in(super::padded(wanted))).all(db).await?;
+    let names: std::collections::BTreeSet<String> = pairs.iter().map(|k| k.resource_policy.clone()).collect();
+    let policies: std::collections::HashMap<String, policy::Model> = policy::Entity::find()
+        .filter(policy::Column::Name.is_in(super::padded(names)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.name.clone(), p))
+        .collect();
+    Ok(pairs.into_iter().filter_map(|k| Some((k.id, policies.get(&k.resource_policy)?.clone()))).collect())
+}
+
 /// Revokes the token of the keypair with `access_key`: it authenticates no more, and the
 /// connections it opened are closed within seconds on every server
 /// ([`super::credentials`]). Returns whether it was active until now.

@@ -19,7 +19,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
-use entity::{keypair, keypair_resource_policy as policy, session};
+use entity::{keypair_resource_policy as policy, session};
 
 use super::actor::{Actor, rules};
 use super::auth::Viewer;
@@ -224,19 +224,8 @@ pub async fn limits(
     db: &impl ConnectionTrait,
     keypairs: &[Uuid],
 ) -> DomainResult<std::collections::HashMap<Uuid, ExtensionLimits>> {
-    let pairs = keypair::Entity::find()
-        .filter(keypair::Column::Id.is_in(super::padded(keypairs.iter().copied())))
-        .all(db)
-        .await?;
-    let names: Vec<String> = pairs.iter().map(|k| k.resource_policy.clone()).collect();
-    let policies: std::collections::HashMap<String, ExtensionLimits> = policy::Entity::find()
-        .filter(policy::Column::Name.is_in(super::padded(names)))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|p| (p.name.clone(), ExtensionLimits::of(&p)))
-        .collect();
-    Ok(pairs.into_iter().map(|k| (k.id, policies.get(&k.resource_policy).copied().unwrap_or_default())).collect())
+    let policies = super::auth::policies_of(db, keypairs.iter().copied()).await?;
+    Ok(keypairs.iter().map(|k| (*k, policies.get(k).map(ExtensionLimits::of).unwrap_or_default())).collect())
 }
 
 /// Pushes session `id`'s lifetime back by `by` seconds, for its owner or an administrator of

@@ -11,11 +11,12 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
-use entity::{keypair, keypair_resource_policy as policy, session};
+use entity::session;
 
 use super::actor::Actor;
 use super::auth::Viewer;
 use super::history::{self, Entry};
+use super::launch::admission::live_name_taken;
 use super::launch::validate::{PRIORITY_RANGE, valid_name};
 use super::status::SessionStatus;
 use super::{DomainError, DomainResult, InputProblem, clock, visibility};
@@ -148,20 +149,8 @@ async fn ceilings<'a>(
     db: &impl sea_orm::ConnectionTrait,
     sessions: impl Iterator<Item = &'a session::Model>,
 ) -> DomainResult<HashMap<Uuid, i32>> {
-    let keypairs: BTreeSet<Uuid> = sessions.map(|s| s.keypair_id).collect();
-    if keypairs.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let pairs = keypair::Entity::find().filter(keypair::Column::Id.is_in(super::padded(keypairs))).all(db).await?;
-    let names: BTreeSet<String> = pairs.iter().map(|k| k.resource_policy.clone()).collect();
-    let most: HashMap<String, i32> = policy::Entity::find()
-        .filter(policy::Column::Name.is_in(super::padded(names)))
-        .all(db)
-        .await?
-        .into_iter()
-        .filter_map(|p| Some((p.name, p.max_priority?)))
-        .collect();
-    Ok(pairs.into_iter().filter_map(|k| Some((k.id, *most.get(&k.resource_policy)?))).collect())
+    let policies = super::auth::policies_of(db, sessions.map(|s| s.keypair_id)).await?;
+    Ok(policies.into_iter().filter_map(|(k, p)| Some((k, p.max_priority?))).collect())
 }
 
 /// What changes for one session, once allowed.
@@ -218,17 +207,10 @@ fn decide(
 /// only if no other live session of its owner has it (the unique index decides races).
 async fn write(txn: &sea_orm::DatabaseTransaction, s: &session::Model, change: &Change) -> DomainResult<ModifyOutcome> {
     let live = !SessionStatus::stored(&s.status)?.is_terminal();
-    if let Some(name) = change.name.as_ref().filter(|_| live) {
-        let taken = session::Entity::find()
-            .filter(session::Column::OwnerId.eq(s.owner_id))
-            .filter(session::Column::Name.eq(name.as_str()))
-            .filter(session::Column::Id.ne(s.id))
-            .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())))
-            .one(txn)
-            .await?;
-        if taken.is_some() {
-            return Ok(ModifyOutcome::NameTaken);
-        }
+    if let Some(name) = change.name.as_ref().filter(|_| live)
+        && live_name_taken(txn, s.owner_id, std::slice::from_ref(name), Some(s.id)).await?.is_some()
+    {
+        return Ok(ModifyOutcome::NameTaken);
     }
     let mut update = session::Entity::update_many().filter(session::Column::Id.eq(s.id));
     if let Some(name) = &change.name {

@@ -15,6 +15,24 @@ use crate::domain::expiry::Granted;
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainError, DomainResult};
 
+/// A live session of `owner` named one of `names` (but session `except`), if there is one:
+/// names are unique among an owner's live sessions (the unique index still decides races).
+pub async fn live_name_taken(
+    db: &impl ConnectionTrait,
+    owner: uuid::Uuid,
+    names: &[String],
+    except: Option<uuid::Uuid>,
+) -> DomainResult<Option<session::Model>> {
+    let mut query = session::Entity::find()
+        .filter(session::Column::OwnerId.eq(owner))
+        .filter(session::Column::Name.is_in(crate::domain::padded(names.iter().cloned())))
+        .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())));
+    if let Some(id) = except {
+        query = query.filter(session::Column::Id.ne(id));
+    }
+    Ok(query.one(db).await?)
+}
+
 /// `Ok` with what the keypair's policy gives each session.
 pub async fn admissible(db: &impl ConnectionTrait, viewer: &Viewer, plan: &Plan) -> DomainResult<Granted> {
     let policy = entity::keypair_resource_policy::Entity::find_by_id(viewer.resource_policy.clone()).one(db).await?;
@@ -40,13 +58,7 @@ pub async fn admissible(db: &impl ConnectionTrait, viewer: &Viewer, plan: &Plan)
             )));
         }
     }
-    let taken = session::Entity::find()
-        .filter(session::Column::OwnerId.eq(viewer.user_id))
-        .filter(session::Column::Name.is_in(crate::domain::padded(plan.names.iter().cloned())))
-        .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())))
-        .one(db)
-        .await?;
-    match taken {
+    match live_name_taken(db, viewer.user_id, &plan.names, None).await? {
         Some(s) => Err(DomainError::NameTaken(s.name)),
         None => Ok(granted),
     }
