@@ -196,6 +196,8 @@ pub struct ServeArgs {
     pub runtime: RuntimeArgs,
     #[command(flatten)]
     pub retention: RetentionArgs,
+    #[command(flatten)]
+    pub callbacks: CallbackArgs,
     /// Most sessions one "Launch Multiple Sessions" may create (at most 1000: one batch is
     /// one insert statement per table).
     #[arg(long, env = "SESSIOND_MAX_LAUNCH_COUNT", default_value_t = DEFAULT_MAX_LAUNCH_COUNT, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -254,6 +256,61 @@ impl Default for RuntimeArgs {
             local_resource_group: "local".to_owned(),
             terminate_grace_ms: 5_000,
             work_dir_limit: crate::domain::runtime::local::limits::DEFAULT_WORK_DIR_LIMIT,
+        }
+    }
+}
+
+/// Where completion callbacks may go and how they are delivered.
+#[derive(Clone, Debug, Args)]
+pub struct CallbackArgs {
+    /// Hosts a session's callback URL may name: comma-separated `host[:port]` patterns, `*`
+    /// matching one label, no port meaning any. Empty (the default): launches with a
+    /// callback URL are refused. A host is called only at public addresses unless a pattern
+    /// without `*` names it (e.g. `127.0.0.1:9000` for a receiver on this machine).
+    #[arg(long, env = "SESSIOND_CALLBACK_ALLOW", default_value = "", value_parser = parse_allow)]
+    pub callback_allow: crate::domain::callbacks::Allow,
+    /// Tries of a callback before it is given up (the first included).
+    #[arg(long, env = "SESSIOND_CALLBACK_MAX_ATTEMPTS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub callback_max_attempts: u32,
+    /// The wait after a callback's first failed try; it doubles after each (at most an hour).
+    #[arg(long, env = "SESSIOND_CALLBACK_RETRY_MS", default_value_t = 5_000)]
+    pub callback_retry_ms: u64,
+    /// A try with no answer within this fails (TIMEOUT) and is retried.
+    #[arg(long, env = "SESSIOND_CALLBACK_TIMEOUT_MS", default_value_t = 10_000)]
+    pub callback_timeout_ms: u64,
+    /// Receivers called at once by this replica.
+    #[arg(long, env = "SESSIOND_CALLBACK_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub callback_concurrency: u32,
+}
+
+fn parse_allow(text: &str) -> Result<crate::domain::callbacks::Allow, String> {
+    crate::domain::callbacks::Allow::parse(text)
+}
+
+impl Default for CallbackArgs {
+    fn default() -> Self {
+        Self {
+            callback_allow: Default::default(),
+            callback_max_attempts: 10,
+            callback_retry_ms: 5_000,
+            callback_timeout_ms: 10_000,
+            callback_concurrency: 16,
+        }
+    }
+}
+
+impl CallbackArgs {
+    /// The deliverer's options.
+    pub fn delivery(&self) -> crate::domain::callbacks::deliver::Options {
+        use crate::domain::callbacks::{Retry, deliver::Options};
+        Options {
+            allow: std::sync::Arc::new(self.callback_allow.clone()),
+            retry: Retry {
+                max_attempts: self.callback_max_attempts,
+                base: std::time::Duration::from_millis(self.callback_retry_ms),
+            },
+            timeout: std::time::Duration::from_millis(self.callback_timeout_ms.max(1)),
+            concurrency: self.callback_concurrency as usize,
         }
     }
 }

@@ -84,7 +84,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         Duration::from_secs(3600),
     )));
     let connections = ConnectionLimits::of(&args.http);
-    let launch = LaunchLimits { max_count: args.max_launch_count };
+    let delivery = args.callbacks.delivery();
+    if !delivery.allow.is_empty() {
+        tracing::info!("completion callbacks may call {}", delivery.allow);
+    }
+    let launch = LaunchLimits { max_count: args.max_launch_count, callbacks: delivery.allow.clone() };
+    workers.push(tokio::spawn(crate::domain::callbacks::deliver::run(background.clone(), live.bus.clone(), delivery)));
     let state = AppState::with_metrics(conn.clone(), live, args.http, launch, metrics.clone(), runtime_info);
     serve::serve(listener, app(state), connections, metrics.connections(), shutdown_signal()).await;
     for w in workers {

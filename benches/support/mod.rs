@@ -132,7 +132,7 @@ impl Bench {
         db.set_metric_callback(move |_| {
             counter.fetch_add(1, Ordering::Relaxed);
         });
-        let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
+        let launch = sessiond::domain::launch::LaunchLimits::of(sessiond::config::DEFAULT_MAX_LAUNCH_COUNT);
         let router =
             sessiond::http::app(sessiond::http::AppState::with(db.clone(), live, HttpLimits::default(), launch));
         Bench { router, db, statements, generated_in, _dir: dir }

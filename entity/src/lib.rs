@@ -15,6 +15,8 @@ pub mod resource_group;
 pub mod resource_group_project;
 pub mod scheduling_history;
 pub mod session;
+pub mod session_callback;
+pub mod session_callback_attempt;
 pub mod session_dependency;
 pub mod session_log;
 pub mod session_status_transition;

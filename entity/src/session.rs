@@ -78,6 +78,10 @@ pub struct Model {
     pub launched_from_template_id: Option<Uuid>,
     /// A batch session waits until then (pending reason NOT_YET); none: at once.
     pub starts_at: Option<DateTimeUtc>,
+    /// Told of its end (and of its start with `callback_on_running`) by a signed POST.
+    #[sea_orm(column_type = "Text", nullable)]
+    pub callback_url: Option<String>,
+    pub callback_on_running: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -18,6 +18,7 @@ mod m20261202_000013_launched_from;
 mod m20261202_000014_session_templates;
 mod m20261202_000015_starts_at;
 mod m20261202_000016_dependencies;
+mod m20261202_000017_callbacks;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000014_session_templates::Migration),
             Box::new(m20261202_000015_starts_at::Migration),
             Box::new(m20261202_000016_dependencies::Migration),
+            Box::new(m20261202_000017_callbacks::Migration),
         ]
     }
 }

@@ -417,42 +417,12 @@ fn canonical(r: &ExportRequest) -> String {
     .to_string()
 }
 
-const KEY_NAME: &str = "export-links";
+/// The name of the key that signs export links ([`super::secrets::key`]).
+pub const KEY_NAME: &str = "export-links";
 
-/// The server's link-signing key: generated on first start (or first use) and stored, so
-/// every replica and every restart shares it.
+/// The server's link-signing key.
 pub async fn signing_key(db: &impl ConnectionTrait) -> DomainResult<Vec<u8>> {
-    use base64::Engine;
-    use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Query};
-    let backend = db.get_database_backend();
-    let select = Query::select()
-        .column(Alias::new("secret"))
-        .from(Alias::new("signing_keys"))
-        .and_where(ExprTrait::eq(Expr::col(Alias::new("name")), KEY_NAME))
-        .to_owned();
-    let read = |row: sea_orm::QueryResult| -> DomainResult<Vec<u8>> {
-        let text: String = row.try_get("", "secret")?;
-        base64::engine::general_purpose::STANDARD.decode(text).map_err(DomainError::internal)
-    };
-    if let Some(row) = db.query_one_raw(backend.build(&select)).await? {
-        return read(row);
-    }
-    let mut secret = [0u8; 32];
-    rand::RngCore::fill_bytes(&mut rand::rng(), &mut secret);
-    let insert = Query::insert()
-        .into_table(Alias::new("signing_keys"))
-        .columns([Alias::new("name"), Alias::new("secret"), Alias::new("created_at")])
-        .values_panic([
-            KEY_NAME.into(),
-            base64::engine::general_purpose::STANDARD.encode(secret).into(),
-            super::clock::now().into(),
-        ])
-        // Two replicas starting at once: the first key stays, both read it back.
-        .on_conflict(OnConflict::column(Alias::new("name")).do_nothing().to_owned())
-        .to_owned();
-    db.execute_raw(backend.build(&insert)).await?;
-    let row = db.query_one_raw(backend.build(&select)).await?;
-    read(row.ok_or_else(|| DomainError::invariant("the signing key vanished"))?)
+    super::secrets::key(db, KEY_NAME).await
 }
 
 fn mac(key: &[u8], keypair_id: Uuid, expires: i64, request: &ExportRequest) -> hmac::Hmac<sha2::Sha256> {

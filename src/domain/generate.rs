@@ -489,6 +489,8 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         launched_from_name: Set(None),
         launched_from_template_id: Set(None),
         starts_at: Set(None),
+        callback_url: Set(None),
+        callback_on_running: Set(false),
     };
     Generated { session, transitions: path }
 }

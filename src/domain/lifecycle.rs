@@ -1,7 +1,8 @@
 //! Status changes: the one writer of session statuses. It refuses illegal transitions,
-//! keeps each session's timestamps in step with its status, and writes the append-only
-//! transition rows as the last statements of their transaction ([`commit`]), which then
-//! tells the event bus.
+//! keeps each session's timestamps in step with its status, writes the completion
+//! callbacks a change owes into their outbox, and writes the append-only transition rows
+//! as the last statements of their transaction ([`commit`]), which then tells the event
+//! bus.
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -14,10 +15,12 @@ use super::events::{CHANNEL, EventBus, EventKind};
 use super::status::{SessionResult, SessionStatus};
 use super::{DomainError, DomainResult};
 
-/// The status transitions of one transaction, written by [`commit`].
+/// The status transitions of one transaction, and the completion callbacks they owe,
+/// written by [`commit`].
 #[derive(Debug, Default)]
 pub struct Transitions {
     rows: Vec<transition::ActiveModel>,
+    callbacks: Vec<entity::session_callback::ActiveModel>,
 }
 
 impl Transitions {
@@ -50,6 +53,10 @@ const SEQUENCE_LOCK: (i32, i32) = (0x7365_7373, 1);
 /// transitions. The price: status-changing commits are serialised for that short moment.
 pub async fn commit(txn: DatabaseTransaction, transitions: Transitions, bus: &EventBus) -> DomainResult<usize> {
     let n = transitions.rows.len();
+    if !transitions.callbacks.is_empty() {
+        // Before the lock: see above.
+        entity::session_callback::Entity::insert_many(transitions.callbacks).exec_without_returning(&txn).await?;
+    }
     if n > 0 {
         let postgres = txn.get_database_backend() == DbBackend::Postgres;
         if postgres {
@@ -208,6 +215,7 @@ pub async fn apply(
             .ok_or_else(|| DomainError::invariant(format!("session {} vanished", c.session.id)))?;
         if result.rows_affected == 1 {
             transitions.push(transition_row(c.session.id, Some(from), c.to, c.reason, now, &c.actor));
+            transitions.callbacks.extend(super::callbacks::outbox_row(&current, c.to, now));
             applied.push(Applied::Changed(current));
         } else {
             applied.push(Applied::Moved(current));

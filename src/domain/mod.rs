@@ -5,6 +5,7 @@
 pub mod actor;
 pub mod apply;
 pub mod auth;
+pub mod callbacks;
 pub mod catalog;
 pub mod clock;
 pub mod configuration;
@@ -35,6 +36,7 @@ pub mod replay;
 pub mod runtime;
 pub mod scheduler;
 pub mod scheduling;
+pub mod secrets;
 pub mod seed;
 pub mod sessions;
 pub mod settings;
@@ -154,6 +156,8 @@ pub(crate) mod testing {
             launched_from_name: None,
             launched_from_template_id: None,
             starts_at: None,
+            callback_url: None,
+            callback_on_running: false,
         }
     }
 }

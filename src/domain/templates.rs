@@ -16,7 +16,7 @@ use super::events::EventBus;
 use super::launch::relaunch::Overrides;
 use super::launch::{self, LaunchLimits, LaunchRequest, Launched, Origin, validate};
 use super::model::SessionType;
-use super::{DomainError, DomainResult, clock, visibility};
+use super::{DomainError, DomainResult, InputProblem, clock, visibility};
 
 /// The most templates one user keeps.
 pub const MAX_TEMPLATES_PER_USER: u64 = 100;
@@ -75,6 +75,9 @@ impl Template {
             origin: None,
             starts_at: None,
             depends_on: Vec::new(),
+            // A template may be shared: its sessions' ends go to their own owners' URLs.
+            callback_url: None,
+            callback_on_running: false,
         };
         Ok(Self {
             id: t.id,
@@ -127,6 +130,25 @@ pub async fn save(
             Some("template".to_owned()),
             format!("a template's name has 1–{MAX_NAME} characters, no control characters, no space at either end"),
         ));
+    }
+    let one_run: Vec<InputProblem> = [
+        ("starts_at", request.starts_at.is_some()),
+        ("depends_on", !request.depends_on.is_empty()),
+        ("callback_url", request.callback_url.is_some()),
+        ("callback_on_running", request.callback_on_running),
+    ]
+    .into_iter()
+    .filter(|(_, given)| *given)
+    .map(|(field, _)| {
+        InputProblem::new(
+            "NOT_IN_TEMPLATE",
+            Some(field.to_owned()),
+            "a template keeps no start time, dependencies or callback: they belong to one run (give them when launching)",
+        )
+    })
+    .collect();
+    if !one_run.is_empty() {
+        return Err(DomainError::BadInput(one_run));
     }
     let plan = validate::validate(db, viewer, request, None, limits).await?;
     if shared && !viewer.administers_domain(plan.project.domain_id) {

@@ -53,6 +53,13 @@ pub struct LaunchSessionInput {
     /// caller may see) have TERMINATED with SUCCESS (pending reason DEPENDENCY), and is
     /// CANCELLED when one ends otherwise.
     pub depends_on: Option<Vec<ID>>,
+    /// Told of the session's end (every terminal status) by a signed JSON POST, retried
+    /// until delivered (see `Session.callbacks`, `Viewer.callbackSigningKey`). The host
+    /// must be one the server's `--callback-allow` lists.
+    pub callback_url: Option<String>,
+    /// ... and of its start (RUNNING) too.
+    #[graphql(default)]
+    pub callback_on_running: bool,
 }
 
 /// The API path of a domain field of a launch: `count` as it is, the rest inside `input`.
@@ -82,6 +89,8 @@ impl LaunchSessionInput {
             origin: None,
             starts_at: self.starts_at,
             depends_on: self.depends_on.iter().flatten().map(|id| decode_uuid(id, NodeKind::Session)).collect(),
+            callback_url: self.callback_url.clone(),
+            callback_on_running: self.callback_on_running,
         })
     }
 }
@@ -106,6 +115,9 @@ pub struct RelaunchOverrides {
     pub priority: Option<i32>,
     /// As `launchSession`'s.
     pub idempotency_key: Option<String>,
+    /// Null: none.
+    pub callback_url: MaybeUndefined<String>,
+    pub callback_on_running: Option<bool>,
 }
 
 /// What is left of `v`: `None` when undefined, `Some(None)` when null.
@@ -131,6 +143,8 @@ impl RelaunchOverrides {
             batch_timeout_seconds: given(self.batch_timeout_seconds, i64::from),
             priority: self.priority,
             idempotency_key: self.idempotency_key,
+            callback_url: given(self.callback_url, |u| u),
+            callback_on_running: self.callback_on_running,
         }
     }
 }
@@ -253,7 +267,7 @@ pub(super) fn launch_limits(ctx: &Context<'_>) -> ApiResult<LaunchLimits> {
 
 fn limits<'a>(ctx: &Context<'a>) -> ApiResult<LaunchLimits> {
     ctx.data_opt::<LaunchLimits>()
-        .copied()
+        .cloned()
         .ok_or_else(|| DomainError::invariant("the schema was built without launch limits").into())
 }
 

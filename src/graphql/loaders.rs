@@ -167,6 +167,9 @@ pub struct TransitionsOf(pub Uuid);
 /// The sessions a session waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DependenciesOf(pub Uuid);
+/// A session's completion callbacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CallbacksOf(pub Uuid);
 /// The sessions that wait for a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DependentsOf(pub Uuid);
@@ -255,6 +258,16 @@ impl Loader<DependenciesOf> for DbLoader {
     async fn load(&self, keys: &[DependenciesOf]) -> LoadResult<DependenciesOf, Self::Value> {
         let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
         keyed(crate::domain::dependencies::depends_on(&self.db, &ids).await, DependenciesOf)
+    }
+}
+
+impl Loader<CallbacksOf> for DbLoader {
+    type Value = Vec<crate::domain::callbacks::Callback>;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[CallbacksOf]) -> LoadResult<CallbacksOf, Self::Value> {
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+        keyed(crate::domain::callbacks::of_sessions(&self.db, &ids).await, CallbacksOf)
     }
 }
 

@@ -2,6 +2,7 @@
 //! Resolvers are thin: they read arguments, call `domain`, and map the result.
 
 pub mod actor;
+pub mod callbacks;
 pub mod compiled;
 pub mod configuration;
 pub mod context;

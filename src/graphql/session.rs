@@ -17,8 +17,8 @@ use super::cursor;
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
 use super::loaders::{
-    DependenciesOf, DependentsOf, ExtensionLimitsOf, ImageName, LaunchGroupId, ProjectId, Related, ResourceGroupName,
-    TransitionsOf, UserId,
+    CallbacksOf, DependenciesOf, DependentsOf, ExtensionLimitsOf, ImageName, LaunchGroupId, ProjectId, Related,
+    ResourceGroupName, TransitionsOf, UserId,
 };
 use super::people::{Project, User};
 use super::resource::{Image, ResourceGroup};
@@ -400,6 +400,12 @@ impl Session {
     async fn dependents(&self, ctx: &Context<'_>) -> ApiResult<Vec<Session>> {
         let found = loaders(ctx)?.load_one(DependentsOf(self.0.id)).await?.unwrap_or_default();
         visible(ctx, found)
+    }
+    /// Its completion callbacks (`callbackUrl` at launch): one per event, oldest first,
+    /// each with every try to deliver it.
+    async fn callbacks(&self, ctx: &Context<'_>) -> ApiResult<Vec<super::callbacks::SessionCallback>> {
+        let found = loaders(ctx)?.load_one(CallbacksOf(self.0.id)).await?.unwrap_or_default();
+        found.into_iter().map(super::callbacks::SessionCallback::of).collect()
     }
     /// Every status change, oldest first.
     async fn status_transitions(&self, ctx: &Context<'_>) -> ApiResult<Vec<StatusTransition>> {

@@ -51,6 +51,14 @@ impl Viewer {
         let projects = visibility::visible_projects(db(ctx)?, viewer(ctx)?).await?;
         Ok(projects.into_iter().map(Project).collect())
     }
+    /// The key that signs the completion callbacks of the viewer's sessions: a receiver
+    /// checks that the `X-Sessiond-Signature-256` header is `sha256=` and the hex
+    /// HMAC-SHA256 of the request's body keyed with this text's bytes. The same on every
+    /// call; keep it secret.
+    #[graphql(complexity = "STATEMENT_COST")]
+    async fn callback_signing_key(&self, ctx: &Context<'_>) -> ApiResult<String> {
+        Ok(crate::domain::callbacks::owner_key(db(ctx)?, viewer(ctx)?.user_id).await?)
+    }
     #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn settings(&self, ctx: &Context<'_>) -> ApiResult<UserSettings> {
         Ok(UserSettings(settings::user_settings(db(ctx)?, viewer(ctx)?.user_id).await?))

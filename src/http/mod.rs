@@ -75,7 +75,7 @@ impl AppState {
     /// A state with live feeds of its own (on `db`) and the default launch limits.
     pub async fn start(db: DatabaseConnection, limits: HttpLimits) -> crate::domain::DomainResult<Self> {
         let live = Live::start(crate::domain::live::LiveConnections::shared(&db), limits.live_options()).await?;
-        Ok(Self::with(db, live, limits, LaunchLimits { max_count: DEFAULT_MAX_LAUNCH_COUNT }))
+        Ok(Self::with(db, live, limits, LaunchLimits::of(DEFAULT_MAX_LAUNCH_COUNT)))
     }
 
     pub fn with(db: DatabaseConnection, live: Live, limits: HttpLimits, launch: LaunchLimits) -> Self {

@@ -207,6 +207,11 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--work-dir-limit", "SESSIOND_WORK_DIR_LIMIT", Some("10737418240")),
     ("--log-retention-days", "SESSIOND_LOG_RETENTION_DAYS", Some("30")),
     ("--log-lines-per-user", "SESSIOND_LOG_LINES_PER_USER", Some("1000000")),
+    ("--callback-allow", "SESSIOND_CALLBACK_ALLOW", None),
+    ("--callback-max-attempts", "SESSIOND_CALLBACK_MAX_ATTEMPTS", Some("10")),
+    ("--callback-retry-ms", "SESSIOND_CALLBACK_RETRY_MS", Some("5000")),
+    ("--callback-timeout-ms", "SESSIOND_CALLBACK_TIMEOUT_MS", Some("10000")),
+    ("--callback-concurrency", "SESSIOND_CALLBACK_CONCURRENCY", Some("16")),
     ("--log-format", "SESSIOND_LOG_FORMAT", Some("text")),
 ];
 

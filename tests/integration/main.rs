@@ -5,6 +5,7 @@ mod support;
 mod actors;
 mod apply;
 mod auth;
+mod callbacks;
 mod cli;
 mod cluster;
 mod compiled;

@@ -36,6 +36,8 @@ pub fn fingerprint(plan: &Plan, batch: bool) -> String {
         "priority": r.priority,
         "startsAt": r.starts_at,
         "dependsOn": r.depends_on,
+        "callbackUrl": r.callback_url,
+        "callbackOnRunning": r.callback_on_running,
         "batch": batch,
         "count": plan.names.len(),
     });

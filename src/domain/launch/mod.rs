@@ -52,6 +52,10 @@ pub struct LaunchRequest {
     /// A batch session waits for these sessions of its project to succeed (an id that
     /// names no session is `None`).
     pub depends_on: Vec<Option<Uuid>>,
+    /// Told of the session's end by a signed POST ([`crate::domain::callbacks`]).
+    pub callback_url: Option<String>,
+    /// ... and of its start (RUNNING) too.
+    pub callback_on_running: bool,
 }
 
 /// What a session was launched from.
@@ -72,10 +76,19 @@ impl Origin {
 }
 
 /// The configured bounds of a launch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchLimits {
     /// The most sessions one "Launch Multiple Sessions" creates.
     pub max_count: u32,
+    /// Where completion callbacks may go (`--callback-allow`); empty: nowhere.
+    pub callbacks: std::sync::Arc<crate::domain::callbacks::Allow>,
+}
+
+impl LaunchLimits {
+    /// At most `max_count` sessions a launch, and no callback.
+    pub fn of(max_count: u32) -> Self {
+        Self { max_count, callbacks: Default::default() }
+    }
 }
 
 /// A validated launch: everything needed to write it.

@@ -34,6 +34,9 @@ pub struct Overrides {
     pub batch_timeout_seconds: Option<Option<i64>>,
     pub priority: Option<i32>,
     pub idempotency_key: Option<String>,
+    /// `Some(None)`: none.
+    pub callback_url: Option<Option<String>>,
+    pub callback_on_running: Option<bool>,
 }
 
 impl Overrides {
@@ -64,6 +67,10 @@ impl Overrides {
         }
         r.priority = self.priority.unwrap_or(r.priority);
         r.idempotency_key = self.idempotency_key;
+        if let Some(url) = self.callback_url {
+            r.callback_url = url;
+        }
+        r.callback_on_running = self.callback_on_running.unwrap_or(r.callback_on_running);
     }
 }
 
@@ -88,6 +95,8 @@ fn stored_request(s: &session::Model) -> DomainResult<LaunchRequest> {
         starts_at: None,
         // What it waited for has happened.
         depends_on: Vec::new(),
+        callback_url: s.callback_url.clone(),
+        callback_on_running: s.callback_on_running,
     })
 }
 

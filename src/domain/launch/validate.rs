@@ -61,7 +61,7 @@ pub fn session_names(name: &str, count: Option<u32>) -> Vec<String> {
 }
 
 /// The batch size: 1 to the configured maximum.
-fn check_count(count: Option<i64>, limits: LaunchLimits) -> (Option<u32>, Problems) {
+fn check_count(count: Option<i64>, limits: &LaunchLimits) -> (Option<u32>, Problems) {
     match count {
         None => (None, Vec::new()),
         Some(n) if (1..=i64::from(limits.max_count)).contains(&n) => (u32::try_from(n).ok(), Vec::new()),
@@ -291,12 +291,28 @@ pub fn check_text(req: &LaunchRequest) -> DomainResult<()> {
         ("resource_group", req.resource_group.as_deref(), Text::Line),
         ("startup_command", req.startup_command.as_deref(), Text::Lines),
         ("idempotency_key", req.idempotency_key.as_deref(), Text::Line),
+        ("callback_url", req.callback_url.as_deref(), Text::Line),
     ];
     let problems: Problems = fields
         .into_iter()
         .filter_map(|(field, text, kind)| InputProblem::control_characters(field, text?, kind))
         .collect();
     if problems.is_empty() { Ok(()) } else { Err(DomainError::BadInput(problems)) }
+}
+
+/// A callback URL goes only where the server's `--callback-allow` lets it.
+fn check_callback(req: &LaunchRequest, limits: &LaunchLimits) -> Problems {
+    let mut problems = Vec::new();
+    match &req.callback_url {
+        Some(url) => problems.extend(limits.callbacks.check("callback_url", url).err()),
+        None if req.callback_on_running => problems.push(problem(
+            "CALLBACK_URL_REQUIRED",
+            "callback_on_running",
+            "a session told of its start needs a callback URL",
+        )),
+        None => {}
+    }
+    problems
 }
 
 fn check_idempotency_key(req: &LaunchRequest) -> Problems {
@@ -357,7 +373,7 @@ pub async fn validate(
     access.require_member(db, viewer, "only members launch sessions in it").await?;
     let project = access.project;
 
-    let (count, mut problems) = check_count(count, limits);
+    let (count, mut problems) = check_count(count, &limits);
     let names = session_names(&req.name, count);
     problems.extend(check_names(&req.name, &names));
     let image = image::Entity::find_by_id(req.image.clone()).one(db).await?;
@@ -384,6 +400,7 @@ pub async fn validate(
     }
     problems.extend(check_environment(req));
     problems.extend(check_idempotency_key(req));
+    problems.extend(check_callback(req, &limits));
     if !problems.is_empty() {
         return Err(DomainError::BadInput(problems));
     }

@@ -148,6 +148,8 @@ pub async fn write(
             },
             launched_from_name: plan.launch.origin.as_ref().map(|o| o.name().to_owned()),
             starts_at: plan.launch.starts_at,
+            callback_url: plan.launch.callback_url.clone(),
+            callback_on_running: plan.launch.callback_url.is_some() && plan.launch.callback_on_running,
         })
         .collect();
     session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))

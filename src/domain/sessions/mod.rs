@@ -113,6 +113,8 @@ fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, s
         launched_from_name: row.try_get_by_index(next())?,
         launched_from_template_id: row.try_get_by_index(next())?,
         starts_at: row.try_get_by_index(next())?,
+        callback_url: row.try_get_by_index(next())?,
+        callback_on_running: row.try_get_by_index(next())?,
     })
 }
 

@@ -379,6 +379,7 @@ mod tests {
         ("Session", "launchedFrom"),         // the detail panel's
         ("Session", "dependsOn"),            // the detail panel's: a statement of its own
         ("Session", "dependents"),           // the detail panel's: a statement of its own
+        ("Session", "callbacks"),            // the detail panel's: statements of its own
         ("Session", "schedulingHistory"),    // arguments, a statement per session
         ("Session", "apps"),                 // the runtime's terminal
         ("Session", "logs"),                 // arguments, a statement per session

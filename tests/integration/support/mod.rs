@@ -198,7 +198,7 @@ impl TestApp {
                 println!("SQL {n}: {}", info.statement.sql);
             }
         });
-        let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
+        let launch = sessiond::domain::launch::LaunchLimits::of(sessiond::config::DEFAULT_MAX_LAUNCH_COUNT);
         let metrics = sessiond::http::metrics::Metrics::default();
         let runtime = sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime");
         let router =
@@ -275,7 +275,7 @@ impl TestApp {
                 return false;
             }
         };
-        let launch = sessiond::domain::launch::LaunchLimits { max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT };
+        let launch = sessiond::domain::launch::LaunchLimits::of(sessiond::config::DEFAULT_MAX_LAUNCH_COUNT);
         self.router = app(AppState::with_metrics(
             self.db.clone(),
             self.live.clone(),
@@ -292,6 +292,27 @@ impl TestApp {
         };
         self.workers.extend(sessiond::server::spawn_workers(&self.db, &self.bus, &timings, &self.metrics, local));
         true
+    }
+
+    /// Lets launches name the callback URLs `args` allow, and starts the callbacks'
+    /// deliverer with `args`.
+    pub fn start_callbacks(&mut self, args: &sessiond::config::CallbackArgs) {
+        let delivery = args.delivery();
+        let launch = sessiond::domain::launch::LaunchLimits {
+            max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT,
+            callbacks: delivery.allow.clone(),
+        };
+        let runtime = sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime");
+        self.router = app(AppState::with_metrics(
+            self.db.clone(),
+            self.live.clone(),
+            self.limits.clone(),
+            launch,
+            self.metrics.clone(),
+            runtime,
+        ));
+        let run = sessiond::domain::callbacks::deliver::run(self.db.clone(), self.bus.clone(), delivery);
+        self.workers.push(tokio::spawn(run));
     }
 
     /// Starts the declared Slurm engines (read every few seconds), stopping jobs with `grace`
@@ -469,6 +490,8 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         launched_from_name: Set(None),
         launched_from_template_id: Set(None),
         starts_at: Set(None),
+        callback_url: Set(None),
+        callback_on_running: Set(false),
     }
 }
 

@@ -1,0 +1,41 @@
+//! The server's own secrets: random keys generated on first use and stored, so that every
+//! replica and every restart shares them (`signing_keys`, one row per key name).
+
+use base64::Engine;
+use sea_orm::ConnectionTrait;
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Query};
+
+use super::{DomainError, DomainResult, clock};
+
+/// The 32-byte key named `name`, made now if there is none yet.
+pub async fn key(db: &impl ConnectionTrait, name: &str) -> DomainResult<Vec<u8>> {
+    let backend = db.get_database_backend();
+    let select = Query::select()
+        .column(Alias::new("secret"))
+        .from(Alias::new("signing_keys"))
+        .and_where(ExprTrait::eq(Expr::col(Alias::new("name")), name))
+        .to_owned();
+    let read = |row: sea_orm::QueryResult| -> DomainResult<Vec<u8>> {
+        let text: String = row.try_get("", "secret")?;
+        base64::engine::general_purpose::STANDARD.decode(text).map_err(DomainError::internal)
+    };
+    if let Some(row) = db.query_one_raw(backend.build(&select)).await? {
+        return read(row);
+    }
+    let mut secret = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut secret);
+    let insert = Query::insert()
+        .into_table(Alias::new("signing_keys"))
+        .columns([Alias::new("name"), Alias::new("secret"), Alias::new("created_at")])
+        .values_panic([
+            name.into(),
+            base64::engine::general_purpose::STANDARD.encode(secret).into(),
+            clock::now().into(),
+        ])
+        // Two replicas starting at once: the first key stays, both read it back.
+        .on_conflict(OnConflict::column(Alias::new("name")).do_nothing().to_owned())
+        .to_owned();
+    db.execute_raw(backend.build(&insert)).await?;
+    let row = db.query_one_raw(backend.build(&select)).await?;
+    read(row.ok_or_else(|| DomainError::invariant(format!("the key {name} vanished")))?)
+}
