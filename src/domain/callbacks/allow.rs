@@ -284,7 +284,7 @@ mod tests {
         );
         assert_eq!(code("http://127.0.0.1:9000/"), None);
         let none = Allow::default();
-        assert_eq!(none.check("f", "https://a.example.com/").unwrap_err().code, "CALLBACKS_DISABLED");
+        assert_eq!(none.check("f", "https://a.example.com/").expect_err("refused").code, "CALLBACKS_DISABLED");
     }
 
     #[test]
