@@ -65,6 +65,11 @@ pub enum Command {
         /// Delete what is stored but not declared (refused for what live sessions use).
         #[arg(long)]
         prune: bool,
+        /// The user (a SUPERADMIN, by e-mail) making the change: named in the history of
+        /// each live session whose lifetime or idle checks it changes. Without it the
+        /// system is, by the rule `apply`.
+        #[arg(long = "as", value_name = "EMAIL", env = "SESSIOND_APPLY_AS")]
+        as_user: Option<String>,
     },
     /// Manage API tokens.
     Token {

@@ -82,6 +82,7 @@ async fn apply(
         Err(ApplyInputError::Failed(err)) => return Err(format!("{err}: {err:?}").into()),
         Err(err) => return Err(format!("nothing applied: {err}").into()),
     };
+    let dry_run = options.dry_run;
     let plan = match domain::apply::apply(conn, &declared, options).await {
         Ok(plan) => plan,
         Err(err @ ApplyError::Refused(_)) => return Err(format!("nothing applied: {err}").into()),
@@ -94,7 +95,7 @@ async fn apply(
         eprintln!("sessiond: kept, not declared (--prune deletes them): {}", plan.undeclared.join(", "));
     }
     let n = plan.changes.len();
-    match (n, options.dry_run) {
+    match (n, dry_run) {
         (0, _) => eprintln!("sessiond: no changes; the database already holds what {} declares", file.display()),
         (_, true) => eprintln!("sessiond: {n} change(s) planned; nothing written (--dry-run)"),
         (_, false) => eprintln!("sessiond: {n} change(s) applied"),
@@ -132,11 +133,15 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         Command::Apply { explain: true, .. } => print!("{}", domain::apply::keys::explain()),
-        Command::Apply { db: args, file, dry_run, prune, .. } => {
+        Command::Apply { db: args, file, dry_run, prune, as_user, .. } => {
             let file = file.ok_or("give the declaration with -f FILE")?;
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
-            apply(&conn, &file, domain::apply::Options { prune, dry_run }).await?;
+            let mut options = domain::apply::Options::new(prune, dry_run);
+            if let Some(email) = as_user {
+                options.actor = domain::apply::actor_of(&conn, &email).await?;
+            }
+            apply(&conn, &file, options).await?;
         }
         Command::Token { command: TokenCommand::Create { db: args, email, policy } } => {
             let conn = db::connect(&args).await?;

@@ -18,6 +18,8 @@ pub mod rules {
     pub const BATCH_TIMEOUT: &str = "batch timeout";
     /// Cancels a session whose dependency ended without success.
     pub const DEPENDENCY: &str = "dependency";
+    /// `sessiond apply` run without `--as`: a policy's new lifetime or idle checks.
+    pub const APPLY: &str = "apply";
     /// Sessions made up by the data generator (benchmarks, demos at scale).
     pub const GENERATED: &str = "generated";
 }

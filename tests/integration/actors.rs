@@ -106,4 +106,48 @@ async fn every_change_names_who_made_it(mut app: TestApp) {
     );
 }
 
-db_tests!(every_change_names_who_made_it);
+/// A declaration that changes a policy's lifetime moves the expiry of its live sessions, and
+/// each says so in its history, naming who applied it: the user of `--as`, else the system.
+async fn apply_names_who_changed_a_policy(app: TestApp) {
+    use sessiond::domain::apply::{self, Options};
+    let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": launch_input("policed", 1.0)})).await;
+    let id = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
+    let with_lifetime = |seconds: u32| {
+        apply::DEMO.replace(
+            "[keypair_policies.default]\n",
+            &format!("[keypair_policies.default]\nmax_session_lifetime_seconds = {seconds}\n"),
+        )
+    };
+    let run = |text: String, options: Options| {
+        let db = app.db.clone();
+        async move {
+            let slots = apply::known_slots(&db).await.expect("slots");
+            let sources = [apply::Source { name: "test.toml".to_owned(), text }];
+            let declared = apply::file::parse(&sources, &slots).unwrap_or_else(|p| panic!("{p:#?}"));
+            apply::apply(&db, &declared, options).await.expect("apply")
+        }
+    };
+    let mut by_root = Options::new(false, false);
+    by_root.actor = apply::actor_of(&app.db, "root@example.com").await.expect("a superadmin");
+    run(with_lifetime(7200), by_root).await;
+    run(with_lifetime(3600), Options::new(false, false)).await;
+    // Applying the same again changes nothing, and says nothing.
+    run(with_lifetime(3600), Options::new(false, false)).await;
+    let s = app.gql(Some("demo-alice"), &detail(), json!({"id": id})).await["data"]["session"].clone();
+    assert_eq!(
+        lines(&s),
+        [
+            ("policy".to_owned(), system("apply")),
+            ("policy".to_owned(), user("root@example.com", "SUPERADMIN")),
+            ("enqueue".to_owned(), user("alice@example.com", "USER")),
+        ],
+        "{s}"
+    );
+    assert_eq!(
+        apply::actor_of(&app.db, "alice@example.com").await,
+        Err("--as alice@example.com: only a SUPERADMIN applies declarations".to_owned())
+    );
+    assert!(apply::actor_of(&app.db, "nobody@example.com").await.is_err());
+}
+
+db_tests!(every_change_names_who_made_it, apply_names_who_changed_a_policy);

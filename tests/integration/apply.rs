@@ -35,7 +35,7 @@ async fn apply_text(app: &TestApp, text: &str, options: Options) -> Result<apply
 
 async fn the_demo_is_demo_toml_applied(app: TestApp) {
     assert!(app.seeded);
-    let plan = apply_text(&app, apply::DEMO, Options { prune: true, dry_run: false }).await.expect("apply");
+    let plan = apply_text(&app, apply::DEMO, Options::new(true, false)).await.expect("apply");
     assert_eq!(plan, apply::Plan::default(), "`--demo` left exactly what demo.toml declares, nothing else");
 
     // The images' local environments are stored with them.
@@ -119,11 +119,10 @@ async fn prune_refuses_what_live_sessions_use_and_then_writes_nothing(app: TestA
         ("projects = [\"default\", \"research\"]", "projects = [\"default\"]"),
         ("limits = { cpu = 48 }", "limits = { cpu = 50 }"),
     ]);
-    let plan =
-        apply_text(&app, &without_research, Options { prune: false, dry_run: true }).await.expect("without prune");
+    let plan = apply_text(&app, &without_research, Options::new(false, true)).await.expect("without prune");
     assert_eq!(plan.undeclared, ["project default/research"], "kept without --prune, and said so");
 
-    let refused = apply_text(&app, &without_research, Options { prune: true, dry_run: false }).await;
+    let refused = apply_text(&app, &without_research, Options::new(true, false)).await;
     match refused {
         Err(ApplyError::Refused(why)) => {
             assert_eq!(why, ["project default/research: 1 live session(s) use it"]);
@@ -141,8 +140,8 @@ async fn prune_refuses_what_live_sessions_use_and_then_writes_nothing(app: TestA
     let mut ended: entity::session::ActiveModel = live.into();
     ended.status = sea_orm::Set(SessionStatus::Terminated.as_str().to_owned());
     ended.update(&app.db).await.expect("end it");
-    let dry = apply_text(&app, &without_research, Options { prune: true, dry_run: true }).await.expect("dry");
-    let plan = apply_text(&app, &without_research, Options { prune: true, dry_run: false }).await.expect("prune");
+    let dry = apply_text(&app, &without_research, Options::new(true, true)).await.expect("dry");
+    let plan = apply_text(&app, &without_research, Options::new(true, false)).await.expect("prune");
     assert_eq!(dry, plan, "a dry run plans exactly what the apply does");
     let deleted: Vec<String> =
         plan.changes.iter().filter(|c| c.action == Action::Delete).map(ToString::to_string).collect();
@@ -150,7 +149,7 @@ async fn prune_refuses_what_live_sessions_use_and_then_writes_nothing(app: TestA
     assert_eq!(entity::session::Entity::find().count(&app.db).await.expect("count"), 0);
     let resp = app.gql(Some("demo-alice"), "{ viewer { projects { name } } }", json!({})).await;
     assert_eq!(resp["data"]["viewer"]["projects"], json!([{"name": "default"}]), "{resp}");
-    let again = apply_text(&app, &without_research, Options { prune: true, dry_run: false }).await.expect("again");
+    let again = apply_text(&app, &without_research, Options::new(true, false)).await.expect("again");
     assert!(again.changes.is_empty(), "{again:?}");
 }
 
@@ -294,7 +293,7 @@ async fn changes_apply_once_and_prune_takes_a_user_with_its_policy(app: TestApp)
     assert_eq!(svc["data"]["viewer"]["user"]["email"], "svc@example.com", "{svc}");
 
     // The user and its keypair's policy both undeclared: pruned together, the user first.
-    let plan = apply_text(&app, apply::DEMO, Options { prune: true, dry_run: false }).await.expect("prune");
+    let plan = apply_text(&app, apply::DEMO, Options::new(true, false)).await.expect("prune");
     let deleted: Vec<String> =
         plan.changes.iter().filter(|c| c.action == Action::Delete).map(ToString::to_string).collect();
     assert_eq!(deleted, ["- user svc@example.com", "- keypair policy legacy"]);

@@ -217,12 +217,46 @@ pub struct Plan {
     pub undeclared: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// Delete what the files do not declare (refused for what live sessions use).
     pub prune: bool,
     /// Work out the plan and write nothing.
     pub dry_run: bool,
+    /// Who makes the changes: named in the history of each live session whose lifetime or
+    /// idle checks they change.
+    pub actor: crate::domain::actor::Actor,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self::new(false, false)
+    }
+}
+
+impl Options {
+    /// As the system (rule `apply`): no `--as`.
+    pub fn new(prune: bool, dry_run: bool) -> Self {
+        Self { prune, dry_run, actor: crate::domain::actor::Actor::system(crate::domain::actor::rules::APPLY) }
+    }
+}
+
+/// The actor of an `apply` made by the user with `email`: a SUPERADMIN, as declarations
+/// change every domain.
+pub async fn actor_of(db: &impl sea_orm::ConnectionTrait, email: &str) -> Result<crate::domain::actor::Actor, String> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let found = entity::user::Entity::find()
+        .filter(entity::user::Column::Email.eq(email))
+        .one(db)
+        .await
+        .map_err(|e| format!("reading the users failed: {e}"))?;
+    match found {
+        Some(u) if u.role == crate::domain::model::Role::Superadmin.as_str() => {
+            Ok(crate::domain::actor::Actor::User(u.id))
+        }
+        Some(_) => Err(format!("--as {email}: only a SUPERADMIN applies declarations")),
+        None => Err(format!("--as {email}: no such user")),
+    }
 }
 
 /// Why nothing was applied.
@@ -249,7 +283,7 @@ pub async fn apply(
     options: Options,
 ) -> Result<Plan, ApplyError> {
     let txn = begin_write(db).await?;
-    let plan = write::write(&txn, declared, options.prune).await?;
+    let plan = write::write(&txn, declared, options.prune, &options.actor).await?;
     if options.dry_run || plan.changes.is_empty() {
         txn.rollback().await?;
     } else {

@@ -6,15 +6,19 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, Set, Unchanged};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect, Set, Unchanged,
+};
 use uuid::Uuid;
 
 use entity::{domain, keypair, keypair_resource_policy, session};
 
 use super::shown::{diff, diff_opt, limits_shown, slots_diff};
 use super::{Action, ApplyError, Change, Declared, Plan};
+use crate::domain::actor::Actor;
 use crate::domain::clock;
 use crate::domain::expiry::Granted;
+use crate::domain::history::{self, Entry};
 use crate::domain::ids::stable_id;
 use crate::domain::status::SessionStatus;
 
@@ -23,10 +27,17 @@ pub(super) struct Writer<'t> {
     pub(super) now: DateTime<Utc>,
     pub(super) plan: Plan,
     pub(super) refused: Vec<String>,
+    /// Who makes the changes.
+    pub(super) actor: &'t Actor,
 }
 
-pub(super) async fn write(txn: &DatabaseTransaction, d: &Declared, prune: bool) -> Result<Plan, ApplyError> {
-    let mut w = Writer { txn, now: clock::now(), plan: Plan::default(), refused: Vec::new() };
+pub(super) async fn write(
+    txn: &'_ DatabaseTransaction,
+    d: &Declared,
+    prune: bool,
+    actor: &'_ Actor,
+) -> Result<Plan, ApplyError> {
+    let mut w = Writer { txn, now: clock::now(), plan: Plan::default(), refused: Vec::new(), actor };
     let domain_ids = w.domains(d).await?;
     w.policies(d).await?;
     w.engines(d).await?;
@@ -84,7 +95,8 @@ impl Writer<'_> {
     }
 
     /// Gives the live sessions of the keypairs under policy `name` what it now gives (its
-    /// lifetime, its idle checks): a session's expiry follows its policy.
+    /// lifetime, its idle checks): a session's expiry follows its policy. Each session it
+    /// changes gets a line of history naming who made the change.
     async fn regrant(&mut self, name: &str, granted: Granted) -> Result<(), ApplyError> {
         use sea_orm::sea_query::{Expr, Query};
         let keypairs = Query::select()
@@ -92,14 +104,46 @@ impl Writer<'_> {
             .from(keypair::Entity)
             .and_where(keypair::Column::ResourcePolicy.eq(name))
             .take();
-        session::Entity::update_many()
-            .col_expr(session::Column::LifetimeSeconds, Expr::value(granted.lifetime))
-            .col_expr(session::Column::Idle, Expr::value(granted.idle))
-            .col_expr(session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None))
+        let live: Vec<(Uuid, Option<i64>, Option<serde_json::Value>)> = session::Entity::find()
+            .select_only()
+            .columns([session::Column::Id, session::Column::LifetimeSeconds, session::Column::Idle])
             .filter(session::Column::KeypairId.in_subquery(keypairs))
             .filter(session::Column::Status.is_not_in(SessionStatus::TERMINAL.iter().map(|s| s.as_str())))
-            .exec(self.txn)
+            .into_tuple()
+            .all(self.txn)
             .await?;
+        let changed: Vec<_> = live
+            .into_iter()
+            .filter(|(_, lifetime, idle)| *lifetime != granted.lifetime || *idle != granted.idle)
+            .collect();
+        if changed.is_empty() {
+            return Ok(());
+        }
+        for ids in changed.chunks(1000) {
+            session::Entity::update_many()
+                .col_expr(session::Column::LifetimeSeconds, Expr::value(granted.lifetime))
+                .col_expr(session::Column::Idle, Expr::value(granted.idle.clone()))
+                .col_expr(session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None))
+                .filter(session::Column::Id.is_in(ids.iter().map(|c| c.0)))
+                .exec(self.txn)
+                .await?;
+        }
+        let shown = |l: Option<i64>| l.map_or_else(|| "unlimited".to_owned(), |s| format!("{s} s"));
+        let notes = changed
+            .into_iter()
+            .map(|(id, lifetime, idle)| {
+                let mut what = Vec::new();
+                if lifetime != granted.lifetime {
+                    what.push(format!("lifetime {} → {}", shown(lifetime), shown(granted.lifetime)));
+                }
+                if idle != granted.idle {
+                    what.push(if granted.idle.is_some() { "new idle checks" } else { "no idle checks" }.to_owned());
+                }
+                let message = format!("keypair policy `{name}` changed: {}", what.join(", "));
+                Entry::note(id, "policy", message, self.actor.clone())
+            })
+            .collect();
+        history::record(self.txn, notes, self.now).await?;
         Ok(())
     }
 
