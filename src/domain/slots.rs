@@ -12,7 +12,7 @@ pub const MEM: &str = "mem";
 
 /// Amounts that differ by less than this are equal: slot amounts are fractional cores or
 /// shares, summed in floating point.
-const EPSILON: f64 = 1e-9;
+pub const EPSILON: f64 = 1e-9;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResourceSlots(BTreeMap<String, f64>);

@@ -1,7 +1,7 @@
 //! Whether a session may start (its keypair's, project's and domain's quotas and
 //! concurrency), where it goes (the agent), and what starting it takes from the snapshot.
 
-use super::{Agent, Check, PendingSession, Quota, Snapshot};
+use super::{Check, PendingSession, Quota, Snapshot};
 use crate::domain::occupancy::{LimitLayer, PendingReason, quota_failures};
 use crate::domain::slots::ResourceSlots;
 
@@ -43,29 +43,20 @@ pub(super) fn admission_checks(state: &Snapshot, s: &PendingSession, requested: 
     ]
 }
 
-/// The agent a session goes to: the least loaded one (most free CPU) with room for all of
-/// its containers. Clusters are single-node: every container on that agent, so that the
-/// agent's occupancy is exactly what the session holds.
-pub(super) fn place(agents: &[Agent], s: &PendingSession, total: &ResourceSlots) -> Option<Vec<String>> {
-    let best = agents
-        .iter()
-        .filter(|a| total.fits_in(&a.free, false))
-        .max_by(|a, b| a.free.get("cpu").total_cmp(&b.free.get("cpu")).then_with(|| b.id.cmp(&a.id)))?;
-    Some(vec![best.id.clone(); s.request.cluster_size as usize])
-}
-
+/// Starts `s` on the agent at position `agent` of group `g`: every container there (clusters
+/// are single-node, so that the agent's occupancy is exactly what the session holds), and
+/// its request counted against every quota and its owner's share.
 pub(super) fn allocate(
     state: &mut Snapshot,
     g: usize,
     s: &PendingSession,
     requested: &ResourceSlots,
-    agents: &[String],
+    agent: usize,
     group: &str,
 ) {
-    for id in agents {
-        if let Some(a) = state.groups[g].agents.iter_mut().find(|a| &a.id == id) {
-            a.free = a.free.sub(&s.request.per_container);
-        }
+    let a = &mut state.groups[g].agents[agent];
+    for _ in 0..s.request.cluster_size {
+        a.free = a.free.sub(&s.request.per_container);
     }
     if let Some(k) = state.keypairs.get_mut(&s.keypair) {
         k.quota.used = k.quota.used.add(requested);

@@ -10,6 +10,7 @@
 //! so one pass never over-commits an agent or a quota.
 
 mod fit;
+mod index;
 mod queue;
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,7 +20,8 @@ use uuid::Uuid;
 use super::model::SchedulerStrategy;
 use super::occupancy::{LimitLayer, PendingReason};
 use super::slots::{ResourceRequest, ResourceSlots};
-use fit::{admission_checks, allocate, place};
+use fit::{admission_checks, allocate};
+use index::{AgentIndex, Placer};
 pub use queue::dominant_share;
 use queue::{Queue, order_band};
 
@@ -105,15 +107,19 @@ pub struct Decision {
 
 /// Decides one pass over every group.
 pub fn schedule(snapshot: &Snapshot) -> Vec<Decision> {
+    schedule_with::<AgentIndex>(snapshot)
+}
+
+fn schedule_with<P: Placer>(snapshot: &Snapshot) -> Vec<Decision> {
     let mut state = snapshot.clone();
     let mut decisions = Vec::new();
     for g in 0..state.groups.len() {
-        decisions.extend(schedule_group(&mut state, g));
+        decisions.extend(schedule_group::<P>(&mut state, g));
     }
     decisions
 }
 
-fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
+fn schedule_group<P: Placer>(state: &mut Snapshot, g: usize) -> Vec<Decision> {
     let group_name = state.groups[g].name.clone();
     let strategy = state.groups[g].strategy;
     let capacity = state.groups[g].capacity.clone();
@@ -121,6 +127,7 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
     for s in std::mem::take(&mut state.groups[g].pending) {
         bands.entry(std::cmp::Reverse(s.priority)).or_default().push(s);
     }
+    let mut placer = P::new(&state.groups[g].agents);
     let mut decisions = Vec::new();
     for (_, mut band) in bands {
         order_band(&mut band, strategy);
@@ -150,10 +157,10 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                 queue.taken(&s, state, &group_name, &capacity);
                 continue;
             }
-            let placement = place(&state.groups[g].agents, &s, &total);
+            let placement = placer.place(&state.groups[g].agents, &total);
             // Fits no agent that takes sessions, even empty (only drained or silent ones):
             // it waits for them, and blocks nobody behind it meanwhile.
-            let only_elsewhere = !state.groups[g].agents.iter().any(|a| total.fits_in(&a.capacity, false));
+            let only_elsewhere = placement.is_none() && !placer.fits_some_capacity(&state.groups[g].agents, &total);
             checks.push(Check {
                 name: "capacity",
                 failures: match &placement {
@@ -175,8 +182,11 @@ fn schedule_group(state: &mut Snapshot, g: usize) -> Vec<Decision> {
                 },
             });
             match placement {
-                Some(agents) if all_passed(&checks) => {
-                    allocate(state, g, &s, &total, &agents, &group_name);
+                Some(agent) if all_passed(&checks) => {
+                    let before = state.groups[g].agents[agent].free.get("cpu");
+                    allocate(state, g, &s, &total, agent, &group_name);
+                    placer.moved(&state.groups[g].agents, agent, before);
+                    let agents = vec![state.groups[g].agents[agent].id.clone(); s.request.cluster_size as usize];
                     queue.taken(&s, state, &group_name, &capacity);
                     decisions.push(Decision {
                         session: s.id,
@@ -453,6 +463,95 @@ mod tests {
         let d = schedule(&snap);
         assert_eq!(scheduled(&d), [uuid(1), uuid(2)]);
         assert_eq!(codes(&d[2]), ["CONCURRENCY_LIMIT"]);
+    }
+
+    /// A random snapshot: 1–3 groups of 0–40 agents (some without GPUs, some full, ties of
+    /// free CPU), 0–120 sessions of 1–8 owners with clusters, GPUs and several priorities,
+    /// quotas at every layer, concurrency limits.
+    fn random_snapshot(seed: u64) -> Snapshot {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let strategies = [SchedulerStrategy::Fifo, SchedulerStrategy::Lifo, SchedulerStrategy::Drf];
+        let mut snap = Snapshot::default();
+        let owners = rng.random_range(1..=8u128);
+        for o in 1..=owners {
+            if rng.random_bool(0.5) {
+                let limit = ResourceSlots::from_pairs([("cpu", [4.0, 8.0, 16.0][rng.random_range(0..3)])]);
+                snap.keypairs.insert(
+                    uuid(o + 100),
+                    KeypairQuota {
+                        quota: Quota { limit, used: ResourceSlots::from_pairs([("cpu", rng.random_range(0..4) as f64)]) },
+                        max_concurrent: rng.random_range(1..6),
+                        active: rng.random_range(0..3),
+                    },
+                );
+            }
+        }
+        for p in 0..3u128 {
+            if rng.random_bool(0.3) {
+                let limit = ResourceSlots::from_pairs([("cpu", 12.0), ("cuda.device", 2.0)]);
+                snap.projects.insert(uuid(1000 + p), Quota { limit, used: ResourceSlots::new() });
+            }
+        }
+        if rng.random_bool(0.3) {
+            snap.domains
+                .insert(uuid(2000), Quota { limit: ResourceSlots::from_pairs([("cpu", 20.0)]), used: ResourceSlots::new() });
+        }
+        for g in 0..rng.random_range(1..=3) {
+            let agents: Vec<Agent> = (0..rng.random_range(0..=40))
+                .map(|i| {
+                    let mut capacity = ResourceSlots::from_pairs([
+                        ("cpu", [2.0, 4.0, 8.0, 16.0][rng.random_range(0..4)]),
+                        ("mem", [4.0, 16.0, 64.0][rng.random_range(0..3)]),
+                    ]);
+                    if rng.random_bool(0.3) {
+                        capacity.set("cuda.device", [1.0, 2.0, 4.0][rng.random_range(0..3)]);
+                    }
+                    // Some already (partly or wholly) taken.
+                    let held = capacity.scale([0.0, 0.0, 0.25, 0.5, 1.0][rng.random_range(0..5)]);
+                    Agent { id: format!("a{g}-{:02}", rng.random_range(0..100) * 100 + i), free: capacity.sub(&held), capacity }
+                })
+                .collect();
+            let capacity = agents.iter().fold(ResourceSlots::new(), |acc, a| acc.add(&a.capacity));
+            let pending = (0..rng.random_range(0..=120))
+                .map(|n| {
+                    let owner = rng.random_range(1..=owners);
+                    let mut per = ResourceSlots::from_pairs([
+                        ("cpu", [0.5, 1.0, 2.0, 4.0, 8.0][rng.random_range(0..5)]),
+                        ("mem", [1.0, 4.0, 16.0][rng.random_range(0..3)]),
+                    ]);
+                    if rng.random_bool(0.2) {
+                        per.set("cuda.device", 1.0);
+                    }
+                    PendingSession {
+                        id: uuid(10_000 * (g as u128 + 1) + n),
+                        owner: uuid(owner),
+                        keypair: uuid(owner + 100),
+                        project: uuid(1000 + rng.random_range(0..3u128)),
+                        domain: uuid(2000),
+                        priority: [0, 0, 5, 10][rng.random_range(0..4)],
+                        created: rng.random_range(0..50),
+                        request: ResourceRequest::new(per, rng.random_range(1..=3)),
+                    }
+                })
+                .collect();
+            let strategy = strategies[rng.random_range(0..3)];
+            snap.groups.push(Group { name: format!("g{g}"), strategy, agents, pending, capacity });
+        }
+        snap
+    }
+
+    #[test]
+    fn the_index_places_exactly_as_a_scan_of_every_agent() {
+        let mut started = 0;
+        for seed in 0..400 {
+            let snap = random_snapshot(seed);
+            let by_index = schedule_with::<AgentIndex>(&snap);
+            let by_scan = schedule_with::<index::scan::Scan>(&snap);
+            assert_eq!(by_index, by_scan, "seed {seed}");
+            started += scheduled(&by_index).len();
+        }
+        assert!(started > 1000, "the snapshots schedule something: {started}");
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub(super) enum Queue {
 
 /// An f64 with a total order, for the DRF heap.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct OrdF64(f64);
+pub(super) struct OrdF64(pub(super) f64);
 
 impl Eq for OrdF64 {}
 
