@@ -1,6 +1,10 @@
 //! Scheduling history: one row per decision about a session. A decision that repeats the
 //! last one (same phase, error code and target status) is merged into it: attempts + 1,
-//! `updated_at` bumped, the latest message and sub-steps kept.
+//! `updated_at` bumped, the latest message and sub-steps kept. Past [`MERGE_ANY_PAST`]
+//! lines, a repeating decision merges into the last line of its phase and target status
+//! whatever its code, so however long a session waits, and however its reasons alternate,
+//! its history stays bounded. (The scheduler writes a waiting session's line only when its
+//! reasons change: a pass that changes nothing writes nothing.)
 
 use std::collections::HashMap;
 
@@ -142,37 +146,60 @@ impl Entry {
     }
 }
 
+/// Lines a session's history holds before a repeating decision merges into the last line
+/// of its phase and target status whatever its error code.
+pub const MERGE_ANY_PAST: i64 = 16;
+
 /// Records `entries` (at most one per session), merging repeats into the last row
-/// ([`Entry::repeats`]).
+/// ([`Entry::repeats`], [`MERGE_ANY_PAST`]).
 pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTime<Utc>) -> DomainResult<()> {
+    use sea_orm::FromQueryResult;
+    use sea_orm::sea_query::{Alias, Asterisk, JoinType};
     if entries.is_empty() {
         return Ok(());
     }
     let ids: Vec<Uuid> = entries.iter().map(|e| e.session_id).collect();
-    // The last row of each session, in one statement.
+    // The last row of each session and how many it has, in one statement.
+    let (last_id, lines, c) = (Alias::new("last_id"), Alias::new("lines"), Alias::new("c"));
     let latest = Query::select()
-        .expr(Expr::col(history::Column::Id).max())
+        .column(history::Column::SessionId)
+        .expr_as(Expr::col(history::Column::Id).max(), last_id.clone())
+        .expr_as(Expr::col(history::Column::Id).count(), lines.clone())
         .from(history::Entity)
         .and_where(history::Column::SessionId.is_in(super::padded(ids)))
         .group_by_col(history::Column::SessionId)
         .take();
-    let last: HashMap<Uuid, history::Model> = history::Entity::find()
-        .filter(history::Column::Id.in_subquery(latest))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|h| (h.session_id, h))
-        .collect();
+    let select = Query::select()
+        .column((history::Entity, Asterisk))
+        .expr_as(Expr::col((c.clone(), lines.clone())), lines)
+        .from(history::Entity)
+        .join_subquery(
+            JoinType::InnerJoin,
+            latest,
+            c.clone(),
+            Expr::col((history::Entity, history::Column::Id)).equals((c, last_id)),
+        )
+        .take();
+    let mut last: HashMap<Uuid, (history::Model, i64)> = HashMap::new();
+    for row in db.query_all_raw(db.get_database_backend().build(&select)).await? {
+        let h = history::Model::from_query_result(&row, "")?;
+        let n: i64 = row.try_get("", "lines")?;
+        last.insert(h.session_id, (h, n));
+    }
     let mut inserts = Vec::new();
     for e in entries {
         let to = e.to.map(|s| s.as_str().to_owned());
         match last.get(&e.session_id) {
-            Some(prev)
-                if e.repeats && prev.phase == e.phase && prev.error_code == e.error_code && prev.to_status == to =>
+            Some((prev, lines))
+                if e.repeats
+                    && prev.phase == e.phase
+                    && prev.to_status == to
+                    && (prev.error_code == e.error_code || *lines >= MERGE_ANY_PAST) =>
             {
                 history::Entity::update_many()
                     .col_expr(history::Column::Attempts, Expr::col(history::Column::Attempts).add(1))
                     .col_expr(history::Column::UpdatedAt, Expr::value(now))
+                    .col_expr(history::Column::ErrorCode, Expr::value(e.error_code))
                     .col_expr(history::Column::Message, Expr::value(e.message))
                     .col_expr(history::Column::SubSteps, Expr::value(e.sub_steps))
                     .col_expr(history::Column::Result, Expr::value(e.result.as_str()))

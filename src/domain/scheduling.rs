@@ -204,10 +204,12 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
         };
         let reasons = [reason];
         let stored = Value::Array(reasons.iter().map(PendingReason::to_json).collect());
+        if s.pending_reasons != stored {
+            entries.push(wait_line(s.id, &reasons, json!([])));
+        }
         if s.pending_reasons != stored || s.queue_position.is_some() {
             waits.push((s.id, stored, None));
         }
-        entries.push(wait_line(s.id, &reasons, json!([])));
     }
 
     let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
@@ -241,10 +243,13 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                 report.waiting += 1;
                 let stored = Value::Array(reasons.iter().map(PendingReason::to_json).collect());
                 let position = i32::try_from(position).ok();
+                // What did not change is not written: no row, no line of history.
+                if s.pending_reasons != stored {
+                    entries.push(wait_line(s.id, &reasons, sub_steps(&d.checks)));
+                }
                 if s.pending_reasons != stored || s.queue_position != position {
                     waits.push((s.id, stored, position));
                 }
-                entries.push(wait_line(s.id, &reasons, sub_steps(&d.checks)));
             }
         }
     }

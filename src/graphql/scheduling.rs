@@ -83,7 +83,9 @@ impl SchedulingHistoryEntry {
     async fn sub_steps(&self) -> Vec<SchedulingSubStep> {
         SubStep::list_from_json(&self.0.sub_steps).into_iter().map(Into::into).collect()
     }
-    /// How many consecutive identical decisions this entry stands for.
+    /// How many decisions in a row this entry stands for: the same phase, code and target
+    /// status (past 16 lines, any code). A waiting session's line is written when its
+    /// reasons change, so passes that change nothing are not counted.
     async fn attempts(&self) -> i32 {
         self.0.attempts
     }

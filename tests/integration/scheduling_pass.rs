@@ -474,7 +474,81 @@ async fn an_unknown_strategy_schedules_nothing_in_its_group(app: TestApp) {
     assert_eq!(detail(&app, &waiting).await["status"], "SCHEDULED");
 }
 
+/// (session, attempts, error code, updated at) of every line of history, in order.
+async fn history_lines(app: &TestApp) -> Vec<(uuid::Uuid, i32, Option<String>, chrono::DateTime<Utc>)> {
+    use sea_orm::QueryOrder;
+    entity::scheduling_history::Entity::find()
+        .order_by_asc(entity::scheduling_history::Column::Id)
+        .all(&app.db)
+        .await
+        .expect("history")
+        .into_iter()
+        .map(|h| (h.session_id, h.attempts, h.error_code, h.updated_at))
+        .collect()
+}
+
+/// A pass that changes nothing writes nothing: the same statements whatever the queue's
+/// length, no line of history touched, however many passes.
+async fn a_pass_that_changes_nothing_writes_nothing(app: TestApp) {
+    only_a3(&app).await;
+    held(&app, "alice@example.com", "a3", 16.0).await;
+    for n in 0..3 {
+        launch(&app, "demo-bob", &format!("wait-{n}"), 1.0, 0, 100 - n).await;
+    }
+    run_pass(&app).await;
+    let before = history_lines(&app).await;
+    let (few, report) = app.count_statements(run_pass(&app)).await;
+    assert_eq!((report.scheduled, report.waiting), (0, 3));
+    assert_eq!(history_lines(&app).await, before, "nothing changed, nothing written");
+
+    for n in 3..15 {
+        launch(&app, "demo-bob", &format!("wait-{n}"), 1.0, 0, 100 - n).await;
+    }
+    run_pass(&app).await;
+    let before = history_lines(&app).await;
+    let (many, report) = app.count_statements(run_pass(&app)).await;
+    assert_eq!((report.scheduled, report.waiting), (0, 15));
+    assert_eq!(few, many, "a pass that changes nothing runs the same statements for 3 waiting sessions as for 15");
+    for _ in 0..1000 {
+        run_pass(&app).await;
+    }
+    assert_eq!(history_lines(&app).await, before, "1 000 passes later, the history is as it was");
+    let s = detail(&app, &launch(&app, "demo-bob", "wait-last", 1.0, 0, 0).await).await;
+    assert_eq!(s["status"], "PENDING");
+}
+
+/// However a waiting session's reasons alternate, its history stays bounded.
+async fn history_stays_bounded_however_reasons_alternate(app: TestApp) {
+    use sessiond::domain::actor::{Actor, rules};
+    use sessiond::domain::history::{Entry, MERGE_ANY_PAST, SchedulingResult, record};
+    use sessiond::domain::status::SessionStatus;
+    let id = launch(&app, "demo-alice", "alternating", 1.0, 0, 0).await;
+    let id = decode_uuid(&id, NodeKind::Session).expect("id");
+    for n in 0..1000 {
+        let code = ["NO_CAPACITY", "QUEUED_BEHIND", "QUOTA_EXCEEDED"][n % 3];
+        let line = Entry {
+            session_id: id,
+            phase: "schedule",
+            from: Some(SessionStatus::Pending),
+            to: Some(SessionStatus::Pending),
+            result: SchedulingResult::NeedRetry,
+            error_code: Some(code.to_owned()),
+            message: format!("pass {n}"),
+            sub_steps: json!([]),
+            repeats: true,
+            actor: Actor::system(rules::SCHEDULER),
+        };
+        record(&app.db, vec![line], Utc::now()).await.expect("record");
+    }
+    let lines = history_lines(&app).await;
+    assert_eq!(lines.len() as i64, MERGE_ANY_PAST, "{lines:?}");
+    let last = lines.last().expect("a last line");
+    assert_eq!((last.1 as usize, last.2.as_deref()), (1000 - (MERGE_ANY_PAST as usize - 2), Some("NO_CAPACITY")));
+}
+
 db_tests!(
+    a_pass_that_changes_nothing_writes_nothing,
+    history_stays_bounded_however_reasons_alternate,
     an_unknown_strategy_schedules_nothing_in_its_group,
     higher_priority_goes_first,
     fifo_and_lifo_take_the_band_in_opposite_orders,

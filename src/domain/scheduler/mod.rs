@@ -480,7 +480,10 @@ mod tests {
                 snap.keypairs.insert(
                     uuid(o + 100),
                     KeypairQuota {
-                        quota: Quota { limit, used: ResourceSlots::from_pairs([("cpu", rng.random_range(0..4) as f64)]) },
+                        quota: Quota {
+                            limit,
+                            used: ResourceSlots::from_pairs([("cpu", rng.random_range(0..4) as f64)]),
+                        },
                         max_concurrent: rng.random_range(1..6),
                         active: rng.random_range(0..3),
                     },
@@ -494,8 +497,10 @@ mod tests {
             }
         }
         if rng.random_bool(0.3) {
-            snap.domains
-                .insert(uuid(2000), Quota { limit: ResourceSlots::from_pairs([("cpu", 20.0)]), used: ResourceSlots::new() });
+            snap.domains.insert(
+                uuid(2000),
+                Quota { limit: ResourceSlots::from_pairs([("cpu", 20.0)]), used: ResourceSlots::new() },
+            );
         }
         for g in 0..rng.random_range(1..=3) {
             let agents: Vec<Agent> = (0..rng.random_range(0..=40))
@@ -509,7 +514,11 @@ mod tests {
                     }
                     // Some already (partly or wholly) taken.
                     let held = capacity.scale([0.0, 0.0, 0.25, 0.5, 1.0][rng.random_range(0..5)]);
-                    Agent { id: format!("a{g}-{:02}", rng.random_range(0..100) * 100 + i), free: capacity.sub(&held), capacity }
+                    Agent {
+                        id: format!("a{g}-{:02}", rng.random_range(0..100) * 100 + i),
+                        free: capacity.sub(&held),
+                        capacity,
+                    }
                 })
                 .collect();
             let capacity = agents.iter().fold(ResourceSlots::new(), |acc, a| acc.add(&a.capacity));
