@@ -1,5 +1,8 @@
 //! One scheduling pass of the pure core over n pending sessions and 1 000 agents, for
-//! FIFO and DRF: how its time grows with n. `cargo bench --bench scheduler`.
+//! FIFO and DRF: how its time grows with n. Then the whole pass against each database
+//! (`scheduling::pass`: read, decide, write): the first over n sessions nobody has looked
+//! at (every reason written), then passes that find nothing changed (nothing written).
+//! `cargo bench --bench scheduler` (`-- --core` or `-- --database` for one part).
 //!
 //! The snapshot: 1 000 agents (16 CPU, 64 GiB; every fourth with 4 GPUs) in one group, 200
 //! owners with their own keypairs, 20 projects in 2 domains with limits, sessions of 1–8
@@ -87,7 +90,19 @@ fn snapshot(n: usize, strategy: SchedulerStrategy) -> Snapshot {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let only =
+        |part: &str| !args.iter().any(|a| a.starts_with("--") && a != "--bench") || args.iter().any(|a| a == part);
     stamp("cargo bench --bench scheduler");
+    if only("--core") {
+        core();
+    }
+    if only("--database") {
+        tokio::runtime::Runtime::new().expect("runtime").block_on(database());
+    }
+}
+
+fn core() {
     println!("| strategy | pending | agents | scheduled | median pass (ms) | runs (ms) | µs per session |");
     println!("|---|---|---|---|---|---|---|");
     for strategy in [SchedulerStrategy::Fifo, SchedulerStrategy::Drf] {
@@ -108,6 +123,92 @@ fn main() {
             }
             let (m, all) = over_runs(&medians, 0);
             println!("| {strategy} | {n} | 1000 | {scheduled} | {m:.0} | {all} | {:.1} |", m * 1e3 / n as f64);
+        }
+    }
+}
+
+/// A demo database with `n` generated sessions, every one of them PENDING, and 1 000 more
+/// agents (16 CPU, 64 GiB; every fourth with 4 GPUs) in group `default`.
+async fn waiting(backend: &str, n: u64) -> (sea_orm::DatabaseConnection, String, Option<tempfile::TempDir>) {
+    use sea_orm::{ConnectionTrait, EntityTrait};
+    use sessiond::config::DbArgs;
+    let (url, dir) = support::database(backend).await;
+    let (db, _) = sessiond::server::open_database(&DbArgs::of(url.clone()), true).await.expect("open");
+    let opts =
+        sessiond::domain::generate::GenerateOptions { sessions: n, seed: 1, now: sessiond::domain::clock::now() };
+    sessiond::domain::generate::generate(&db, &opts).await.expect("generate");
+    db.execute_unprepared(
+        "UPDATE sessions SET status = 'PENDING', agent_id = NULL, occupied_slots = '{}', terminated_at = NULL, \
+         scheduled_at = NULL, started_at = NULL, queue_position = NULL, pending_reasons = '[]', starts_at = NULL",
+    )
+    .await
+    .expect("every session pending");
+    let now = sessiond::domain::clock::now();
+    let agents: Vec<entity::agent::ActiveModel> = (0..1000)
+        .map(|i| {
+            let mut slots = ResourceSlots::from_pairs([("cpu", 16.0), ("mem", 64.0 * GIB)]);
+            if i % 4 == 0 {
+                slots.set("cuda.device", 4.0);
+            }
+            entity::agent::ActiveModel {
+                id: sea_orm::Set(format!("bench-{i:04}")),
+                resource_group: sea_orm::Set("default".to_owned()),
+                available_slots: sea_orm::Set(slots.to_json()),
+                status: sea_orm::Set("ALIVE".to_owned()),
+                schedulable: sea_orm::Set(true),
+                pulled_images: sea_orm::Set(serde_json::json!([])),
+                created_at: sea_orm::Set(now),
+                last_heartbeat_at: sea_orm::Set(now),
+            }
+        })
+        .collect();
+    for chunk in agents.chunks(200) {
+        entity::agent::Entity::insert_many(chunk.to_vec()).exec_without_returning(&db).await.expect("agents");
+    }
+    if backend == "postgres" {
+        db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
+    }
+    (db, url, dir)
+}
+
+async fn database() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    println!();
+    println!("| database | pending | agents | pass | statements | median (ms) | runs (ms) |");
+    println!("|---|---|---|---|---|---|---|");
+    for backend in ["sqlite", "postgres"] {
+        for n in [10_000u64, 100_000] {
+            let mut firsts = Vec::new();
+            let mut agains = Vec::new();
+            let (mut first_statements, mut again_statements) = (0, 0);
+            for _ in 0..runs() {
+                let (mut db, url, _dir) = waiting(backend, n).await;
+                // The bus reads on a connection of its own: its polls are not the pass's.
+                let feed = sea_orm::Database::connect(url.as_str()).await.expect("connect");
+                let bus = sessiond::domain::events::EventBus::start(feed, 1024).await.expect("bus");
+                let counter = Arc::new(AtomicUsize::new(0));
+                let c = counter.clone();
+                db.set_metric_callback(move |_| {
+                    c.fetch_add(1, Ordering::Relaxed);
+                });
+                let t = Instant::now();
+                sessiond::domain::scheduling::pass(&db, &bus).await.expect("first pass");
+                firsts.push(t.elapsed().as_secs_f64() * 1e3);
+                first_statements = counter.swap(0, Ordering::Relaxed);
+                let mut times = Vec::new();
+                for _ in 0..3 {
+                    let t = Instant::now();
+                    sessiond::domain::scheduling::pass(&db, &bus).await.expect("pass");
+                    times.push(t.elapsed());
+                    again_statements = counter.swap(0, Ordering::Relaxed);
+                }
+                agains.push(support::median(times).as_secs_f64() * 1e3);
+            }
+            let (m, all) = over_runs(&firsts, 0);
+            println!("| {backend} | {n} | 1000+ | first | {first_statements} | {m:.0} | {all} |");
+            let (m, all) = over_runs(&agains, 0);
+            println!("| {backend} | {n} | 1000+ | nothing changed | {again_statements} | {m:.0} | {all} |");
         }
     }
 }

@@ -73,7 +73,7 @@ pub async fn record(db: &impl ConnectionTrait, sessions: &[session::Model], depe
         })
         .collect();
     if !rows.is_empty() {
-        dependency::Entity::insert_many(rows).exec_without_returning(db).await?;
+        super::rows::insert_all(db, rows, None).await?;
     }
     Ok(())
 }

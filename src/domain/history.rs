@@ -226,7 +226,7 @@ pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTim
         }
     }
     for inserts in super::shaped_batches(inserts) {
-        history::Entity::insert_many(inserts).exec_without_returning(db).await?;
+        super::rows::insert_all(db, inserts, None).await?;
     }
     Ok(())
 }

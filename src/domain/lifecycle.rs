@@ -55,7 +55,7 @@ pub async fn commit(txn: DatabaseTransaction, transitions: Transitions, bus: &Ev
     let n = transitions.rows.len();
     if !transitions.callbacks.is_empty() {
         // Before the lock: see above.
-        entity::session_callback::Entity::insert_many(transitions.callbacks).exec_without_returning(&txn).await?;
+        super::rows::insert_all(&txn, transitions.callbacks, None).await?;
     }
     if n > 0 {
         let postgres = txn.get_database_backend() == DbBackend::Postgres;
@@ -68,9 +68,10 @@ pub async fn commit(txn: DatabaseTransaction, transitions: Transitions, bus: &Ev
             .await?;
         }
         // One statement whatever the count (a launch's statements do not grow with its size).
-        let inserted = transition::Entity::insert_many(transitions.rows).exec_with_returning(&txn).await?;
+        let inserted = super::rows::insert_all(&txn, transitions.rows, Some(transition::Column::Id)).await?;
         if postgres {
-            let last = inserted.iter().map(|t| t.id).max().unwrap_or(0);
+            let ids = inserted.iter().map(|row| row.try_get::<i64>("", "id")).collect::<Result<Vec<_>, _>>()?;
+            let last = ids.into_iter().max().unwrap_or(0);
             txn.execute_raw(Statement::from_sql_and_values(
                 DbBackend::Postgres,
                 "SELECT pg_notify($1, $2)",

@@ -33,6 +33,7 @@ pub mod panels;
 pub mod related;
 pub mod relations;
 pub mod replay;
+pub mod rows;
 pub mod runtime;
 pub mod scheduler;
 pub mod scheduling;

@@ -13,13 +13,13 @@ use entity::{idempotency_key, launch_group, scheduling_history, session};
 use super::admission::admissible;
 use super::idempotency::{IDEMPOTENCY_RETENTION, fingerprint, stored_result};
 use super::{Launched, Origin, Plan};
-use crate::domain::DomainError;
 use crate::domain::actor::Actor;
 use crate::domain::auth::Viewer;
 use crate::domain::events::EventBus;
 use crate::domain::history::SchedulingResult;
 use crate::domain::lifecycle::{self, Transitions, transition_row};
 use crate::domain::status::{SessionResult, SessionStatus};
+use crate::domain::{DomainError, rows};
 
 pub enum WriteError {
     /// A name (or the idempotency key) is already taken, as the unique index said (the
@@ -152,12 +152,10 @@ pub async fn write(
             callback_on_running: plan.launch.callback_url.is_some() && plan.launch.callback_on_running,
         })
         .collect();
-    session::Entity::insert_many(sessions.iter().cloned().map(session::ActiveModel::from))
-        .exec_without_returning(&txn)
-        .await?;
+    rows::insert_all(&txn, sessions.iter().cloned().map(session::ActiveModel::from).collect(), None).await?;
     let depends_on: Vec<Uuid> = plan.launch.depends_on.iter().flatten().copied().collect();
     crate::domain::dependencies::record(&txn, &sessions, &depends_on).await?;
-    scheduling_history::Entity::insert_many(sessions.iter().map(|s| scheduling_history::ActiveModel {
+    let enqueued = sessions.iter().map(|s| scheduling_history::ActiveModel {
         id: NotSet,
         session_id: Set(s.id),
         phase: Set("enqueue".into()),
@@ -172,9 +170,8 @@ pub async fn write(
         updated_at: Set(now),
         actor_user_id: Set(Some(viewer.user_id)),
         actor_rule: Set(None),
-    }))
-    .exec_without_returning(&txn)
-    .await?;
+    });
+    rows::insert_all(&txn, enqueued.collect(), None).await?;
     let launched = Launched { launch_group: group, sessions };
     if let Some(key) = &plan.launch.idempotency_key {
         idempotency_key::Entity::insert(idempotency_key::ActiveModel {
