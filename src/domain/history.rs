@@ -150,9 +150,21 @@ impl Entry {
 /// of its phase and target status whatever its error code.
 pub const MERGE_ANY_PAST: i64 = 16;
 
+/// The most sessions one round of [`record`] reads the last lines of (an `IN` list of their
+/// ids: SQLite binds at most 32 766 values in a statement).
+const SESSIONS_PER_ROUND: usize = 4096;
+
 /// Records `entries` (at most one per session), merging repeats into the last row
 /// ([`Entry::repeats`], [`MERGE_ANY_PAST`]).
-pub async fn record(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTime<Utc>) -> DomainResult<()> {
+pub async fn record(db: &impl ConnectionTrait, mut entries: Vec<Entry>, now: DateTime<Utc>) -> DomainResult<()> {
+    while entries.len() > SESSIONS_PER_ROUND {
+        let rest = entries.split_off(SESSIONS_PER_ROUND);
+        record_round(db, std::mem::replace(&mut entries, rest), now).await?;
+    }
+    record_round(db, entries, now).await
+}
+
+async fn record_round(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTime<Utc>) -> DomainResult<()> {
     use sea_orm::FromQueryResult;
     use sea_orm::sea_query::{Alias, Asterisk, JoinType};
     if entries.is_empty() {

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryFilter, Statement};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -253,17 +252,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
             }
         }
     }
-    // Rows in id order, as every writer does, so concurrent transactions cannot deadlock.
-    waits.sort_by_key(|w| w.0);
-    for (id, stored, position) in waits {
-        session::Entity::update_many()
-            .col_expr(session::Column::PendingReasons, Expr::value(stored))
-            .col_expr(session::Column::QueuePosition, Expr::value(position))
-            .filter(session::Column::Id.eq(id))
-            .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
-            .exec(&txn)
-            .await?;
-    }
+    write_waits(&txn, waits).await?;
     let mut transitions = lifecycle::Transitions::default();
     let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
     for a in applied {
@@ -279,6 +268,41 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
     history::record(&txn, entries, now).await?;
     lifecycle::commit(txn, transitions, bus).await?;
     Ok(report)
+}
+
+/// The most waiting sessions one statement of [`write_waits`] updates.
+const WAITS_PER_STATEMENT: usize = 10_000;
+
+/// Writes each waiting session's reasons and place in the queue (id, reasons, position): one
+/// statement (on PostgreSQL two: the rows are first locked in id order, as every writer
+/// locks them, so that concurrent transactions cannot deadlock) for up to
+/// [`WAITS_PER_STATEMENT`] sessions, its text the same whatever their number. The rows go
+/// as one JSON parameter; a session no longer PENDING is left alone.
+async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<(Uuid, Value, Option<i32>)>) -> DomainResult<()> {
+    waits.sort_by_key(|w| w.0);
+    let backend = txn.get_database_backend();
+    for chunk in waits.chunks(WAITS_PER_STATEMENT) {
+        let rows: Vec<Value> =
+            chunk.iter().map(|(id, r, p)| json!({"id": id.simple().to_string(), "r": r, "p": p})).collect();
+        let rows = Value::Array(rows);
+        if backend == DbBackend::Postgres {
+            let lock = "SELECT s.id FROM sessions s WHERE s.id IN \
+                 (SELECT w.id FROM jsonb_to_recordset($1::jsonb) AS w(id uuid)) ORDER BY s.id FOR UPDATE";
+            txn.execute_raw(Statement::from_sql_and_values(backend, lock, [rows.clone().into()])).await?;
+            let update = "UPDATE sessions SET pending_reasons = w.r, queue_position = w.p \
+                 FROM jsonb_to_recordset($1::jsonb) AS w(id uuid, r jsonb, p integer) \
+                 WHERE sessions.id = w.id AND sessions.status = 'PENDING'";
+            txn.execute_raw(Statement::from_sql_and_values(backend, update, [rows.into()])).await?;
+        } else {
+            // SQLite keeps a UUID as its 16 bytes, JSON as its text.
+            let update = "UPDATE sessions SET pending_reasons = w.r, queue_position = w.p \
+                 FROM (SELECT unhex(json_extract(value, '$.id')) AS id, json_extract(value, '$.r') AS r, \
+                 json_extract(value, '$.p') AS p FROM json_each(?)) AS w \
+                 WHERE sessions.id = w.id AND sessions.status = 'PENDING'";
+            txn.execute_raw(Statement::from_sql_and_values(backend, update, [rows.to_string().into()])).await?;
+        }
+    }
+    Ok(())
 }
 
 /// What the scheduler would decide now for `extra` sessions of `group`, queued behind the
