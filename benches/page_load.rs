@@ -206,14 +206,16 @@ impl User {
                     n += 1;
                     let input = json!({"projectId": self.project, "name": format!("load-{}-{n}", self.i),
                         "image": "python:3.12",
-                        "resources": [{"slot": "cpu", "amount": 0.1}, {"slot": "mem", "amount": 1_i64 << 28}]});
+                        "resources": [{"slot": "cpu", "amount": 0.5}, {"slot": "mem", "amount": 1_i64 << 30}]});
                     match self.post(LAUNCH, json!({"i": input})).await {
                         Some((v, ms)) => {
                             tally.actions.lock().expect("tally").push(ms);
                             match v["data"]["launchSession"]["session"]["id"].as_str() {
                                 Some(id) => mine.push(id.to_owned()),
                                 None => {
-                                    tally.refused.fetch_add(1, Ordering::Relaxed);
+                                    if tally.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                                        eprintln!("a launch refused: {}", v["errors"][0]["message"]);
+                                    }
                                 }
                             }
                         }
