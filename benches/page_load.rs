@@ -238,7 +238,10 @@ impl User {
                     let list = self.page(&tally, "list", LIST, vars).await;
                     after = list.and_then(|v| {
                         let info = &v["data"]["sessions"]["pageInfo"];
-                        info["hasNextPage"].as_bool().filter(|more| *more).and(info["endCursor"].as_str().map(str::to_owned))
+                        info["hasNextPage"]
+                            .as_bool()
+                            .filter(|more| *more)
+                            .and(info["endCursor"].as_str().map(str::to_owned))
                     });
                 }
             }
@@ -247,7 +250,12 @@ impl User {
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[tokio::main]

@@ -99,9 +99,17 @@ pub fn dependency(names: &[String]) -> PendingReason {
 pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassReport> {
     let now = clock::now();
     // Nothing pending: nothing to decide, and no write lock to take.
-    let waiting =
-        session::Entity::find().filter(session::Column::Status.eq(SessionStatus::Pending.as_str())).one(db).await?;
-    if waiting.is_none() {
+    let any: Option<Uuid> = {
+        use sea_orm::QuerySelect;
+        session::Entity::find()
+            .select_only()
+            .column(session::Column::Id)
+            .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
+            .into_tuple()
+            .one(db)
+            .await?
+    };
+    if any.is_none() {
         return Ok(PassReport::default());
     }
     let txn = super::begin_write(db).await?;
@@ -119,8 +127,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
         }
     }
     let groups = resource_group::Entity::find().all(&txn).await?;
-    let pending =
-        session::Entity::find().filter(session::Column::Status.eq(SessionStatus::Pending.as_str())).all(&txn).await?;
+    let pending = waiting(&txn, None).await?;
 
     // Pending too long: cancelled.
     let timeouts: HashMap<&str, i64> = groups
@@ -134,7 +141,8 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
     // Entries of status changes are recorded only for the changes that happen.
     let mut change_entries: HashMap<Uuid, Entry> = HashMap::new();
     let mut entries = Vec::new();
-    let mut changes = Vec::new();
+    // The status changes to make: read whole (in one statement) once all are known.
+    let mut changes: Vec<Planned> = Vec::new();
     let mut waits = Vec::new();
     for s in expired {
         change_entries.insert(
@@ -152,12 +160,13 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                 actor: Actor::system(rules::PENDING_TIMEOUT),
             },
         );
-        changes.push(Change::new(
-            s,
-            SessionStatus::Cancelled,
-            "PENDING_TIMEOUT".to_owned(),
-            Actor::system(rules::PENDING_TIMEOUT),
-        ));
+        changes.push(Planned {
+            id: s.id,
+            to: SessionStatus::Cancelled,
+            reason: Some("PENDING_TIMEOUT".to_owned()),
+            actor: Actor::system(rules::PENDING_TIMEOUT),
+            agent: None,
+        });
     }
 
     // A dependency failed: cancelled. One still running: waits, as does a session with a
@@ -184,7 +193,13 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                         actor: Actor::system(rules::DEPENDENCY),
                     },
                 );
-                changes.push(Change::new(s, SessionStatus::Cancelled, reason, Actor::system(rules::DEPENDENCY)));
+                changes.push(Planned {
+                    id: s.id,
+                    to: SessionStatus::Cancelled,
+                    reason: Some(reason),
+                    actor: Actor::system(rules::DEPENDENCY),
+                    agent: None,
+                });
             }
             Some(Standing::Waiting(names)) => {
                 unmet.insert(s.id, names);
@@ -213,7 +228,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
 
     let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
     let decisions = scheduler::schedule(&snapshot);
-    let by_id: HashMap<Uuid, &session::Model> = pending.iter().map(|s| (s.id, s)).collect();
+    let by_id: HashMap<Uuid, &Waiting> = pending.iter().map(|s| (s.id, s)).collect();
     for d in decisions {
         let Some(s) = by_id.get(&d.session) else { continue };
         match d.outcome {
@@ -233,10 +248,13 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
                         actor: Actor::system(rules::SCHEDULER),
                     },
                 );
-                let mut change =
-                    Change::new((*s).clone(), SessionStatus::Scheduled, None, Actor::system(rules::SCHEDULER));
-                change.agent = agents.first().cloned();
-                changes.push(change);
+                changes.push(Planned {
+                    id: s.id,
+                    to: SessionStatus::Scheduled,
+                    reason: None,
+                    actor: Actor::system(rules::SCHEDULER),
+                    agent: agents.first().cloned(),
+                });
             }
             Outcome::Wait { reasons, position } => {
                 report.waiting += 1;
@@ -253,6 +271,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
         }
     }
     write_waits(&txn, waits).await?;
+    let changes = whole(&txn, changes).await?;
     let mut transitions = lifecycle::Transitions::default();
     let applied = lifecycle::apply(&txn, changes, now, &mut transitions).await?;
     for a in applied {
@@ -270,37 +289,118 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
     Ok(report)
 }
 
+/// What the pass reads of a waiting session: what it decides by, not the whole row.
+#[derive(Clone, Debug, sea_orm::FromQueryResult)]
+struct Waiting {
+    id: Uuid,
+    resource_group: String,
+    created_at: chrono::DateTime<chrono::Utc>,
+    starts_at: Option<chrono::DateTime<chrono::Utc>>,
+    requested_slots: Value,
+    cluster_size: i32,
+    owner_id: Uuid,
+    keypair_id: Uuid,
+    project_id: Uuid,
+    domain_id: Uuid,
+    priority: i32,
+    pending_reasons: Value,
+    queue_position: Option<i32>,
+}
+
+/// The PENDING sessions (of `group`, or of every group), as the pass reads them.
+async fn waiting(db: &impl ConnectionTrait, group: Option<&str>) -> DomainResult<Vec<Waiting>> {
+    use sea_orm::{QuerySelect, QueryTrait};
+    use session::Column as C;
+    Ok(session::Entity::find()
+        .select_only()
+        .columns([
+            C::Id,
+            C::ResourceGroup,
+            C::CreatedAt,
+            C::StartsAt,
+            C::RequestedSlots,
+            C::ClusterSize,
+            C::OwnerId,
+            C::KeypairId,
+            C::ProjectId,
+            C::DomainId,
+            C::Priority,
+            C::PendingReasons,
+            C::QueuePosition,
+        ])
+        .filter(C::Status.eq(SessionStatus::Pending.as_str()))
+        .apply_if(group, |q, g| q.filter(C::ResourceGroup.eq(g)))
+        .into_model::<Waiting>()
+        .all(db)
+        .await?)
+}
+
+/// A status change the pass will make.
+struct Planned {
+    id: Uuid,
+    to: SessionStatus,
+    reason: Option<String>,
+    actor: Actor,
+    agent: Option<String>,
+}
+
+/// The most sessions read whole in one statement (SQLite binds at most 32 766 values).
+const WHOLE_PER_STATEMENT: usize = 4096;
+
+/// The changes `planned`, each with its session read whole: one statement per
+/// [`WHOLE_PER_STATEMENT`] sessions, none when nothing changes.
+async fn whole(db: &impl ConnectionTrait, planned: Vec<Planned>) -> DomainResult<Vec<Change>> {
+    let mut sessions: HashMap<Uuid, session::Model> = HashMap::with_capacity(planned.len());
+    for ids in planned.chunks(WHOLE_PER_STATEMENT) {
+        let ids = super::padded(ids.iter().map(|p| p.id));
+        for s in session::Entity::find().filter(session::Column::Id.is_in(ids)).all(db).await? {
+            sessions.insert(s.id, s);
+        }
+    }
+    Ok(planned
+        .into_iter()
+        .filter_map(|p| {
+            let mut change = Change::new(sessions.remove(&p.id)?, p.to, p.reason, p.actor);
+            change.agent = p.agent;
+            Some(change)
+        })
+        .collect())
+}
+
 /// The most waiting sessions one statement of [`write_waits`] updates.
 const WAITS_PER_STATEMENT: usize = 10_000;
 
-/// Writes each waiting session's reasons and place in the queue (id, reasons, position): one
-/// statement (on PostgreSQL two: the rows are first locked in id order, as every writer
-/// locks them, so that concurrent transactions cannot deadlock) for up to
-/// [`WAITS_PER_STATEMENT`] sessions, its text the same whatever their number. The rows go
-/// as one JSON parameter; a session no longer PENDING is left alone.
+/// Writes each waiting session's reasons and place in the queue (id, reasons, position), in
+/// id order as every writer locks rows, so that concurrent transactions cannot deadlock; a
+/// session no longer PENDING is left alone. On PostgreSQL, two statements for up to
+/// [`WAITS_PER_STATEMENT`] sessions, their text the same whatever their number (the rows
+/// are locked in id order, then updated from one JSON parameter); on SQLite, in-process,
+/// one prepared update per session.
 async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<(Uuid, Value, Option<i32>)>) -> DomainResult<()> {
     waits.sort_by_key(|w| w.0);
     let backend = txn.get_database_backend();
-    for chunk in waits.chunks(WAITS_PER_STATEMENT) {
-        let rows: Vec<Value> =
-            chunk.iter().map(|(id, r, p)| json!({"id": id.simple().to_string(), "r": r, "p": p})).collect();
-        let rows = Value::Array(rows);
-        if backend == DbBackend::Postgres {
-            let lock = "SELECT s.id FROM sessions s WHERE s.id IN \
-                 (SELECT w.id FROM jsonb_to_recordset($1::jsonb) AS w(id uuid)) ORDER BY s.id FOR UPDATE";
-            txn.execute_raw(Statement::from_sql_and_values(backend, lock, [rows.clone().into()])).await?;
-            let update = "UPDATE sessions SET pending_reasons = w.r, queue_position = w.p \
-                 FROM jsonb_to_recordset($1::jsonb) AS w(id uuid, r jsonb, p integer) \
-                 WHERE sessions.id = w.id AND sessions.status = 'PENDING'";
-            txn.execute_raw(Statement::from_sql_and_values(backend, update, [rows.into()])).await?;
-        } else {
-            // SQLite keeps a UUID as its 16 bytes, JSON as its text.
-            let update = "UPDATE sessions SET pending_reasons = w.r, queue_position = w.p \
-                 FROM (SELECT unhex(json_extract(value, '$.id')) AS id, json_extract(value, '$.r') AS r, \
-                 json_extract(value, '$.p') AS p FROM json_each(?)) AS w \
-                 WHERE sessions.id = w.id AND sessions.status = 'PENDING'";
-            txn.execute_raw(Statement::from_sql_and_values(backend, update, [rows.to_string().into()])).await?;
+    if backend != DbBackend::Postgres {
+        for (id, stored, position) in waits {
+            session::Entity::update_many()
+                .col_expr(session::Column::PendingReasons, sea_orm::sea_query::Expr::value(stored))
+                .col_expr(session::Column::QueuePosition, sea_orm::sea_query::Expr::value(position))
+                .filter(session::Column::Id.eq(id))
+                .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
+                .exec(txn)
+                .await?;
         }
+        return Ok(());
+    }
+    for chunk in waits.chunks(WAITS_PER_STATEMENT) {
+        let rows: Vec<Value> = chunk.iter().map(|(id, r, p)| json!({"id": id, "r": r, "p": p})).collect();
+        let rows = Value::Array(rows);
+        let lock = "SELECT s.id FROM sessions s WHERE s.id IN \
+             (SELECT w.id FROM jsonb_to_recordset($1::jsonb) AS w(id uuid)) ORDER BY s.id FOR UPDATE";
+        txn.execute_raw(Statement::from_sql_and_values(backend, lock, [rows.clone().into()])).await?;
+        let update = "UPDATE sessions SET pending_reasons = w.r, queue_position = w.p \
+             FROM jsonb_to_recordset($1::jsonb) AS w(id uuid, r jsonb, p integer) \
+             WHERE sessions.id = w.id AND sessions.status = 'PENDING'";
+        txn.execute_raw(Statement::from_sql_and_values(backend, update, [rows.into()])).await?;
     }
     Ok(())
 }
@@ -313,11 +413,7 @@ pub async fn dry_run(
     extra: Vec<PendingSession>,
 ) -> DomainResult<Vec<scheduler::Decision>> {
     let groups: Vec<_> = resource_group::Entity::find().filter(resource_group::Column::Name.eq(group)).all(db).await?;
-    let pending = session::Entity::find()
-        .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
-        .filter(session::Column::ResourceGroup.eq(group))
-        .all(db)
-        .await?;
+    let pending = waiting(db, Some(group)).await?;
     let ids: Vec<Uuid> = extra.iter().map(|s| s.id).collect();
     let snapshot = load_snapshot(db, &groups, &pending, extra).await?;
     Ok(scheduler::schedule(&snapshot).into_iter().filter(|d| ids.contains(&d.session)).collect())
@@ -326,7 +422,7 @@ pub async fn dry_run(
 async fn load_snapshot(
     db: &impl sea_orm::ConnectionTrait,
     groups: &[resource_group::Model],
-    pending: &[session::Model],
+    pending: &[Waiting],
     extra: Vec<PendingSession>,
 ) -> DomainResult<Snapshot> {
     let group_names: Vec<String> = groups.iter().map(|g| g.name.clone()).collect();
