@@ -12,6 +12,10 @@
 #[allow(dead_code)] // each benchmark uses a part of it
 mod support;
 
+/// The server's allocator, so that the pass costs here what it costs there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -91,14 +95,20 @@ fn snapshot(n: usize, strategy: SchedulerStrategy) -> Snapshot {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let only =
-        |part: &str| !args.iter().any(|a| a.starts_with("--") && a != "--bench") || args.iter().any(|a| a == part);
+    let parts = ["--core", "--database"];
+    let only = |part: &str| !args.iter().any(|a| parts.contains(&a.as_str())) || args.iter().any(|a| a == part);
     stamp("cargo bench --bench scheduler");
     if only("--core") {
         core();
     }
     if only("--database") {
-        tokio::runtime::Runtime::new().expect("runtime").block_on(database());
+        // `--backend sqlite|postgres` and `--pending N` narrow it down (for a profile).
+        let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+        let backends: Vec<String> =
+            value("--backend").map_or_else(|| vec!["sqlite".to_owned(), "postgres".to_owned()], |b| vec![b]);
+        let sizes: Vec<u64> =
+            value("--pending").and_then(|n| n.parse().ok()).map_or(vec![10_000, 100_000], |n| vec![n]);
+        tokio::runtime::Runtime::new().expect("runtime").block_on(database(&backends, &sizes));
     }
 }
 
@@ -171,14 +181,14 @@ async fn waiting(backend: &str, n: u64) -> (sea_orm::DatabaseConnection, String,
     (db, url, dir)
 }
 
-async fn database() {
+async fn database(backends: &[String], sizes: &[u64]) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     println!();
     println!("| database | pending | agents | pass | statements | median (ms) | runs (ms) |");
     println!("|---|---|---|---|---|---|---|");
-    for backend in ["sqlite", "postgres"] {
-        for n in [10_000u64, 100_000] {
+    for backend in backends.iter().map(String::as_str) {
+        for &n in sizes {
             let mut firsts = Vec::new();
             let mut agains = Vec::new();
             let (mut first_statements, mut again_statements) = (0, 0);

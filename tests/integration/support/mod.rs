@@ -276,14 +276,7 @@ impl TestApp {
             }
         };
         let launch = sessiond::domain::launch::LaunchLimits::of(sessiond::config::DEFAULT_MAX_LAUNCH_COUNT);
-        self.router = app(AppState::with_metrics(
-            self.db.clone(),
-            self.live.clone(),
-            self.limits.clone(),
-            launch,
-            self.metrics.clone(),
-            info,
-        ));
+        self.serve_with(launch, info);
         let timings = sessiond::config::Timings {
             scheduler_interval_ms: 50,
             sim_step_ms: 20,
@@ -302,7 +295,17 @@ impl TestApp {
             max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT,
             callbacks: delivery.allow.clone(),
         };
-        let runtime = sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime");
+        self.serve_with(launch, sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime"));
+        let run = sessiond::domain::callbacks::deliver::run(self.db.clone(), self.bus.clone(), delivery);
+        self.workers.push(tokio::spawn(run));
+    }
+
+    /// The router anew, with these launch bounds and this runtime.
+    fn serve_with(
+        &mut self,
+        launch: sessiond::domain::launch::LaunchLimits,
+        runtime: sessiond::domain::runtime::RuntimeInfo,
+    ) {
         self.router = app(AppState::with_metrics(
             self.db.clone(),
             self.live.clone(),
@@ -311,8 +314,6 @@ impl TestApp {
             self.metrics.clone(),
             runtime,
         ));
-        let run = sessiond::domain::callbacks::deliver::run(self.db.clone(), self.bus.clone(), delivery);
-        self.workers.push(tokio::spawn(run));
     }
 
     /// Starts the declared Slurm engines (read every few seconds), stopping jobs with `grace`
