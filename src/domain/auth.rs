@@ -34,13 +34,7 @@ impl Viewer {
 }
 
 pub fn hash_token(token: &str) -> String {
-    use std::fmt::Write;
-    let digest = Sha256::digest(token.as_bytes());
-    let mut hex = String::with_capacity(2 * digest.len());
-    for b in digest {
-        let _ = write!(hex, "{b:02x}"); // writing to a String cannot fail
-    }
-    hex
+    super::secrets::hex(&Sha256::digest(token.as_bytes()))
 }
 
 /// The viewer a token stands for; `Unauthenticated` for an unknown or inactive one.

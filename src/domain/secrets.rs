@@ -7,6 +7,16 @@ use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Query};
 
 use super::{DomainError, DomainResult, clock};
 
+/// `bytes` as lower-case hex: how digests, signatures and keys are written.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        let _ = write!(out, "{b:02x}"); // writing to a String cannot fail
+    }
+    out
+}
+
 /// The 32-byte key named `name`, made now if there is none yet.
 pub async fn key(db: &impl ConnectionTrait, name: &str) -> DomainResult<Vec<u8>> {
     let backend = db.get_database_backend();

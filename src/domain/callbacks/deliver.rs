@@ -36,6 +36,16 @@ const IDLE: Duration = Duration::from_secs(5);
 /// Delivers callbacks until the task is aborted.
 pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
     let token = Uuid::new_v4();
+    // Read once: every owner's key derives from it.
+    let server_key = loop {
+        match super::server_key(&db).await {
+            Ok(key) => break Arc::new(key),
+            Err(e) => {
+                tracing::error!(error = ?e, "reading the callbacks' key failed; trying again");
+                tokio::time::sleep(IDLE).await;
+            }
+        }
+    };
     // Past a try's longest (the lookup's and the call's timeouts), with room to record it.
     let hold = options.timeout * 2 + Duration::from_secs(5);
     let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
@@ -51,8 +61,9 @@ pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
                     for c in due {
                         let Ok(permit) = slots.clone().acquire_owned().await else { return };
                         let (db, options, freed) = (db.clone(), options.clone(), freed.clone());
+                        let key = super::derive_key(&server_key, c.owner_id);
                         tokio::spawn(async move {
-                            deliver(&db, &c, token, &options).await;
+                            deliver(&db, &c, token, &key, &options).await;
                             drop(permit);
                             freed.notify_one();
                         });
@@ -93,9 +104,9 @@ pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
 }
 
 /// One try of `c`, recorded.
-async fn deliver(db: &DatabaseConnection, c: &callback::Model, token: Uuid, options: &Options) {
+async fn deliver(db: &DatabaseConnection, c: &callback::Model, token: Uuid, key: &str, options: &Options) {
     let started = Instant::now();
-    let tried = match call(db, c, options).await {
+    let tried = match call(c, key, options).await {
         Ok(status) if status.is_success() => Tried {
             outcome: Outcome::Delivered,
             status_code: Some(status.as_u16()),
@@ -119,11 +130,7 @@ async fn deliver(db: &DatabaseConnection, c: &callback::Model, token: Uuid, opti
 }
 
 /// Calls `c`'s receiver once: its HTTP status, or how it failed.
-async fn call(
-    db: &DatabaseConnection,
-    c: &callback::Model,
-    options: &Options,
-) -> Result<reqwest::StatusCode, (Outcome, String)> {
+async fn call(c: &callback::Model, key: &str, options: &Options) -> Result<reqwest::StatusCode, (Outcome, String)> {
     let blocked = |why: String| (Outcome::Blocked, why);
     let target = Target::parse(&c.url).map_err(blocked)?;
     let how = options
@@ -131,9 +138,6 @@ async fn call(
         .allows(&target.host, target.port)
         .ok_or_else(|| blocked(format!("`{}:{}` is not in --callback-allow any more", target.host, target.port)))?;
     let addrs = addresses(&target, how, options.timeout).await?;
-    let key = super::owner_key(db, c.owner_id)
-        .await
-        .map_err(|_| (Outcome::Unreachable, "the signing key could not be read".to_owned()))?;
     let body = c.payload.clone().into_bytes();
     let client = reqwest::Client::builder()
         // The checked addresses, and only they: no proxy, no redirect, no second lookup.
@@ -148,7 +152,7 @@ async fn call(
     let sent = client
         .post(target.url.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header(SIGNATURE_HEADER, super::signature(&key, &body))
+        .header(SIGNATURE_HEADER, super::signature(key, &body))
         .header(DELIVERY_HEADER, c.id.to_string())
         .header(EVENT_HEADER, c.event.as_str())
         .body(body)

@@ -38,9 +38,10 @@ use entity::{session, session_callback as callback, session_callback_attempt as 
 
 pub use allow::{Allow, Allowed, Target};
 
+use super::DomainResult;
 use super::ids::{self, NodeKind};
+use super::secrets::{self, hex};
 use super::status::SessionStatus;
-use super::{DomainResult, secrets};
 
 /// The header holding the body's signature: `sha256=<hex HMAC-SHA256>`.
 pub const SIGNATURE_HEADER: &str = "x-sessiond-signature-256";
@@ -207,10 +208,16 @@ pub fn payload(delivery: Uuid, s: &session::Model, to: SessionStatus, at: DateTi
 /// the same on every replica and never stored. As hex; receivers key HMAC-SHA256 with the
 /// bytes of that text.
 pub async fn owner_key(db: &impl ConnectionTrait, owner: Uuid) -> DomainResult<String> {
-    Ok(derive_key(&secrets::key(db, KEY_NAME).await?, owner))
+    Ok(derive_key(&server_key(db).await?, owner))
 }
 
-fn derive_key(server_key: &[u8], owner: Uuid) -> String {
+/// The server key owners' keys derive from.
+pub async fn server_key(db: &impl ConnectionTrait) -> DomainResult<Vec<u8>> {
+    secrets::key(db, KEY_NAME).await
+}
+
+/// `owner`'s key, from the server key.
+pub fn derive_key(server_key: &[u8], owner: Uuid) -> String {
     use hmac::Mac;
     let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(server_key).expect("HMAC takes keys of any length");
     mac.update(b"callback-signing-key:");
@@ -225,10 +232,6 @@ pub fn signature(key: &str, body: &[u8]) -> String {
         <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(key.as_bytes()).expect("HMAC takes keys of any length");
     mac.update(body);
     format!("sha256={}", hex(&mac.finalize().into_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Takes up to `limit` due callbacks for the deliverer `token`, holding each until
@@ -296,15 +299,16 @@ pub async fn record(
     now: DateTime<Utc>,
 ) -> DomainResult<State> {
     let attempt_no = c.attempts + 1;
+    let tries = u32::try_from(attempt_no).unwrap_or(u32::MAX);
     let state = match tried.outcome {
         Outcome::Delivered => State::Delivered,
         Outcome::Blocked => State::Failed,
-        _ if u32::try_from(attempt_no).unwrap_or(u32::MAX) >= retry.max_attempts => State::Failed,
+        _ if tries >= retry.max_attempts => State::Failed,
         _ => State::Pending,
     };
     let next = if state == State::Pending {
         let jitter = rand::Rng::random_range(&mut rand::rng(), 0.8..1.2);
-        let wait = retry.wait(u32::try_from(attempt_no).unwrap_or(u32::MAX)).mul_f64(jitter);
+        let wait = retry.wait(tries).mul_f64(jitter);
         now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX)
     } else {
         now

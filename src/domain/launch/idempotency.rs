@@ -41,7 +41,7 @@ pub fn fingerprint(plan: &Plan, batch: bool) -> String {
         "batch": batch,
         "count": plan.names.len(),
     });
-    Sha256::digest(request.to_string().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::domain::secrets::hex(&Sha256::digest(request.to_string().as_bytes()))
 }
 
 pub fn stored_result(l: &Launched, batch: bool, fingerprint: &str) -> Value {
