@@ -10,7 +10,8 @@ use super::context::{db, viewer};
 use super::errors::{ApiResult, with_paths};
 use super::ids::project_uuid;
 use super::limits::STATEMENT_COST;
-use super::session_list::{SessionFilter, SessionOrder, SessionScope, list_path, to_domain_orders};
+use super::session::list_path;
+use super::session_list::{SessionFilter, SessionOrder, SessionScope, to_domain_orders};
 use super::types::SessionColumnKey;
 
 #[derive(Default)]

@@ -1,32 +1,34 @@
-//! The `Session` type with its relations and the values it shows, and launch groups.
+//! The `Session` type with its relations and the values it shows, launch groups, and pages
+//! of sessions (a launch group's sessions are one).
 
 use std::sync::Arc;
 
-use async_graphql::{Context, Enum, ID, Object, SimpleObject};
+use async_graphql::{ComplexObject, Context, Enum, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
 use entity::session;
 
-use crate::domain::sessions::{self as dom, SessionSet};
+use crate::domain::paging::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest};
+use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
 use crate::domain::status::SessionStatus as DomStatus;
 use crate::domain::{DomainError, clock, expiry, logs};
 
 use super::actor::Actor;
 use super::context::{db, loaders};
 use super::cursor;
-use super::errors::ApiResult;
+use super::errors::{ApiResult, camel, with_paths};
 use super::ids::{NodeKind, encode};
+use super::limits::{AGGREGATE_COST, STATEMENT_COST};
 use super::loaders::{
     CallbacksOf, DependenciesOf, DependentsOf, ExtensionLimitsOf, ImageName, LaunchGroupId, ProjectId, Related,
-    ResourceGroupName, TransitionsOf, UserId,
+    ResourceGroupName, TransitionsOf, UserId, prefetch_relations,
 };
 use super::people::{Project, User};
 use super::resource::{Image, ResourceGroup};
 use super::scheduling::{self, SchedulingHistoryConnection};
-use super::session_list::{PageArgs, SessionConnection, page_complexity, session_connection};
 use super::types::{
-    ExpiryReason, IdleCheck, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse,
-    UtilizationPoint,
+    ExpiryReason, IdleCheck, PageInfo, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType,
+    SlotUse, UtilizationPoint,
 };
 
 /// When a running session will be reclaimed, and whether that can be pushed back.
@@ -490,6 +492,119 @@ impl LaunchGroup {
         after: Option<String>,
     ) -> ApiResult<SessionConnection> {
         let args = PageArgs { first, after, ..Default::default() };
-        session_connection(ctx, SessionSet::of_launch_group(&self.0), None, args).await
+        session_connection(ctx, SessionSet::of_launch_group(&self.0), &[], args).await
     }
+}
+
+/// The API path of a domain field of the list's arguments: paging as it is, the rest
+/// inside `filter`.
+pub(super) fn list_path(field: &str) -> String {
+    if ["first", "last", "after", "before"].contains(&field) {
+        field.to_owned()
+    } else if field == "order_by" {
+        "orderBy".to_owned()
+    } else {
+        format!("filter.{}", camel(field))
+    }
+}
+
+/// A page of sessions costs its statement, the count it may be asked for (`totalCount`
+/// costs nothing itself: what a connection selects is counted per session), and its size
+/// times what each session selects. A size over the maximum counts as the maximum: the
+/// resolver refuses it with BAD_USER_INPUT.
+pub fn page_complexity(size: Option<i32>, per_session: usize) -> usize {
+    let size = size.map_or(DEFAULT_PAGE_SIZE, |n| u64::try_from(n).unwrap_or(0).min(MAX_PAGE_SIZE)) as usize;
+    size.max(1).saturating_mul(per_session).saturating_add(STATEMENT_COST + AGGREGATE_COST)
+}
+
+#[derive(SimpleObject)]
+#[graphql(serial, complex)]
+pub struct SessionEdge {
+    pub node: Session,
+    #[graphql(skip)]
+    pub position: SessionPosition,
+}
+
+#[ComplexObject]
+impl SessionEdge {
+    /// Where the page after (or before) this session starts.
+    async fn cursor(&self) -> String {
+        cursor::encode(&self.position)
+    }
+}
+
+/// A page of sessions. `totalCount` costs a statement only when asked for.
+///
+/// Resolved one field after the other (`serial`), like the session itself: async-graphql
+/// writes the fields of a concurrent object in the order they finish, so a `totalCount`
+/// (a statement) would come out after the page's fields wherever it was asked, and its
+/// place would change from one answer to the next. Serial, every answer keeps the order
+/// of the selection, as the GraphQL spec asks; nothing else here waits.
+#[derive(SimpleObject)]
+#[graphql(complex, serial)]
+pub struct SessionConnection {
+    pub edges: Vec<SessionEdge>,
+    pub page_info: PageInfo,
+    #[graphql(skip)]
+    pub set: Arc<SessionSet>,
+}
+
+#[ComplexObject]
+impl SessionConnection {
+    /// The sessions of the page, without cursors.
+    async fn nodes(&self) -> Vec<Session> {
+        self.edges.iter().map(|e| Session(Arc::clone(&e.node.0), e.node.1.clone())).collect()
+    }
+    /// How many sessions the whole list has, over all pages.
+    #[graphql(complexity = 0)]
+    async fn total_count(&self, ctx: &Context<'_>) -> ApiResult<i64> {
+        super::limits::aggregate(ctx, async {
+            let n = self.set.count(db(ctx)?).await?;
+            Ok((i64::try_from(n).unwrap_or(i64::MAX), n))
+        })
+        .await
+    }
+}
+
+/// Relay paging arguments as the client sent them.
+#[derive(Default)]
+pub struct PageArgs {
+    pub first: Option<i32>,
+    pub after: Option<String>,
+    pub last: Option<i32>,
+    pub before: Option<String>,
+}
+
+/// Reads one page of `set`.
+pub async fn session_connection(
+    ctx: &Context<'_>,
+    set: SessionSet,
+    orders: &[dom::SessionOrder],
+    args: PageArgs,
+) -> ApiResult<SessionConnection> {
+    let mut page = read_page(db(ctx)?, &set, orders, args).await?;
+    let related = prefetch_relations(ctx, page.rows.iter().map(|r| (&r.session, &r.owner)), set.project()).await?;
+    let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
+        .into_iter()
+        .map(|row| {
+            let relations = related.of(&row.session);
+            let node = Session(Arc::new(row.session), relations);
+            SessionEdge { node, position: row.position }
+        })
+        .collect();
+    let page_info = PageInfo::of(&page, &edges, |e| cursor::encode(&e.position));
+    Ok(SessionConnection { page_info, edges, set: Arc::new(set) })
+}
+
+/// Reads one page of `set` as the arguments ask: what the list resolvers and the compiled
+/// list ([`super::compiled`]) both read.
+pub(super) async fn read_page(
+    db: &sea_orm::DatabaseConnection,
+    set: &SessionSet,
+    orders: &[dom::SessionOrder],
+    args: PageArgs,
+) -> ApiResult<dom::SessionPage> {
+    let request: PageRequest<SessionPosition> =
+        cursor::page_request(args.first, args.last, args.after.as_deref(), args.before.as_deref(), list_path)?;
+    Ok(set.page(db, orders, &request, clock::now()).await.map_err(|e| with_paths(e, list_path))?)
 }

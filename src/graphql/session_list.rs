@@ -1,24 +1,22 @@
-//! The session list: its arguments (scope, tab, filter, order), its pages and edges, its
-//! counts, and the queries that read them (`sessions`, `sessionCounts`, `session`).
+//! The session list: its arguments (scope, tab, filter, order), its counts, and the queries
+//! that read them (`sessions`, `sessionCounts`, `session`). Its pages are `session.rs`'s.
 
 use std::sync::Arc;
 
-use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Object, SimpleObject};
+use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
-use crate::domain::paging::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest};
-use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
+use crate::domain::DomainError;
+use crate::domain::sessions::{self as dom, SessionSet};
 use crate::domain::visibility::{self, SessionScope as DomScope};
-use crate::domain::{DomainError, clock};
 
 use super::context::{db, viewer};
-use super::cursor;
-use super::errors::{ApiResult, camel, with_paths};
+use super::errors::{ApiResult, with_paths};
 use super::ids::{NodeKind, decode_uuid, project_uuid};
 use super::limits::{AGGREGATE_COST, STATEMENT_COST};
-use super::loaders::{prefetch_one, prefetch_relations};
-use super::session::Session;
-use super::types::{PageInfo, SessionStatus, SessionType};
+use super::loaders::prefetch_one;
+use super::session::{PageArgs, Session, SessionConnection, list_path, page_complexity, session_connection};
+use super::types::{SessionStatus, SessionType};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SessionScope {
@@ -147,125 +145,12 @@ macro_rules! api_filter {
 }
 crate::domain::sessions::session_filter_fields!(api_filter);
 
-/// The API path of a domain field of the list's arguments: paging as it is, the rest
-/// inside `filter`.
-pub(super) fn list_path(field: &str) -> String {
-    if ["first", "last", "after", "before"].contains(&field) {
-        field.to_owned()
-    } else if field == "order_by" {
-        "orderBy".to_owned()
-    } else {
-        format!("filter.{}", camel(field))
-    }
-}
-
 pub(super) fn to_domain_orders(order_by: Option<Vec<SessionOrder>>) -> Vec<dom::SessionOrder> {
     order_by
         .unwrap_or_default()
         .into_iter()
         .map(|o| dom::SessionOrder { field: o.field.into(), descending: o.direction == OrderDirection::Desc })
         .collect()
-}
-
-/// A page of sessions costs its statement, the count it may be asked for (`totalCount`
-/// costs nothing itself: what a connection selects is counted per session), and its size
-/// times what each session selects. A size over the maximum counts as the maximum: the
-/// resolver refuses it with BAD_USER_INPUT.
-pub fn page_complexity(size: Option<i32>, per_session: usize) -> usize {
-    let size = size.map_or(DEFAULT_PAGE_SIZE, |n| u64::try_from(n).unwrap_or(0).min(MAX_PAGE_SIZE)) as usize;
-    size.max(1).saturating_mul(per_session).saturating_add(STATEMENT_COST + AGGREGATE_COST)
-}
-
-#[derive(SimpleObject)]
-#[graphql(serial, complex)]
-pub struct SessionEdge {
-    pub node: Session,
-    #[graphql(skip)]
-    pub position: SessionPosition,
-}
-
-#[ComplexObject]
-impl SessionEdge {
-    /// Where the page after (or before) this session starts.
-    async fn cursor(&self) -> String {
-        cursor::encode(&self.position)
-    }
-}
-
-/// A page of sessions. `totalCount` costs a statement only when asked for.
-///
-/// Resolved one field after the other (`serial`), like the session itself: async-graphql
-/// writes the fields of a concurrent object in the order they finish, so a `totalCount`
-/// (a statement) would come out after the page's fields wherever it was asked, and its
-/// place would change from one answer to the next. Serial, every answer keeps the order
-/// of the selection, as the GraphQL spec asks; nothing else here waits.
-#[derive(SimpleObject)]
-#[graphql(complex, serial)]
-pub struct SessionConnection {
-    pub edges: Vec<SessionEdge>,
-    pub page_info: PageInfo,
-    #[graphql(skip)]
-    pub set: Arc<SessionSet>,
-}
-
-#[ComplexObject]
-impl SessionConnection {
-    /// The sessions of the page, without cursors.
-    async fn nodes(&self) -> Vec<Session> {
-        self.edges.iter().map(|e| Session(Arc::clone(&e.node.0), e.node.1.clone())).collect()
-    }
-    /// How many sessions the whole list has, over all pages.
-    #[graphql(complexity = 0)]
-    async fn total_count(&self, ctx: &Context<'_>) -> ApiResult<i64> {
-        super::limits::aggregate(ctx, async {
-            let n = self.set.count(db(ctx)?).await?;
-            Ok((i64::try_from(n).unwrap_or(i64::MAX), n))
-        })
-        .await
-    }
-}
-
-/// Relay paging arguments as the client sent them.
-#[derive(Default)]
-pub struct PageArgs {
-    pub first: Option<i32>,
-    pub after: Option<String>,
-    pub last: Option<i32>,
-    pub before: Option<String>,
-}
-
-/// Reads one page of `set`.
-pub async fn session_connection(
-    ctx: &Context<'_>,
-    set: SessionSet,
-    order_by: Option<Vec<SessionOrder>>,
-    args: PageArgs,
-) -> ApiResult<SessionConnection> {
-    let mut page = read_page(db(ctx)?, &set, order_by, args).await?;
-    let related = prefetch_relations(ctx, page.rows.iter().map(|r| (&r.session, &r.owner)), set.project()).await?;
-    let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
-        .into_iter()
-        .map(|row| {
-            let relations = related.of(&row.session);
-            let node = Session(Arc::new(row.session), relations);
-            SessionEdge { node, position: row.position }
-        })
-        .collect();
-    let page_info = PageInfo::of(&page, &edges, |e| cursor::encode(&e.position));
-    Ok(SessionConnection { page_info, edges, set: Arc::new(set) })
-}
-
-/// Reads one page of `set` as the arguments ask: what the list resolvers and the compiled
-/// list ([`super::compiled`]) both read.
-pub(super) async fn read_page(
-    db: &sea_orm::DatabaseConnection,
-    set: &SessionSet,
-    order_by: Option<Vec<SessionOrder>>,
-    args: PageArgs,
-) -> ApiResult<dom::SessionPage> {
-    let request: PageRequest<SessionPosition> =
-        cursor::page_request(args.first, args.last, args.after.as_deref(), args.before.as_deref(), list_path)?;
-    Ok(set.page(db, &to_domain_orders(order_by), &request, clock::now()).await.map_err(|e| with_paths(e, list_path))?)
 }
 
 #[derive(SimpleObject)]
@@ -339,7 +224,7 @@ impl SessionQuery {
         before: Option<String>,
     ) -> ApiResult<SessionConnection> {
         let set = project_session_set(ctx, &project_id, scope, filter).await?;
-        session_connection(ctx, set, order_by, PageArgs { first, after, last, before }).await
+        session_connection(ctx, set, &to_domain_orders(order_by), PageArgs { first, after, last, before }).await
     }
 
     /// Counts for the tab and type badges of the same list, in one statement.

@@ -30,7 +30,8 @@ use crate::domain::auth::Viewer;
 use crate::domain::{clock, related};
 
 use super::limits;
-use super::session_list::{PageArgs, SessionFilter, SessionOrder, SessionScope, project_set, read_page};
+use super::session::{PageArgs, read_page};
+use super::session_list::{SessionFilter, SessionOrder, SessionScope, project_set, to_domain_orders};
 pub use plan::Plan;
 
 /// The most documents kept, the most operation names kept for one document, and the
@@ -99,7 +100,7 @@ pub async fn answer(plan: &Plan, db: &DatabaseConnection, viewer: &Viewer, varia
         before: arguments.get("before")?,
     };
     let set = project_set(db, viewer, &project_id, scope, filter).await.ok()?;
-    let page = read_page(db, &set, order_by, args).await.ok()?;
+    let page = read_page(db, &set, &to_domain_orders(order_by), args).await.ok()?;
     // The relations the plan writes, each in one statement, as the executor's prefetch.
     let sessions: Vec<&entity::session::Model> = page.rows.iter().map(|r| &r.session).collect();
     let owners: Vec<&entity::user::Model> = page.rows.iter().map(|r| &r.owner).collect();
