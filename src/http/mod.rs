@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod serve;
 pub mod terminal;
 pub mod waiting;
+pub mod web;
 pub mod ws;
 
 use std::sync::Arc;
@@ -146,6 +147,11 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
+        // The Sessions page: static files, cheap, answered under any load.
+        .route("/", get(web::page))
+        .route("/project/{name}/session", get(web::project_page))
+        .route("/admin/project/{name}/session", get(web::project_page))
+        .route("/web/{asset}", get(web::asset))
         .layer(axum::middleware::map_response_with_state(state.clone(), coded_refusals))
         .with_state(state)
         .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {

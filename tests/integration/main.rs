@@ -36,4 +36,5 @@ mod storage;
 mod subscriptions;
 mod templates;
 mod utilization;
+mod web_page;
 mod ws_client;

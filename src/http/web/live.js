@@ -1,0 +1,81 @@
+// Subscriptions over `/graphql/ws` (the graphql-transport-ws protocol), each on a socket
+// of its own, that come back after a dropped connection: the caller says where to resume.
+import { token } from './api.js';
+/** Subscribes to `query`, reconnecting after a drop (1 s, doubling to 30 s) until closed. */
+export function subscribe(query, handlers) {
+    let socket = null;
+    let closed = false;
+    let delay = 1000;
+    let timer;
+    const connect = () => {
+        if (closed)
+            return;
+        const url = new URL('/graphql/ws', location.href);
+        url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+        const ws = new WebSocket(url, 'graphql-transport-ws');
+        socket = ws;
+        let finished = false;
+        ws.onopen = () => {
+            ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token() ?? ''}` } }));
+        };
+        ws.onmessage = (event) => {
+            const message = JSON.parse(String(event.data));
+            switch (message.type) {
+                case 'connection_ack':
+                    delay = 1000;
+                    handlers.state?.(true);
+                    ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query, variables: handlers.variables() } }));
+                    break;
+                case 'ping':
+                    ws.send(JSON.stringify({ type: 'pong' }));
+                    break;
+                case 'next':
+                    if (message.payload?.errors?.length) {
+                        const e = message.payload.errors[0];
+                        if (!(handlers.error?.(e.extensions?.code ?? 'ERROR', e.message) ?? false))
+                            finished = true;
+                        else
+                            ws.close(1000);
+                    }
+                    else if (message.payload?.data) {
+                        handlers.next(message.payload.data);
+                    }
+                    break;
+                case 'error': {
+                    const e = message.payload?.[0] ?? {};
+                    const retry = handlers.error?.(e.extensions?.code ?? 'ERROR', e.message ?? 'error') ?? false;
+                    if (!retry)
+                        finished = true;
+                    ws.close(1000);
+                    break;
+                }
+                case 'complete':
+                    finished = true;
+                    handlers.complete?.();
+                    ws.close(1000);
+                    break;
+            }
+        };
+        ws.onclose = (event) => {
+            if (socket === ws)
+                socket = null;
+            // 4403: the token no longer allows it; retrying would not help.
+            if (closed || finished || event.code === 4403) {
+                if (event.code === 4403)
+                    handlers.error?.('FORBIDDEN', 'Your credentials no longer allow this.');
+                return;
+            }
+            handlers.state?.(false);
+            timer = window.setTimeout(connect, delay);
+            delay = Math.min(delay * 2, 30000);
+        };
+    };
+    connect();
+    return {
+        close() {
+            closed = true;
+            window.clearTimeout(timer);
+            socket?.close(1000);
+        },
+    };
+}

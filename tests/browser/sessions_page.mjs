@@ -1,0 +1,215 @@
+// The Sessions page in a real browser (the system's chromium, driven by playwright-core;
+// nothing beyond the server can be reached). Alice signs in, launches three sessions with
+// "Launch Multiple Sessions" and sees them turn RUNNING without a reload, terminates one
+// and sees it under Finished; Bob's page, open at the same time, never shows them; the
+// admin's page shows them with their owner. Also: the panel's hover, column settings over
+// a reload, the CSV download, a launch that cannot fit, the keyboard, axe-core, and
+// screenshots. Prints one JSON line with what it saw; the Rust test asserts on it.
+// Usage: node sessions_page.mjs <http://127.0.0.1:port> <artifact-dir>
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [base, artifacts] = process.argv.slice(2);
+const executablePath = process.env.SESSIOND_CHROMIUM || '/usr/bin/chromium';
+const server = new URL(base);
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const report = { blocked: [], errors: [], axe: {} };
+const WAIT = { timeout: 30000 };
+
+const browser = await chromium.launch({
+  executablePath,
+  headless: true,
+  args: ['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', '--no-first-run', '--disable-background-networking'],
+});
+
+/** A browser context of its own (a user's tab), signed in already unless `token` is null. */
+async function open(token, path) {
+  // The page's policy allows no injected script; axe-core is injected, so this context
+  // bypasses it (the page's own code runs under the policy in every other check).
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, acceptDownloads: true, bypassCSP: true });
+  await context.route('**/*', (route) => {
+    const url = new URL(route.request().url());
+    if (url.host === server.host) return route.continue();
+    report.blocked.push(url.href);
+    return route.abort();
+  });
+  if (token) await context.addInitScript((t) => sessionStorage.setItem('sessiond.page.token', t), token);
+  const page = await context.newPage();
+  page.loaded = 0;
+  page.on('response', async (r) => {
+    try {
+      page.loaded += (await r.body()).length;
+    } catch {}
+  });
+  page.on('pageerror', (e) => report.errors.push(`${token}: ${e.message}`));
+  await page.goto(new URL(path, base).href);
+  return page;
+}
+
+/** The names in the list as shown now. */
+async function names(page) {
+  return page.locator('#table tbody td[data-column="NAME"]').allInnerTexts();
+}
+
+async function row(page, name) {
+  return page.locator('#table tbody tr').filter({ has: page.getByRole('button', { name, exact: true }) });
+}
+
+async function axe(page, label) {
+  await page.addScriptTag({ content: axeSource });
+  const result = await page.evaluate(async () => {
+    // eslint-disable-next-line no-undef
+    const r = await axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
+  });
+  report.axe[label] = result;
+}
+
+try {
+  // Alice signs in through the form at `/` and lands on her default project's page.
+  const loadStarted = Date.now();
+  const alice = await open(null, '/');
+  await alice.getByLabel('Access token').fill('demo-alice');
+  await alice.getByRole('button', { name: 'Sign in' }).click();
+  await alice.locator('#table tbody tr').first().waitFor(WAIT);
+  report.firstRowsMs = Date.now() - loadStarted;
+  report.aliceUrl = alice.url();
+  report.who = await alice.locator('#who').innerText();
+  report.countsBefore = { running: await alice.locator('#tab-running').innerText(), finished: await alice.locator('#tab-finished').innerText() };
+  report.namesBefore = await names(alice);
+  report.firstLoadBytes = alice.loaded;
+
+  const bob = await open('demo-bob', '/project/default/session');
+  await bob.locator('#table tbody tr').first().waitFor(WAIT);
+  const admin = await open('demo-admin', '/admin/project/default/session');
+  await admin.locator('#table tbody tr').first().waitFor(WAIT);
+  const refused = await open('demo-bob', '/admin/project/default/session');
+  await refused.locator('#notice').waitFor({ state: 'visible', ...WAIT });
+  report.bobOnAdminPage = await refused.locator('#notice').innerText();
+
+  // The panel: hovering the cpu bar shows every layer, the binding one named.
+  const cpuBar = alice.locator('.bar[data-slot="cpu"]');
+  await cpuBar.hover();
+  await alice.locator('#tip-cpu').waitFor({ state: 'visible', ...WAIT });
+  report.cpuTooltip = await alice.locator('#tip-cpu').innerText();
+  await alice.mouse.move(0, 0);
+
+  // The launcher: a request that cannot fit shows why before Launch is pressed.
+  await alice.getByRole('button', { name: 'Launch', exact: true }).click();
+  await alice.getByLabel('Name', { exact: true }).fill('page-multi');
+  await alice.getByLabel('CPU (cores)').fill('100000');
+  await alice.locator('#verdict.verdict-bad, #verdict.verdict-wait').filter({ hasText: /cpu/i }).waitFor(WAIT);
+  report.verdictTooBig = await alice.locator('#verdict').innerText();
+  report.fieldErrors = await alice.locator('#launch-form .field-error').allInnerTexts();
+  await alice.screenshot({ path: join(artifacts, 'sessions-page-launcher.png') });
+  await axe(alice, 'launcher');
+  // Three at once.
+  await alice.getByLabel('CPU (cores)').fill('1');
+  await alice.getByLabel('Launch Multiple Sessions').check();
+  await alice.getByLabel('How many').fill('3');
+  await alice.locator('#verdict.verdict-good').waitFor(WAIT);
+  report.verdictFits = await alice.locator('#verdict').innerText();
+  await alice.locator('#launch-submit').click();
+  await alice.locator('#launcher').waitFor({ state: 'hidden', ...WAIT });
+  const launched = ['page-multi-1', 'page-multi-2', 'page-multi-3'];
+  // They appear and turn RUNNING with no reload.
+  for (const name of launched) {
+    await (await row(alice, name)).locator('td[data-column="STATUS"]:has-text("RUNNING")').waitFor(WAIT);
+  }
+  report.aliceSawRunning = true;
+  // The admin's page shows them with their owner, live too.
+  for (const name of launched) {
+    await (await row(admin, name)).waitFor(WAIT);
+  }
+  report.adminOwners = await Promise.all(
+    launched.map(async (name) => (await row(admin, name)).locator('td[data-column="OWNER"]').innerText()),
+  );
+  // Bob's page, open all along, never shows them.
+  await bob.waitForTimeout(500);
+  report.bobNames = await names(bob);
+  // A minute of elapsed time goes on without a read: the cell ticks.
+  const elapsedCell = (await row(alice, 'page-multi-1')).locator('td[data-column="ELAPSED"]');
+  const e1 = await elapsedCell.innerText();
+  await alice.waitForTimeout(2100);
+  report.elapsedTicks = [e1, await elapsedCell.innerText()];
+  await alice.screenshot({ path: join(artifacts, 'sessions-page-list.png') });
+  await axe(alice, 'list');
+
+  // Terminate one: it leaves the Running tab and shows under Finished, no reload.
+  await alice.getByLabel('Select page-multi-2').check();
+  await alice.getByRole('button', { name: /Terminate 1 selected/ }).click();
+  await (await row(alice, 'page-multi-2')).waitFor({ state: 'detached', ...WAIT });
+  report.runningAfter = await names(alice);
+  await alice.getByRole('tab', { name: /Finished/ }).click();
+  await (await row(alice, 'page-multi-2')).waitFor(WAIT);
+  report.finishedAfter = await names(alice);
+  report.countsAfter = { running: await alice.locator('#tab-running').innerText(), finished: await alice.locator('#tab-finished').innerText() };
+
+  // The CSV of the current view (Finished) holds the view's rows.
+  const [download] = await Promise.all([alice.waitForEvent('download', WAIT), alice.getByRole('button', { name: 'Download CSV' }).click()]);
+  report.csv = readFileSync(await download.path(), 'utf8');
+  report.csvViewNames = await names(alice);
+
+  // The detail panel.
+  await alice.getByRole('tab', { name: /Running/ }).click();
+  await (await row(alice, 'page-multi-1')).waitFor(WAIT);
+  await (await row(alice, 'page-multi-1')).getByRole('button', { name: 'page-multi-1' }).click();
+  await alice.locator('#detail .transitions li').first().waitFor(WAIT);
+  report.detail = await alice.locator('#detail').innerText();
+  await alice.screenshot({ path: join(artifacts, 'sessions-page-detail.png') });
+  await axe(alice, 'detail');
+  await alice.keyboard.press('Escape');
+  await alice.locator('#detail').waitFor({ state: 'hidden', ...WAIT });
+
+  // Column settings, by keyboard alone: show TYPE and move it to the top; kept over a reload.
+  await alice.locator('#columns-button').focus();
+  await alice.keyboard.press('Enter');
+  await alice.locator('#columns-dialog').waitFor({ state: 'visible', ...WAIT });
+  await alice.locator('li[data-column="TYPE"] input[type=checkbox]').focus();
+  await alice.keyboard.press('Space');
+  for (let i = 0; i < 30; i += 1) {
+    const up = alice.locator('#up-TYPE');
+    if (await up.isDisabled()) break;
+    await up.focus();
+    await alice.keyboard.press('Enter');
+  }
+  await alice.getByRole('button', { name: 'Save columns' }).focus();
+  await alice.keyboard.press('Enter');
+  await alice.locator('#columns-dialog').waitFor({ state: 'hidden', ...WAIT });
+  await alice.reload();
+  await alice.locator('#table tbody tr').first().waitFor(WAIT);
+  report.headersAfterReload = await alice.locator('#table thead th').allInnerTexts();
+  report.nameAlwaysShown = await alice.evaluate(async () => {
+    document.getElementById('columns-button').click();
+    await new Promise((r) => setTimeout(r, 100));
+    const box = document.querySelector('li[data-column="NAME"] input[type=checkbox]');
+    const disabled = box.disabled;
+    document.getElementById('columns-cancel').click();
+    return disabled;
+  });
+
+  // The keyboard: tabs move with the arrow keys, the launcher opens and closes.
+  await alice.getByRole('tab', { name: /Running/ }).focus();
+  await alice.keyboard.press('ArrowRight');
+  report.keyboardTab = await alice.evaluate(() => document.activeElement?.id);
+  await alice.locator('#launch-button').focus();
+  await alice.keyboard.press('Enter');
+  await alice.locator('#launcher').waitFor({ state: 'visible', ...WAIT });
+  report.launcherFocus = await alice.evaluate(() => document.activeElement?.id);
+  await alice.keyboard.press('Escape');
+  await alice.locator('#launcher').waitFor({ state: 'hidden', ...WAIT });
+
+  // The resource panel's view is kept through the API.
+  await alice.getByLabel('View').selectOption('TOTAL_IN_RESOURCE_GROUP');
+  await alice.waitForTimeout(300);
+  await alice.reload();
+  await alice.locator('#table tbody tr').first().waitFor(WAIT);
+  report.panelViewAfterReload = await alice.getByLabel('View').inputValue();
+} catch (e) {
+  report.failure = String(e?.stack ?? e);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(report));

@@ -1,0 +1,234 @@
+//! The Sessions page served by sessiond (`web/`, built into `src/http/web/`): its addresses,
+//! offline; its files what its sources build; and the page at work in a real browser.
+
+use axum::http::{StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::db_tests;
+use crate::support::{TestApp, project};
+
+const PAGES: [&str; 3] = ["/", "/project/default/session", "/admin/project/default/session"];
+
+/// Every address of the page answers the same document under a strict policy; every file
+/// it loads is ours, served, and names nothing beyond the server; the whole first load is
+/// small.
+async fn the_page_is_served_whole_and_offline(app: TestApp) {
+    let mut document = None;
+    for path in PAGES {
+        let (status, headers, body) = app.get(path).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert!(headers[header::CONTENT_TYPE].to_str().expect("ct").starts_with("text/html"), "{path}");
+        let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().expect("csp");
+        assert!(csp.contains("default-src 'self'") && csp.contains("script-src 'self'"), "{csp}");
+        assert!(!csp.contains("unsafe-inline"), "no inline script or style: {csp}");
+        assert!(document.as_ref().is_none_or(|d| *d == body), "{path}: the same page");
+        document = Some(body);
+    }
+    let page = String::from_utf8(document.expect("a page")).expect("utf8");
+    let mut total = page.len();
+    let mut files = vec![];
+    let mut todo: Vec<String> = ["src=\"", "href=\""]
+        .iter()
+        .flat_map(|attr| page.split(attr).skip(1).map(|p| p.split('"').next().expect("quoted").to_owned()))
+        .filter(|url| url != "data:,")
+        .collect();
+    // The modules the scripts import, too.
+    while let Some(url) = todo.pop() {
+        if files.contains(&url) {
+            continue;
+        }
+        assert!(url.starts_with("/web/"), "only our own files: {url}");
+        let (status, headers, body) = app.get(&url).await;
+        assert_eq!(status, StatusCode::OK, "{url}");
+        let ct = headers[header::CONTENT_TYPE].to_str().expect("ct");
+        assert!(ct.starts_with("text/javascript") || ct.starts_with("text/css"), "{url}: {ct}");
+        let text = String::from_utf8(body).expect("utf8");
+        assert!(!text.contains("http://") && !text.contains("https://"), "{url} names another host");
+        total += text.len();
+        for piece in text.split("from './").skip(1) {
+            todo.push(format!("/web/{}", piece.split('\'').next().expect("quoted")));
+        }
+        files.push(url);
+    }
+    assert!(files.len() >= 8, "the page's modules and style: {files:?}");
+    assert!(total < 150 * 1024, "the first load is {total} bytes before compression");
+    for missing in ["/web/index.html", "/web/nothing.js", "/web/..%2fmod.rs", "/project/default/session/x"] {
+        assert_eq!(app.get(missing).await.0, StatusCode::NOT_FOUND, "{missing}");
+    }
+}
+
+/// `node web/build.mjs` gives exactly the files checked in under `src/http/web/`.
+#[test]
+fn the_checked_in_page_is_what_its_sources_build() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let web = root.join("web");
+    if !crate::support::node_package(&web, "typescript", "the page's build") {
+        return;
+    }
+    let out = tempfile::tempdir().expect("temp dir");
+    let status =
+        std::process::Command::new("node").arg(web.join("build.mjs")).arg(out.path()).status().expect("run node");
+    assert!(status.success(), "the page builds");
+    let list = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let checked_in = root.join("src/http/web");
+    assert_eq!(list(out.path()), list(&checked_in), "the same files");
+    for name in list(&checked_in) {
+        let built = std::fs::read(out.path().join(&name)).expect("built");
+        let kept = std::fs::read(checked_in.join(&name)).expect("kept");
+        assert!(built == kept, "src/http/web/{name} differs from its build: run `npm run build` in web/");
+    }
+}
+
+/// A number as the page writes it (`16`, `0.5`).
+fn shown(n: f64) -> String {
+    if n.fract() == 0.0 { format!("{n:.0}") } else { format!("{n}") }
+}
+
+/// The page at work: see `tests/browser/sessions_page.mjs` for what the browser does.
+async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
+    let Some(chromium) = crate::support::chromium() else { return };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if !crate::support::node_package(&dir, "axe-core", "the Sessions page in a browser") {
+        return;
+    }
+    let artifacts = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("target/test-artifacts/sessions-page-{:?}", app.backend).to_lowercase());
+    let _ = std::fs::remove_dir_all(&artifacts);
+    std::fs::create_dir_all(&artifacts).expect("artifact directory");
+    let p = project("default/default");
+    let panel = app.gql(Some("demo-alice"), "{ viewer { settings { resourcePanelView } } }", json!({})).await;
+    let view = panel["data"]["viewer"]["settings"]["resourcePanelView"].as_str().expect("a view").to_owned();
+    let panel = app
+        .gql(
+            Some("demo-alice"),
+            "query($p: ID!, $v: ResourcePanelView!) { resourcePanel(projectId: $p, view: $v) {
+               slots { slot bindingLayer layers { layer limit } } } }",
+            json!({"p": p, "v": view}),
+        )
+        .await;
+    let cpu = panel["data"]["resourcePanel"]["slots"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["slot"] == "cpu"))
+        .cloned()
+        .expect("a cpu bar");
+    app.start_workers();
+    let addr = app.serve().await;
+    let out = tokio::process::Command::new("node")
+        .arg("sessions_page.mjs")
+        .args([format!("http://{addr}"), artifacts.display().to_string()])
+        .env("SESSIOND_CHROMIUM", &chromium)
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the browser ran: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert!(r.get("failure").is_none(), "the walk through the page failed: {r:#}");
+    assert_eq!(r["blocked"], json!([]), "the page reached beyond the server");
+    assert_eq!(r["errors"], json!([]), "errors in the page's scripts");
+
+    // Signed in at `/`, sent on to the default project; who is shown.
+    assert!(r["aliceUrl"].as_str().expect("url").ends_with("/project/default/session"), "{r}");
+    assert!(r["who"].as_str().expect("who").contains("alice@example.com"), "{r}");
+    // A user on the admin page is refused as the API refuses it.
+    assert!(r["bobOnAdminPage"].as_str().expect("notice").starts_with("Refused"), "{r}");
+
+    // The cpu bar's tooltip names the binding layer and shows each layer's limit.
+    let tip = r["cpuTooltip"].as_str().expect("tooltip");
+    let binding = cpu["bindingLayer"].as_str().expect("a binding layer in the demo");
+    assert!(tip.contains(&format!("Binding: {binding}")), "{tip}");
+    for layer in cpu["layers"].as_array().expect("layers") {
+        let name = layer["layer"].as_str().expect("layer");
+        let limit = layer["limit"].as_f64().map_or("unlimited".to_owned(), shown);
+        let mark = if name == binding { " (binding)" } else { "" };
+        assert!(tip.contains(&format!("{name}{mark}\t{limit}\t")), "{name} {limit} in {tip}");
+    }
+
+    // The dry run's verdict before Launch: too big says why; the three fit.
+    assert!(r["verdictTooBig"].as_str().expect("verdict").contains("`cpu`"), "{r}");
+    assert!(r["verdictFits"].as_str().expect("verdict").starts_with("Fits now"), "{r}");
+
+    // They ran, Alice saw it live; the admin saw them with their owner; Bob never did.
+    assert_eq!(r["aliceSawRunning"], true);
+    assert_eq!(r["adminOwners"], json!(["alice@example.com", "alice@example.com", "alice@example.com"]));
+    assert!(!r["bobNames"].to_string().contains("page-multi"), "{r}");
+    let ticks = r["elapsedTicks"].as_array().expect("ticks");
+    assert_ne!(ticks[0], ticks[1], "the elapsed time ticks");
+
+    // One terminated: it left the Running tab for Finished.
+    let running = r["runningAfter"].to_string();
+    assert!(running.contains("page-multi-1") && running.contains("page-multi-3"), "{r}");
+    assert!(!running.contains("page-multi-2"), "{r}");
+    assert!(r["finishedAfter"].to_string().contains("page-multi-2"), "{r}");
+    let counts = app
+        .gql(
+            Some("demo-alice"),
+            "query($p: ID!) { sessionCounts(projectId: $p) { running finished } }",
+            json!({"p": p}),
+        )
+        .await;
+    let c = &counts["data"]["sessionCounts"];
+    assert_eq!(r["countsAfter"]["running"], format!("Running ({})", c["running"]), "{r}");
+    assert_eq!(r["countsAfter"]["finished"], format!("Finished ({})", c["finished"]), "{r}");
+
+    // The CSV holds the rows of the view it was asked from.
+    let csv = r["csv"].as_str().expect("csv");
+    let mut in_csv: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').next().expect("name")).collect();
+    let mut in_view: Vec<&str> =
+        r["csvViewNames"].as_array().expect("names").iter().filter_map(Value::as_str).collect();
+    in_csv.sort_unstable();
+    in_view.sort_unstable();
+    assert!(!in_view.is_empty());
+    assert_eq!(in_csv, in_view, "{csv}");
+
+    // The detail panel: transitions, history, logs.
+    let detail = r["detail"].as_str().expect("detail");
+    for part in ["Status transitions", "CREATING → RUNNING", "Scheduling history", "Logs"] {
+        assert!(detail.contains(part), "{part} in {detail}");
+    }
+
+    // Column settings by keyboard, kept over a reload; NAME cannot be hidden.
+    let headers: Vec<&str> =
+        r["headersAfterReload"].as_array().expect("headers").iter().filter_map(Value::as_str).collect();
+    assert_eq!(headers.get(1), Some(&"Type"), "{headers:?}");
+    assert!(headers.contains(&"Name"));
+    assert_eq!(r["nameAlwaysShown"], true);
+    let settings = app
+        .gql(
+            Some("demo-alice"),
+            "{ viewer { settings { resourcePanelView sessionListColumns { column visible } } } }",
+            json!({}),
+        )
+        .await;
+    let s = &settings["data"]["viewer"]["settings"];
+    assert_eq!(s["sessionListColumns"][0], json!({"column": "TYPE", "visible": true}));
+    assert_eq!(s["resourcePanelView"], "TOTAL_IN_RESOURCE_GROUP");
+    assert_eq!(r["panelViewAfterReload"], "TOTAL_IN_RESOURCE_GROUP");
+
+    // The keyboard reaches the tabs and the launcher.
+    assert_eq!(r["keyboardTab"], "tab-finished");
+    assert_eq!(r["launcherFocus"], "launch-name");
+
+    // axe-core: nothing serious or critical on the list, the launcher and the detail.
+    for view in ["list", "launcher", "detail"] {
+        let violations = r["axe"][view].as_array().unwrap_or_else(|| panic!("axe ran on {view}: {r}"));
+        let serious: Vec<&Value> =
+            violations.iter().filter(|v| v["impact"] == "serious" || v["impact"] == "critical").collect();
+        assert!(serious.is_empty(), "{view}: {serious:#?}");
+    }
+    for shot in ["list", "launcher", "detail"] {
+        let path = artifacts.join(format!("sessions-page-{shot}.png"));
+        assert!(std::fs::metadata(&path).is_ok_and(|m| m.len() > 1000), "a screenshot: {}", path.display());
+    }
+}
+
+db_tests!(the_page_is_served_whole_and_offline, the_sessions_page_works_in_a_real_browser);

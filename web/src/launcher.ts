@@ -1,0 +1,224 @@
+// The launcher: image, type, resource group, resources, cluster size, environment, startup
+// command, and "Launch Multiple Sessions" with a count. The dry run (`checkLaunch`) is
+// shown as the form changes, before Launch is pressed; errors are shown by field.
+
+import { ApiError, gql, type Problem } from './api.js';
+import { byId, fill, h } from './dom.js';
+
+interface LauncherState {
+  project: { id: string };
+}
+
+interface Image {
+  name: string;
+  supportedTypes: string[];
+}
+
+interface Verdict {
+  valid: boolean;
+  fitsNow: boolean;
+  problems: Problem[];
+  pendingReasons: { code: string; message: string }[];
+}
+
+const CATALOG = `query PageCatalog($p: ID!) { images { name supportedTypes }
+  resourceGroups(projectId: $p) { name allowedSessionTypes }
+  resourcePanel(projectId: $p, view: MY_TOTAL) { slots { slot } } }`;
+
+const CHECK = `query PageCheck($count: Int, $input: LaunchSessionInput!) { checkLaunch(count: $count, input: $input) {
+  valid fitsNow problems { code field message } pendingReasons { code message } } }`;
+
+const LAUNCH = `mutation PageLaunch($count: Int!, $input: LaunchSessionInput!) {
+  launchSessions(count: $count, input: $input) { sessions { id name } } }`;
+
+/** The form's fields by the input path the API names in its problems. */
+const FIELDS: Record<string, string> = {
+  'input.name': 'launch-name',
+  'input.image': 'launch-image',
+  'input.type': 'launch-type',
+  'input.resourceGroup': 'launch-group',
+  'input.resources': 'launch-cpu',
+  'input.clusterSize': 'launch-cluster',
+  'input.environment': 'launch-env',
+  'input.startupCommand': 'launch-command',
+  count: 'launch-count',
+};
+
+let checkTimer: number | undefined;
+let asked = 0;
+
+function value(id: string): string {
+  return byId<HTMLInputElement>(id).value.trim();
+}
+
+/** The form as the API's input; problems it can tell before asking. */
+function input(project: string): { count: number; input: Record<string, unknown>; local: Problem[] } {
+  const local: Problem[] = [];
+  const resources: { slot: string; amount: number }[] = [
+    { slot: 'cpu', amount: Number(value('launch-cpu')) },
+    { slot: 'mem', amount: Math.round(Number(value('launch-mem')) * 1024 ** 3) },
+  ];
+  const accelerator = value('launch-accel-slot');
+  const accelerators = Number(value('launch-accel') || '0');
+  if (accelerator && accelerators > 0) resources.push({ slot: accelerator, amount: accelerators });
+  const environment: { name: string; value: string }[] = [];
+  for (const line of byId<HTMLTextAreaElement>('launch-env').value.split('\n')) {
+    if (!line.trim()) continue;
+    const at = line.indexOf('=');
+    if (at <= 0) {
+      local.push({ code: 'INVALID', field: 'input.environment', message: `“${line}” is not NAME=value.` });
+      continue;
+    }
+    environment.push({ name: line.slice(0, at).trim(), value: line.slice(at + 1) });
+  }
+  const multiple = byId<HTMLInputElement>('launch-multiple').checked;
+  const count = multiple ? Number(value('launch-count')) : 1;
+  return {
+    count,
+    local,
+    input: {
+      projectId: project,
+      name: value('launch-name'),
+      image: value('launch-image'),
+      type: value('launch-type'),
+      resourceGroup: value('launch-group') || null,
+      resources,
+      clusterSize: Number(value('launch-cluster') || '1'),
+      environment,
+      startupCommand: value('launch-command') || null,
+    },
+  };
+}
+
+function showProblems(problems: Problem[]): void {
+  for (const el of document.querySelectorAll('#launch-form .field-error')) el.remove();
+  for (const id of Object.values(FIELDS)) byId(id).removeAttribute('aria-invalid');
+  for (const p of problems) {
+    const key = Object.keys(FIELDS).find((f) => p.field === f || p.field?.startsWith(`${f}[`) || p.field?.startsWith(`${f}.`));
+    const id = key ? FIELDS[key] : null;
+    if (!id) continue;
+    const field = byId(id);
+    field.setAttribute('aria-invalid', 'true');
+    const note = h('p', { class: 'field-error', id: `${id}-error` }, p.message);
+    field.setAttribute('aria-describedby', `${id}-error`);
+    field.closest('.field')?.append(note);
+  }
+}
+
+function showVerdict(v: Verdict | null, text?: string): void {
+  const el = byId('verdict');
+  if (!v) {
+    fill(el, text ?? '');
+    el.className = '';
+    return;
+  }
+  if (!v.valid) {
+    el.className = 'verdict-bad';
+    fill(el, h('strong', {}, 'Cannot launch: '), v.problems.map((p) => p.message).join(' '));
+  } else if (v.fitsNow) {
+    el.className = 'verdict-good';
+    fill(el, h('strong', {}, 'Fits now: '), 'it will start as soon as it is launched.');
+  } else {
+    el.className = 'verdict-wait';
+    fill(el, h('strong', {}, 'Will wait: '), v.pendingReasons.map((r) => r.message).join(' '));
+  }
+}
+
+/** Asks the dry run for the form as it is (the latest answer wins). */
+async function check(project: string): Promise<void> {
+  const ask = ++asked;
+  const { count, input: i, local } = input(project);
+  if (local.length) {
+    showProblems(local);
+    showVerdict({ valid: false, fitsNow: false, problems: local, pendingReasons: [] });
+    return;
+  }
+  try {
+    const v = (await gql<{ checkLaunch: Verdict }>(CHECK, { count, input: i })).checkLaunch;
+    if (ask !== asked) return;
+    showProblems(v.problems);
+    showVerdict(v);
+  } catch (e) {
+    if (ask !== asked) return;
+    const problems = e instanceof ApiError ? e.problems() : [];
+    showProblems(problems);
+    showVerdict({ valid: false, fitsNow: false, problems: problems.length ? problems : [{ code: 'ERROR', field: null, message: String(e instanceof ApiError ? e.message : e) }], pendingReasons: [] });
+  }
+}
+
+let catalog: Promise<void> | null = null;
+let images: Image[] = [];
+
+/** The images that support the chosen type, the current choice kept when it still fits. */
+function fillImages(): void {
+  const select = byId<HTMLSelectElement>('launch-image');
+  const type = value('launch-type');
+  const chosen = select.value;
+  const fitting = images.filter((i) => i.supportedTypes.includes(type));
+  fill(select, fitting.map((i) => h('option', { value: i.name }, i.name)));
+  if (fitting.some((i) => i.name === chosen)) select.value = chosen;
+}
+
+async function loadCatalog(project: string): Promise<void> {
+  type Answer = {
+    images: Image[];
+    resourceGroups: { name: string }[];
+    resourcePanel: { slots: { slot: string }[] };
+  };
+  const data = await gql<Answer>(CATALOG, { p: project });
+  images = data.images;
+  fillImages();
+  byId('launch-type').addEventListener('change', fillImages);
+  fill(byId('launch-group'), data.resourceGroups.map((g) => h('option', { value: g.name }, g.name)));
+  const accelerators = data.resourcePanel.slots.map((s) => s.slot).filter((s) => s !== 'cpu' && s !== 'mem');
+  fill(
+    byId('launch-accel-slot'),
+    h('option', { value: '' }, 'none'),
+    accelerators.map((s) => h('option', { value: s }, s)),
+  );
+}
+
+/** Opens the launcher; `launched` is called after a launch. */
+export function openLauncher(s: LauncherState, launched: () => void): void {
+  const dialog = byId<HTMLDialogElement>('launcher');
+  const form = byId<HTMLFormElement>('launch-form');
+  catalog ??= loadCatalog(s.project.id);
+  const recheck = (): void => {
+    window.clearTimeout(checkTimer);
+    checkTimer = window.setTimeout(() => void check(s.project.id), 200);
+  };
+  form.oninput = recheck;
+  form.onchange = recheck;
+  byId<HTMLInputElement>('launch-multiple').onchange = () => {
+    byId('launch-count-field').hidden = !byId<HTMLInputElement>('launch-multiple').checked;
+    recheck();
+  };
+  byId('launch-cancel').onclick = () => dialog.close();
+  form.onsubmit = async (e) => {
+    e.preventDefault();
+    const { count, input: i, local } = input(s.project.id);
+    if (local.length) {
+      showProblems(local);
+      return;
+    }
+    const button = byId<HTMLButtonElement>('launch-submit');
+    button.disabled = true;
+    try {
+      const answer = await gql<{ launchSessions: { sessions: { id: string }[] } }>(LAUNCH, { count, input: i });
+      dialog.close();
+      fill(byId('status-line'), `Launched ${answer.launchSessions.sessions.length} session(s).`);
+      launched();
+    } catch (err) {
+      const problems = err instanceof ApiError ? err.problems() : [];
+      showProblems(problems);
+      showVerdict(null, err instanceof ApiError ? err.message : String(err));
+    } finally {
+      button.disabled = false;
+    }
+  };
+  void catalog.then(() => {
+    dialog.showModal();
+    byId('launch-name').focus();
+    void check(s.project.id);
+  });
+}
