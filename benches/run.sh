@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every benchmark binary first, two at a time (each links the whole server with LTO).
 cargo bench --locked --quiet --no-run
-for bench in scheduler launch panels sessions_list subscriptions export hardening versus local_runtime slurm; do
+for bench in scheduler launch panels sessions_list subscriptions export hardening versus local_runtime slurm web_page; do
   echo "### $bench"
   echo
   cargo bench --locked --quiet --bench "$bench" -- "$@"
