@@ -27,7 +27,9 @@ async fn main() {
     let seconds = flag("--seconds").unwrap_or_else(|| "600".into());
     let every = flag("--every-ms").unwrap_or_else(|| "3000".into());
     let backend = flag("--backend").unwrap_or_else(|| "sqlite".into());
-    stamp(&format!("cargo bench --bench web_page -- --loads {loads} --seconds {seconds} --every-ms {every} --backend {backend}"));
+    stamp(&format!(
+        "cargo bench --bench web_page -- --loads {loads} --seconds {seconds} --every-ms {every} --backend {backend}"
+    ));
     let server = Server::start(&backend, &[]).await;
     let rss_before = server.rss_kib();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
@@ -60,7 +62,9 @@ async fn main() {
     println!();
     let s = &r["soak"];
     let mib = |v: &Value| v.as_f64().unwrap_or(0.0) / 1024.0 / 1024.0;
-    println!("| page open {seconds} s | launched / terminated | JS heap MiB start / largest / end | DOM nodes start / largest / end | rows shown | server RSS MiB before / after |");
+    println!(
+        "| page open {seconds} s | launched / terminated | JS heap MiB start / largest / end | DOM nodes start / largest / end | rows shown | server RSS MiB before / after |"
+    );
     println!("|---|---|---|---|---|---|");
     println!(
         "| alice, Running tab | {} / {} | {:.2} / {:.2} / {:.2} | {} / {} / {} | {} | {:.0} / {:.0} |",

@@ -24,6 +24,31 @@ const browser = await chromium.launch({
   args: ['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', '--no-first-run', '--disable-background-networking'],
 });
 
+/** Alice's `sessionEvents` sockets, passed through so that the test can drop one: the
+ * cursors the server sent, and the variables of each subscribe the page sent. */
+const feed = { sockets: [], cursors: [], subscribes: [] };
+
+async function passThrough(ws) {
+  const server = ws.connectToServer();
+  feed.sockets.push({ ws, server });
+  ws.onMessage((m) => {
+    try {
+      const j = JSON.parse(m);
+      if (j.type === 'subscribe' && j.payload.query.includes('sessionEvents')) feed.subscribes.push(j.payload.variables);
+    } catch {}
+    server.send(m);
+  });
+  server.onMessage((m) => {
+    try {
+      const cursor = JSON.parse(m).payload?.data?.sessionEvents?.cursor;
+      if (cursor) feed.cursors.push(cursor);
+    } catch {}
+    ws.send(m);
+  });
+  ws.onClose(() => server.close());
+  server.onClose((code, reason) => ws.close({ code, reason }));
+}
+
 /** A browser context of its own (a user's tab), signed in already unless `token` is null. */
 async function open(token, path) {
   // The page's policy allows no injected script; axe-core is injected, so this context
@@ -36,6 +61,7 @@ async function open(token, path) {
     return route.abort();
   });
   if (token) await context.addInitScript((t) => sessionStorage.setItem('sessiond.page.token', t), token);
+  else await context.routeWebSocket(/\/graphql\/ws$/, passThrough);
   const page = await context.newPage();
   page.loaded = 0;
   page.on('response', async (r) => {
@@ -55,6 +81,18 @@ async function names(page) {
 
 async function row(page, name) {
   return page.locator('#table tbody tr').filter({ has: page.getByRole('button', { name, exact: true }) });
+}
+
+/** One GraphQL request with `token`, outside the browser. */
+async function api(token, query, variables) {
+  const r = await fetch(new URL('/graphql', base), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await r.json();
+  if (body.errors) throw new Error(JSON.stringify(body.errors));
+  return body.data;
 }
 
 async function axe(page, label) {
@@ -83,6 +121,44 @@ try {
 
   const bob = await open('demo-bob', '/project/default/session');
   await bob.locator('#table tbody tr').first().waitFor(WAIT);
+  // Bob launches 25 small sessions (through the API): his page shows them 20 at a time.
+  const projects = await api('demo-bob', '{ viewer { projects { id name } } }', {});
+  const projectId = projects.viewer.projects.find((p) => p.name === 'default').id;
+  // Five at a time: a keypair may have 20 waiting at once.
+  for (let i = 0; i < 5; i += 1) {
+    await api(
+      'demo-bob',
+      `mutation($p: ID!, $n: String!) { launchSessions(count: 5, input: { projectId: $p, name: $n, image: "python:3.12",
+        resources: [{ slot: "cpu", amount: 0.5 }, { slot: "mem", amount: 536870912 }] }) { sessions { id } } }`,
+      { p: projectId, n: `bob-p${i}` },
+    );
+    await bob.waitForTimeout(200);
+  }
+  // The newest (the last launched) first, once the live list has them all.
+  await bob.getByRole('button', { name: 'bob-p4-5', exact: true }).waitFor(WAIT);
+  await bob.locator('#table tbody tr[data-session]').nth(19).waitFor(WAIT);
+  report.bobPage1 = await names(bob);
+  await bob.getByRole('button', { name: 'Next page' }).click();
+  await bob.locator('#table tbody tr[data-session]').first().filter({ hasNotText: report.bobPage1[0] }).waitFor(WAIT);
+  await bob.waitForTimeout(300);
+  report.bobPage2 = await names(bob);
+  await bob.getByRole('button', { name: 'Previous page' }).click();
+  await bob.getByRole('button', { name: report.bobPage1[0], exact: true }).waitFor(WAIT);
+  report.bobPageBack = await names(bob);
+  await bob.getByRole('button', { name: 'Name', exact: true }).click();
+  await bob.locator('th[aria-sort="ascending"]').waitFor(WAIT);
+  await bob.waitForTimeout(300);
+  report.bobByName = await names(bob);
+  const byName = await api(
+    'demo-bob',
+    `query($p: ID!) { sessions(projectId: $p, first: 20, filter: { tab: RUNNING }, orderBy: [{ field: NAME, direction: ASC }]) {
+      edges { node { name } } } }`,
+    { p: projectId },
+  );
+  report.apiByName = byName.sessions.edges.map((e) => e.node.name);
+  // Back to the page as it opens (newest first), where Alice's would come first if shown.
+  await bob.reload();
+  await bob.locator('#table tbody tr[data-session]').nth(19).waitFor(WAIT);
   const admin = await open('demo-admin', '/admin/project/default/session');
   await admin.locator('#table tbody tr').first().waitFor(WAIT);
   const refused = await open('demo-bob', '/admin/project/default/session');
@@ -98,6 +174,10 @@ try {
 
   // The launcher: a request that cannot fit shows why before Launch is pressed.
   await alice.getByRole('button', { name: 'Launch', exact: true }).click();
+  // Opened empty: the dry run's problem with the name is shown at the name.
+  await alice.locator('#launch-name-error').waitFor(WAIT);
+  report.nameError = await alice.locator('#launch-name-error').innerText();
+  report.nameInvalid = await alice.locator('#launch-name').getAttribute('aria-invalid');
   await alice.getByLabel('Name', { exact: true }).fill('page-multi');
   await alice.getByLabel('CPU (cores)').fill('100000');
   await alice.locator('#verdict.verdict-bad, #verdict.verdict-wait').filter({ hasText: /cpu/i }).waitFor(WAIT);
@@ -119,6 +199,15 @@ try {
     await (await row(alice, name)).locator('td[data-column="STATUS"]:has-text("RUNNING")').waitFor(WAIT);
   }
   report.aliceSawRunning = true;
+
+  // The connection drops: the page subscribes again from the last cursor it was sent.
+  const seen = feed.cursors.at(-1);
+  const before = feed.subscribes.length;
+  for (const { ws } of feed.sockets) ws.close({ code: 1012, reason: 'dropped by the test' });
+  await alice.locator('#live-state:has-text("Reconnecting")').waitFor(WAIT);
+  await alice.locator('#live-state:has-text("Live")').waitFor(WAIT);
+  report.resumedFrom = feed.subscribes.slice(before).map((v) => v.after);
+  report.lastCursorBeforeDrop = seen;
   // The admin's page shows them with their owner, live too.
   for (const name of launched) {
     await (await row(admin, name)).waitFor(WAIT);
@@ -190,16 +279,28 @@ try {
     return disabled;
   });
 
-  // The keyboard: tabs move with the arrow keys, the launcher opens and closes.
+  // The keyboard alone: tabs move with the arrow keys; a launch (Enter on the launcher's
+  // button, the name typed where the focus lands, Enter to launch) and its termination
+  // (Space on its checkbox, Enter on Terminate).
   await alice.getByRole('tab', { name: /Running/ }).focus();
   await alice.keyboard.press('ArrowRight');
   report.keyboardTab = await alice.evaluate(() => document.activeElement?.id);
+  await alice.keyboard.press('ArrowLeft');
   await alice.locator('#launch-button').focus();
   await alice.keyboard.press('Enter');
   await alice.locator('#launcher').waitFor({ state: 'visible', ...WAIT });
   report.launcherFocus = await alice.evaluate(() => document.activeElement?.id);
-  await alice.keyboard.press('Escape');
+  await alice.keyboard.type('kbd-one');
+  await alice.locator('#verdict.verdict-good').waitFor(WAIT);
+  await alice.keyboard.press('Enter');
   await alice.locator('#launcher').waitFor({ state: 'hidden', ...WAIT });
+  await (await row(alice, 'kbd-one')).waitFor(WAIT);
+  await alice.getByLabel('Select kbd-one').focus();
+  await alice.keyboard.press('Space');
+  await alice.locator('#terminate-button').focus();
+  await alice.keyboard.press('Enter');
+  await (await row(alice, 'kbd-one')).waitFor({ state: 'detached', ...WAIT });
+  report.keyboardLaunchedAndTerminated = true;
 
   // The resource panel's view is kept through the API.
   await alice.getByLabel('View').selectOption('TOTAL_IN_RESOURCE_GROUP');

@@ -118,6 +118,15 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
         .and_then(|s| s.iter().find(|s| s["slot"] == "cpu"))
         .cloned()
         .expect("a cpu bar");
+    let counts = app
+        .gql(
+            Some("demo-alice"),
+            "query($p: ID!) { sessionCounts(projectId: $p) { running finished } }",
+            json!({"p": p}),
+        )
+        .await;
+    let running = counts["data"]["sessionCounts"]["running"].as_i64().expect("running");
+    let finished = counts["data"]["sessionCounts"]["finished"].as_i64().expect("finished");
     app.start_workers();
     let addr = app.serve().await;
     let out = tokio::process::Command::new("node")
@@ -153,9 +162,25 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
         assert!(tip.contains(&format!("{name}{mark}\t{limit}\t")), "{name} {limit} in {tip}");
     }
 
+    // Errors at their fields: the empty name's, at the name.
+    assert!(r["nameError"].as_str().expect("name error").contains("name"), "{r}");
+    assert_eq!(r["nameInvalid"], "true");
     // The dry run's verdict before Launch: too big says why; the three fit.
     assert!(r["verdictTooBig"].as_str().expect("verdict").contains("`cpu`"), "{r}");
     assert!(r["verdictFits"].as_str().expect("verdict").starts_with("Fits now"), "{r}");
+
+    // A dropped connection subscribed again from the last cursor the page was sent.
+    assert!(r["lastCursorBeforeDrop"].is_string(), "events reached alice's page: {r}");
+    assert_eq!(r["resumedFrom"], json!([r["lastCursorBeforeDrop"]]), "{r}");
+
+    // Keyset pages of 20 (Bob's 25), forward and back; sorting by name as the API sorts.
+    let page1 = r["bobPage1"].as_array().expect("page 1");
+    let page2 = r["bobPage2"].as_array().expect("page 2");
+    assert_eq!((page1.len(), page2.len()), (20, 5), "{r}");
+    assert!(page2.iter().all(|n| !page1.contains(n)), "{r}");
+    assert_eq!(r["bobPageBack"], r["bobPage1"]);
+    assert_eq!(r["bobByName"], r["apiByName"], "{r}");
+    assert_ne!(r["bobByName"], r["bobPage1"], "sorting changed the order");
 
     // They ran, Alice saw it live; the admin saw them with their owner; Bob never did.
     assert_eq!(r["aliceSawRunning"], true);
@@ -165,20 +190,14 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     assert_ne!(ticks[0], ticks[1], "the elapsed time ticks");
 
     // One terminated: it left the Running tab for Finished.
-    let running = r["runningAfter"].to_string();
-    assert!(running.contains("page-multi-1") && running.contains("page-multi-3"), "{r}");
-    assert!(!running.contains("page-multi-2"), "{r}");
+    let running_after = r["runningAfter"].to_string();
+    assert!(running_after.contains("page-multi-1") && running_after.contains("page-multi-3"), "{r}");
+    assert!(!running_after.contains("page-multi-2"), "{r}");
     assert!(r["finishedAfter"].to_string().contains("page-multi-2"), "{r}");
-    let counts = app
-        .gql(
-            Some("demo-alice"),
-            "query($p: ID!) { sessionCounts(projectId: $p) { running finished } }",
-            json!({"p": p}),
-        )
-        .await;
-    let c = &counts["data"]["sessionCounts"];
-    assert_eq!(r["countsAfter"]["running"], format!("Running ({})", c["running"]), "{r}");
-    assert_eq!(r["countsAfter"]["finished"], format!("Finished ({})", c["finished"]), "{r}");
+    // The tabs' counts, before (as the API gave them) and after: three launched, one ended.
+    let tabs = |r: i64, f: i64| json!({"running": format!("Running ({r})"), "finished": format!("Finished ({f})")});
+    assert_eq!(r["countsBefore"], tabs(running, finished));
+    assert_eq!(r["countsAfter"], tabs(running + 2, finished + 1));
 
     // The CSV holds the rows of the view it was asked from.
     let csv = r["csv"].as_str().expect("csv");
@@ -217,6 +236,7 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     // The keyboard reaches the tabs and the launcher.
     assert_eq!(r["keyboardTab"], "tab-finished");
     assert_eq!(r["launcherFocus"], "launch-name");
+    assert_eq!(r["keyboardLaunchedAndTerminated"], true);
 
     // axe-core: nothing serious or critical on the list, the launcher and the detail.
     for view in ["list", "launcher", "detail"] {

@@ -28,8 +28,10 @@ const CATALOG = `query PageCatalog($p: ID!) { images { name supportedTypes }
 const CHECK = `query PageCheck($count: Int, $input: LaunchSessionInput!) { checkLaunch(count: $count, input: $input) {
   valid fitsNow problems { code field message } pendingReasons { code message } } }`;
 
+/** One session keeps its name; several are named `<name>-1` … `<name>-<count>`. */
+const LAUNCH_ONE = `mutation PageLaunchOne($input: LaunchSessionInput!) { launchSession(input: $input) { session { id } } }`;
 const LAUNCH = `mutation PageLaunch($count: Int!, $input: LaunchSessionInput!) {
-  launchSessions(count: $count, input: $input) { sessions { id name } } }`;
+  launchSessions(count: $count, input: $input) { sessions { id } } }`;
 
 /** The form's fields by the input path the API names in its problems. */
 const FIELDS: Record<string, string> = {
@@ -204,9 +206,19 @@ export function openLauncher(s: LauncherState, launched: () => void): void {
     const button = byId<HTMLButtonElement>('launch-submit');
     button.disabled = true;
     try {
-      const answer = await gql<{ launchSessions: { sessions: { id: string }[] } }>(LAUNCH, { count, input: i });
+      const made =
+        count === 1
+          ? (await gql<{ launchSession: { session: { id: string } } }>(LAUNCH_ONE, { input: i }), 1)
+          : (await gql<{ launchSessions: { sessions: { id: string }[] } }>(LAUNCH, { count, input: i })).launchSessions
+              .sessions.length;
       dialog.close();
-      fill(byId('status-line'), `Launched ${answer.launchSessions.sessions.length} session(s).`);
+      // The next launch starts from a fresh form.
+      form.reset();
+      byId('launch-count-field').hidden = true;
+      fillImages();
+      showProblems([]);
+      showVerdict(null);
+      fill(byId('status-line'), made === 1 ? 'Launched 1 session.' : `Launched ${made} sessions.`);
       launched();
     } catch (err) {
       const problems = err instanceof ApiError ? err.problems() : [];

@@ -56,6 +56,9 @@ let state: State | null = null;
 let events: Subscription | null = null;
 let lastCursor: string | null = null;
 let refreshTimer: number | undefined;
+/** Reads of the list asked so far: an answer to an older one is dropped (a live refresh
+ * still in flight when the user pages on must not put the old page back). */
+let listAsked = 0;
 
 /** Where the address points: the project's name and whether it is the admin view. */
 function route(): { admin: boolean; project: string | null } {
@@ -199,6 +202,7 @@ export async function refresh(): Promise<void> {
     sessionCounts: { running: number; finished: number };
   };
   let data: Answer;
+  const ask = ++listAsked;
   try {
     data = await gql<Answer>(LIST, {
       p: s.project.id,
@@ -209,9 +213,11 @@ export async function refresh(): Promise<void> {
       ...s.page,
     });
   } catch (e) {
+    if (ask !== listAsked) return;
     notice(e instanceof ApiError && e.code === 'FORBIDDEN' ? `Refused: ${e.message}` : `The list could not be read: ${String(e)}`);
     return;
   }
+  if (ask !== listAsked) return;
   notice(null);
   s.rows = data.sessions.edges.map((e) => e.node);
   s.pageInfo = data.sessions.pageInfo;

@@ -35,6 +35,8 @@ const PANEL = `query PagePanel($p: ID!, $view: ResourcePanelView!) { resourcePan
   view resourceGroup slots { slot used limit remaining bindingLayer layers { layer limit used remaining } } } }`;
 
 let wired = false;
+/** Reads asked so far: only the latest answer is drawn. */
+let asked = 0;
 
 /** Draws the panel in the viewer's view (and wires its switcher the first time). */
 export async function renderPanel(s: PanelState): Promise<void> {
@@ -57,13 +59,16 @@ export async function renderPanel(s: PanelState): Promise<void> {
   }
   select.value = s.viewer.settings.resourcePanelView;
   let panel: { resourceGroup: string | null; slots: SlotUsage[] };
+  const ask = ++asked;
   try {
     panel = (await gql<{ resourcePanel: typeof panel }>(PANEL, { p: s.project.id, view: s.viewer.settings.resourcePanelView }))
       .resourcePanel;
   } catch (e) {
+    if (ask !== asked) return;
     fill(byId('bars'), h('p', {}, `The panel could not be read: ${e instanceof ApiError ? e.message : String(e)}`));
     return;
   }
+  if (ask !== asked) return;
   fill(byId('panel-group'), panel.resourceGroup ? `Resource group: ${panel.resourceGroup}` : 'Every resource group');
   fill(byId('bars'), panel.slots.map(bar));
 }

@@ -8,8 +8,10 @@ const CATALOG = `query PageCatalog($p: ID!) { images { name supportedTypes }
   resourcePanel(projectId: $p, view: MY_TOTAL) { slots { slot } } }`;
 const CHECK = `query PageCheck($count: Int, $input: LaunchSessionInput!) { checkLaunch(count: $count, input: $input) {
   valid fitsNow problems { code field message } pendingReasons { code message } } }`;
+/** One session keeps its name; several are named `<name>-1` … `<name>-<count>`. */
+const LAUNCH_ONE = `mutation PageLaunchOne($input: LaunchSessionInput!) { launchSession(input: $input) { session { id } } }`;
 const LAUNCH = `mutation PageLaunch($count: Int!, $input: LaunchSessionInput!) {
-  launchSessions(count: $count, input: $input) { sessions { id name } } }`;
+  launchSessions(count: $count, input: $input) { sessions { id } } }`;
 /** The form's fields by the input path the API names in its problems. */
 const FIELDS = {
     'input.name': 'launch-name',
@@ -175,9 +177,18 @@ export function openLauncher(s, launched) {
         const button = byId('launch-submit');
         button.disabled = true;
         try {
-            const answer = await gql(LAUNCH, { count, input: i });
+            const made = count === 1
+                ? (await gql(LAUNCH_ONE, { input: i }), 1)
+                : (await gql(LAUNCH, { count, input: i })).launchSessions
+                    .sessions.length;
             dialog.close();
-            fill(byId('status-line'), `Launched ${answer.launchSessions.sessions.length} session(s).`);
+            // The next launch starts from a fresh form.
+            form.reset();
+            byId('launch-count-field').hidden = true;
+            fillImages();
+            showProblems([]);
+            showVerdict(null);
+            fill(byId('status-line'), made === 1 ? 'Launched 1 session.' : `Launched ${made} sessions.`);
             launched();
         }
         catch (err) {

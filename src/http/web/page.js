@@ -29,6 +29,9 @@ let state = null;
 let events = null;
 let lastCursor = null;
 let refreshTimer;
+/** Reads of the list asked so far: an answer to an older one is dropped (a live refresh
+ * still in flight when the user pages on must not put the old page back). */
+let listAsked = 0;
 /** Where the address points: the project's name and whether it is the admin view. */
 function route() {
     const admin = location.pathname.match(/^\/admin\/project\/([^/]+)\/session\/?$/);
@@ -167,6 +170,7 @@ export async function refresh() {
     if (!s)
         return;
     let data;
+    const ask = ++listAsked;
     try {
         data = await gql(LIST, {
             p: s.project.id,
@@ -178,9 +182,13 @@ export async function refresh() {
         });
     }
     catch (e) {
+        if (ask !== listAsked)
+            return;
         notice(e instanceof ApiError && e.code === 'FORBIDDEN' ? `Refused: ${e.message}` : `The list could not be read: ${String(e)}`);
         return;
     }
+    if (ask !== listAsked)
+        return;
     notice(null);
     s.rows = data.sessions.edges.map((e) => e.node);
     s.pageInfo = data.sessions.pageInfo;

@@ -10,6 +10,8 @@ const VIEWS = [
 const PANEL = `query PagePanel($p: ID!, $view: ResourcePanelView!) { resourcePanel(projectId: $p, view: $view) {
   view resourceGroup slots { slot used limit remaining bindingLayer layers { layer limit used remaining } } } }`;
 let wired = false;
+/** Reads asked so far: only the latest answer is drawn. */
+let asked = 0;
 /** Draws the panel in the viewer's view (and wires its switcher the first time). */
 export async function renderPanel(s) {
     const select = byId('panel-view');
@@ -29,14 +31,19 @@ export async function renderPanel(s) {
     }
     select.value = s.viewer.settings.resourcePanelView;
     let panel;
+    const ask = ++asked;
     try {
         panel = (await gql(PANEL, { p: s.project.id, view: s.viewer.settings.resourcePanelView }))
             .resourcePanel;
     }
     catch (e) {
+        if (ask !== asked)
+            return;
         fill(byId('bars'), h('p', {}, `The panel could not be read: ${e instanceof ApiError ? e.message : String(e)}`));
         return;
     }
+    if (ask !== asked)
+        return;
     fill(byId('panel-group'), panel.resourceGroup ? `Resource group: ${panel.resourceGroup}` : 'Every resource group');
     fill(byId('bars'), panel.slots.map(bar));
 }
