@@ -269,18 +269,8 @@ async fn graphiql_answers_in_a_real_browser(mut app: TestApp) {
     let screenshot = artifacts.join(format!("graphiql-{:?}.png", app.backend).to_lowercase());
     let _ = std::fs::remove_file(&screenshot);
     let addr = app.serve().await;
-    let out = tokio::process::Command::new("node")
-        .arg("graphiql.mjs")
-        .args([format!("http://{addr}"), "demo-alice".into(), screenshot.display().to_string()])
-        .env("SESSIOND_CHROMIUM", &chromium)
-        .current_dir(&dir)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the browser check ran: {stdout}{}", String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    let args = [format!("http://{addr}"), "demo-alice".into(), screenshot.display().to_string()];
+    let report = crate::support::browser_script("graphiql.mjs", &args, &chromium).await;
     let result = report["result"].as_str().unwrap_or_default();
     assert!(result.contains("alice@example.com"), "{report}");
     assert_eq!(report["blocked"], json!([]), "the page reached for something beyond the server");

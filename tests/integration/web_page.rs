@@ -129,18 +129,8 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     let finished = counts["data"]["sessionCounts"]["finished"].as_i64().expect("finished");
     app.start_workers();
     let addr = app.serve().await;
-    let out = tokio::process::Command::new("node")
-        .arg("sessions_page.mjs")
-        .args([format!("http://{addr}"), artifacts.display().to_string()])
-        .env("SESSIOND_CHROMIUM", &chromium)
-        .current_dir(&dir)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the browser ran: {stdout}{}", String::from_utf8_lossy(&out.stderr));
-    let r: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    let args = [format!("http://{addr}"), artifacts.display().to_string()];
+    let r = crate::support::browser_script("sessions_page.mjs", &args, &chromium).await;
     assert!(r.get("failure").is_none(), "the walk through the page failed: {r:#}");
     assert_eq!(r["blocked"], json!([]), "the page reached beyond the server");
     assert_eq!(r["errors"], json!([]), "errors in the page's scripts");

@@ -647,6 +647,24 @@ pub fn chromium() -> Option<String> {
     None
 }
 
+/// Runs `script` of `tests/browser` under Node with `args`, driving `chromium`, and returns
+/// the one JSON line it prints (it must exit successfully).
+pub async fn browser_script(script: &str, args: &[String], chromium: &str) -> Value {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    let out = tokio::process::Command::new("node")
+        .arg(script)
+        .args(args)
+        .env("SESSIOND_CHROMIUM", chromium)
+        .current_dir(&dir)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{script} ran: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.trim()).expect("one JSON line")
+}
+
 pub fn node_package(dir: &std::path::Path, module: &str, what: &str) -> bool {
     let ready = || -> Result<(), String> {
         let node = std::process::Command::new("node").arg("--version").output();
