@@ -49,11 +49,13 @@ async function passThrough(ws) {
   server.onClose((code, reason) => ws.close({ code, reason }));
 }
 
-/** A browser context of its own (a user's tab), signed in already unless `token` is null. */
+/** A browser context of its own (a user's tab), signed in already unless `token` is null
+ * (Alice, who signs in through the form). */
 async function open(token, path) {
-  // The page's policy allows no injected script; axe-core is injected, so this context
-  // bypasses it (the page's own code runs under the policy in every other check).
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, acceptDownloads: true, bypassCSP: true });
+  // The page's policy allows no injected script; axe-core is injected into Alice's tab, so
+  // hers bypasses it. Bob's and the admin's run under it, and report anything it blocks.
+  const alice = token === null;
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, acceptDownloads: true, bypassCSP: alice });
   await context.route('**/*', (route) => {
     const url = new URL(route.request().url());
     if (url.host === server.host) return route.continue();
@@ -70,6 +72,9 @@ async function open(token, path) {
     } catch {}
   });
   page.on('pageerror', (e) => report.errors.push(`${token}: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !alice) report.errors.push(`${token}: console: ${m.text()}`);
+  });
   await page.goto(new URL(path, base).href);
   return page;
 }
@@ -223,6 +228,29 @@ try {
   const e1 = await elapsedCell.innerText();
   await alice.waitForTimeout(2100);
   report.elapsedTicks = [e1, await elapsedCell.innerText()];
+
+  // A session that must wait shows why, and where it stands in the queue (then it goes).
+  const aliceProject = (await api('demo-alice', '{ viewer { projects { id name } } }', {})).viewer.projects.find(
+    (p) => p.name === 'default',
+  ).id;
+  const waiting = await api(
+    'demo-alice',
+    `mutation($p: ID!) { launchSession(input: { projectId: $p, name: "page-wait", image: "python:3.12",
+      resources: [{ slot: "cpu", amount: 15 }, { slot: "mem", amount: 1073741824 }] }) { session { id } } }`,
+    { p: aliceProject },
+  );
+  const waitingStatus = (await row(alice, 'page-wait')).locator('td[data-column="STATUS"]');
+  await waitingStatus.locator('.reasons').filter({ hasText: /\S/ }).waitFor(WAIT);
+  await waitingStatus.locator('.queue').waitFor(WAIT);
+  report.waiting = {
+    status: await waitingStatus.locator('.status').innerText(),
+    queue: await waitingStatus.locator('.queue').innerText(),
+    reasons: await waitingStatus.locator('.reasons').innerText(),
+  };
+  await api('demo-alice', 'mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }', {
+    ids: [waiting.launchSession.session.id],
+  });
+  await (await row(alice, 'page-wait')).waitFor({ state: 'detached', ...WAIT });
   await alice.screenshot({ path: join(artifacts, 'sessions-page-list.png') });
   await axe(alice, 'list');
 

@@ -176,6 +176,12 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     assert_eq!(r["aliceSawRunning"], true);
     assert_eq!(r["adminOwners"], json!(["alice@example.com", "alice@example.com", "alice@example.com"]));
     assert!(!r["bobNames"].to_string().contains("page-multi"), "{r}");
+    // A waiting session: its status, its place in the resource group's queue, and why.
+    let waiting = &r["waiting"];
+    assert_eq!(waiting["status"], "PENDING", "{r}");
+    let queue = waiting["queue"].as_str().expect("queue");
+    assert!(queue.trim().starts_with('#') && queue.ends_with("in queue"), "{queue}");
+    assert!(!waiting["reasons"].as_str().expect("reasons").trim().is_empty(), "{r}");
     let ticks = r["elapsedTicks"].as_array().expect("ticks");
     assert_ne!(ticks[0], ticks[1], "the elapsed time ticks");
 
@@ -184,10 +190,11 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     assert!(running_after.contains("page-multi-1") && running_after.contains("page-multi-3"), "{r}");
     assert!(!running_after.contains("page-multi-2"), "{r}");
     assert!(r["finishedAfter"].to_string().contains("page-multi-2"), "{r}");
-    // The tabs' counts, before (as the API gave them) and after: three launched, one ended.
+    // The tabs' counts, before (as the API gave them) and after: three launched and one of
+    // them ended, and the one that waited cancelled.
     let tabs = |r: i64, f: i64| json!({"running": format!("Running ({r})"), "finished": format!("Finished ({f})")});
     assert_eq!(r["countsBefore"], tabs(running, finished));
-    assert_eq!(r["countsAfter"], tabs(running + 2, finished + 1));
+    assert_eq!(r["countsAfter"], tabs(running + 2, finished + 2));
 
     // The CSV holds the rows of the view it was asked from.
     let csv = r["csv"].as_str().expect("csv");

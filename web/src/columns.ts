@@ -43,7 +43,8 @@ export interface Column {
   key: string;
   label: string;
   sort?: string;
-  render(row: Row, state: unknown, ticked?: number): Cell;
+  /** The cell; `ticked`: seconds since the row was read (the elapsed time goes on). */
+  render(row: Row, ticked?: number): Cell;
 }
 
 const LIVE = new Set(['PREPARING', 'PULLING', 'PREPARED', 'CREATING', 'RUNNING', 'TERMINATING']);
@@ -90,7 +91,7 @@ export const COLUMNS: Column[] = [
     label: 'Elapsed',
     sort: 'ELAPSED',
     // A live session's time goes on between reads; an ended one's stays.
-    render: (r, _s, ticked = 0) =>
+    render: (r, ticked = 0) =>
       duration(r.elapsedSeconds + (r.terminatedAt || r.status === 'PENDING' ? 0 : ticked)),
   },
   { key: 'AGENT', label: 'Agent', render: (r) => r.agent ?? '—' },
@@ -116,6 +117,3 @@ export const COLUMNS: Column[] = [
   },
 ];
 
-export function columnLabel(c: { key: string; label: string }): string {
-  return c.label;
-}

@@ -2,7 +2,7 @@
 // and live rows, the launcher, the detail panel. Everything through the public API.
 
 import { ApiError, gql, setToken, token } from './api.js';
-import { type Column, COLUMNS, type Row, columnLabel } from './columns.js';
+import { type Column, COLUMNS, type Row } from './columns.js';
 import { openDetail } from './detail.js';
 import { byId, fill, h } from './dom.js';
 import { openLauncher } from './launcher.js';
@@ -250,7 +250,7 @@ function renderTable(s: State): void {
     h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Select')),
     columns.map((c) => {
       const sorted = c.sort && s.order.field === c.sort;
-      const label = columnLabel(c);
+      const label = c.label;
       return h(
         'th',
         { scope: 'col', 'aria-sort': sorted ? (s.order.direction === 'ASC' ? 'ascending' : 'descending') : null },
@@ -302,7 +302,7 @@ function renderTable(s: State): void {
               { 'data-column': c.key },
               c.key === 'NAME'
                 ? h('button', { type: 'button', class: 'link', onclick: () => openDetail(r.id, r.name) }, r.name)
-                : c.render(r, s),
+                : c.render(r),
             ),
           ),
         ),
@@ -324,11 +324,10 @@ function tick(): void {
   const s = state;
   if (!s) return;
   const since = (Date.now() - s.fetchedAt) / 1000;
+  const elapsed = COLUMNS.find((c) => c.key === 'ELAPSED');
   for (const cell of document.querySelectorAll<HTMLElement>('td[data-column="ELAPSED"]')) {
     const row = s.rows.find((r) => r.id === cell.parentElement?.dataset.session);
-    if (!row) continue;
-    const col = COLUMNS.find((c) => c.key === 'ELAPSED');
-    if (col) fill(cell, col.render(row, s, since));
+    if (row && elapsed) fill(cell, elapsed.render(row, since));
   }
 }
 
@@ -440,7 +439,7 @@ function openColumns(s: State): void {
               },
             }),
             ' ',
-            columnLabel(COLUMNS.find((k) => k.key === c.column) ?? { key: c.column, label: c.column }),
+            COLUMNS.find((k) => k.key === c.column)?.label ?? c.column,
             c.column === 'NAME' ? ' (always shown)' : '',
           ),
           h(

@@ -37,7 +37,7 @@ export const COLUMNS = [
         label: 'Elapsed',
         sort: 'ELAPSED',
         // A live session's time goes on between reads; an ended one's stays.
-        render: (r, _s, ticked = 0) => duration(r.elapsedSeconds + (r.terminatedAt || r.status === 'PENDING' ? 0 : ticked)),
+        render: (r, ticked = 0) => duration(r.elapsedSeconds + (r.terminatedAt || r.status === 'PENDING' ? 0 : ticked)),
     },
     { key: 'AGENT', label: 'Agent', render: (r) => r.agent ?? '—' },
     { key: 'PRIORITY', label: 'Priority', render: (r) => String(r.priority) },
@@ -61,6 +61,3 @@ export const COLUMNS = [
         render: (r) => r.utilization.map((u) => `${u.slot} ${amount(u.slot, u.current)}`).join(', ') || '—',
     },
 ];
-export function columnLabel(c) {
-    return c.label;
-}

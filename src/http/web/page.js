@@ -1,7 +1,7 @@
 // The Sessions page: sign-in, the resource panel, the list with its tabs, filter, columns
 // and live rows, the launcher, the detail panel. Everything through the public API.
 import { ApiError, gql, setToken, token } from './api.js';
-import { COLUMNS, columnLabel } from './columns.js';
+import { COLUMNS } from './columns.js';
 import { openDetail } from './detail.js';
 import { byId, fill, h } from './dom.js';
 import { openLauncher } from './launcher.js';
@@ -218,7 +218,7 @@ function renderTable(s) {
     const columns = visibleColumns(s);
     const head = h('tr', {}, h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Select')), columns.map((c) => {
         const sorted = c.sort && s.order.field === c.sort;
-        const label = columnLabel(c);
+        const label = c.label;
         return h('th', { scope: 'col', 'aria-sort': sorted ? (s.order.direction === 'ASC' ? 'ascending' : 'descending') : null }, c.sort
             ? h('button', {
                 type: 'button',
@@ -249,7 +249,7 @@ function renderTable(s) {
             },
         })), columns.map((c) => h('td', { 'data-column': c.key }, c.key === 'NAME'
             ? h('button', { type: 'button', class: 'link', onclick: () => openDetail(r.id, r.name) }, r.name)
-            : c.render(r, s)))))
+            : c.render(r)))))
         : [h('tr', {}, h('td', { colspan: columns.length + 1, class: 'empty' }, 'No sessions here.'))];
     fill(byId('table'), h('thead', {}, head), h('tbody', {}, body));
     updateSelection(s);
@@ -266,13 +266,11 @@ function tick() {
     if (!s)
         return;
     const since = (Date.now() - s.fetchedAt) / 1000;
+    const elapsed = COLUMNS.find((c) => c.key === 'ELAPSED');
     for (const cell of document.querySelectorAll('td[data-column="ELAPSED"]')) {
         const row = s.rows.find((r) => r.id === cell.parentElement?.dataset.session);
-        if (!row)
-            continue;
-        const col = COLUMNS.find((c) => c.key === 'ELAPSED');
-        if (col)
-            fill(cell, col.render(row, s, since));
+        if (row && elapsed)
+            fill(cell, elapsed.render(row, since));
     }
 }
 /** Live rows: every change in the list's scope reads the list again (at most every 250 ms). */
@@ -368,7 +366,7 @@ function openColumns(s) {
             onchange: (e) => {
                 c.visible = e.target.checked;
             },
-        }), ' ', columnLabel(COLUMNS.find((k) => k.key === c.column) ?? { key: c.column, label: c.column }), c.column === 'NAME' ? ' (always shown)' : ''), h('button', {
+        }), ' ', COLUMNS.find((k) => k.key === c.column)?.label ?? c.column, c.column === 'NAME' ? ' (always shown)' : ''), h('button', {
             type: 'button',
             id: `up-${c.column}`,
             'aria-label': `Move ${c.column} up`,
