@@ -82,6 +82,9 @@ pub struct Model {
     #[sea_orm(column_type = "Text", nullable)]
     pub callback_url: Option<String>,
     pub callback_on_running: bool,
+    /// A digest of `pending_reasons` (`occupancy::reasons_digest`), written with them: what
+    /// the scheduling pass compares. 0: not known.
+    pub pending_digest: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -19,6 +19,7 @@ mod m20261202_000014_session_templates;
 mod m20261202_000015_starts_at;
 mod m20261202_000016_dependencies;
 mod m20261202_000017_callbacks;
+mod m20261202_000018_pending_digest;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -44,6 +45,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000015_starts_at::Migration),
             Box::new(m20261202_000016_dependencies::Migration),
             Box::new(m20261202_000017_callbacks::Migration),
+            Box::new(m20261202_000018_pending_digest::Migration),
         ]
     }
 }

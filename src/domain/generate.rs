@@ -491,6 +491,7 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         starts_at: Set(None),
         callback_url: Set(None),
         callback_on_running: Set(false),
+        pending_digest: Set(super::occupancy::reasons_digest(&[])),
     };
     Generated { session, transitions: path }
 }

@@ -188,6 +188,7 @@ pub async fn apply(
                 .col_expr(session::Column::OccupiedSlots, Expr::value(c.session.requested_slots.clone()))
                 .col_expr(session::Column::AgentId, Expr::value(c.agent.clone()))
                 .col_expr(session::Column::PendingReasons, Expr::value(serde_json::json!([])))
+                .col_expr(session::Column::PendingDigest, Expr::value(super::occupancy::reasons_digest(&[])))
                 .col_expr(session::Column::QueuePosition, Expr::value(Option::<i32>::None));
         }
         if c.to != SessionStatus::Scheduled
@@ -199,6 +200,7 @@ pub async fn apply(
         if c.to.is_terminal() {
             update = update
                 .col_expr(session::Column::PendingReasons, Expr::value(serde_json::json!([])))
+                .col_expr(session::Column::PendingDigest, Expr::value(super::occupancy::reasons_digest(&[])))
                 .col_expr(session::Column::QueuePosition, Expr::value(Option::<i32>::None));
         }
         if let Some((result, exit_code)) = c.result {

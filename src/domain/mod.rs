@@ -159,6 +159,7 @@ pub(crate) mod testing {
             starts_at: None,
             callback_url: None,
             callback_on_running: false,
+            pending_digest: super::occupancy::reasons_digest(&[]),
         }
     }
 }

@@ -61,6 +61,12 @@ impl PendingReason {
         })
     }
 
+    /// The stored form of `reasons` and their digest ([`reasons_digest`]): the two columns
+    /// every writer of a session's reasons sets together.
+    pub fn stored(reasons: &[PendingReason]) -> (serde_json::Value, i64) {
+        (serde_json::Value::Array(reasons.iter().map(Self::to_json).collect()), reasons_digest(reasons))
+    }
+
     /// Reads what [`Self::to_json`] stored; entries with an unknown code are skipped.
     pub fn list_from_json(stored: &serde_json::Value) -> Vec<PendingReason> {
         let text = |r: &serde_json::Value, k: &str| r.get(k).and_then(serde_json::Value::as_str).map(str::to_owned);
@@ -81,6 +87,47 @@ impl PendingReason {
                 })
             })
             .collect()
+    }
+}
+
+/// A digest of `reasons` as stored (`sessions.pending_digest`): equal reasons, equal
+/// digests. Computed from the reasons themselves, not their JSON, so that a pass compares
+/// a waiting session's reasons without building or reading any JSON. Never 0 (0 is "not
+/// known", what a session has before any writer set it).
+pub fn reasons_digest(reasons: &[PendingReason]) -> i64 {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    let text = |h: &mut sha2::Sha256, t: Option<&str>| {
+        // Each field with its length or absence, so that no two lists feed the same bytes.
+        match t {
+            Some(t) => {
+                h.update([1]);
+                h.update((t.len() as u64).to_le_bytes());
+                h.update(t.as_bytes());
+            }
+            None => h.update([0]),
+        }
+    };
+    let number = |h: &mut sha2::Sha256, n: Option<f64>| match n {
+        Some(n) => {
+            h.update([1]);
+            h.update(n.to_bits().to_le_bytes());
+        }
+        None => h.update([0]),
+    };
+    h.update((reasons.len() as u64).to_le_bytes());
+    for r in reasons {
+        text(&mut h, Some(r.code));
+        text(&mut h, Some(&r.message));
+        text(&mut h, r.layer.map(LimitLayer::as_str));
+        text(&mut h, r.slot.as_deref());
+        number(&mut h, r.requested);
+        number(&mut h, r.remaining);
+    }
+    let bytes: [u8; 8] = h.finalize()[..8].try_into().expect("eight bytes of a SHA-256");
+    match i64::from_le_bytes(bytes) {
+        0 => 1,
+        d => d,
     }
 }
 
@@ -347,9 +394,36 @@ mod tests {
                 remaining: None,
             },
         ];
-        let stored = serde_json::Value::Array(reasons.iter().map(PendingReason::to_json).collect());
+        let (stored, digest) = PendingReason::stored(&reasons);
         assert_eq!(PendingReason::list_from_json(&stored), reasons);
         assert!(PendingReason::list_from_json(&serde_json::json!([{"code": "MADE_UP"}])).is_empty());
+        // The digest: the same reasons, the same digest; any field changed, another; never
+        // 0 ("not known"), the empty list's included.
+        assert_eq!(reasons_digest(&PendingReason::list_from_json(&stored)), digest);
+        let mut others = Vec::new();
+        let mut changed = |f: &dyn Fn(&mut PendingReason)| {
+            let mut r = reasons.clone();
+            f(&mut r[0]);
+            others.push(reasons_digest(&r));
+        };
+        changed(&|r| r.code = "NO_CAPACITY");
+        changed(&|r| r.message.push('!'));
+        changed(&|r| r.layer = None);
+        changed(&|r| r.slot = Some("mem".into()));
+        changed(&|r| r.requested = Some(2.5));
+        changed(&|r| r.remaining = None);
+        // Moved between fields: a message ending where a slot begins is not the same.
+        changed(&|r| {
+            r.message = "overcpu".into();
+            r.slot = Some(String::new());
+        });
+        others.push(reasons_digest(&reasons[..1]));
+        others.push(reasons_digest(&[]));
+        let mut distinct: Vec<i64> = others.iter().copied().chain([digest]).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), others.len() + 1, "every change changes the digest");
+        assert!(distinct.iter().all(|d| *d != 0));
     }
 
     #[test]

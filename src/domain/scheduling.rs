@@ -18,7 +18,7 @@ use super::events::EventBus;
 use super::history::{self, Entry, SchedulingResult, SubStep};
 use super::lifecycle::{self, Change};
 use super::model::SchedulerStrategy;
-use super::occupancy::{self, PendingReason, UuidColumn};
+use super::occupancy::{self, PendingReason, UuidColumn, reasons_digest};
 use super::scheduler::{self, Agent, Check, Group, KeypairQuota, Outcome, PendingSession, Quota, Snapshot};
 use super::slots::{ResourceRequest, ResourceSlots};
 use super::status::SessionStatus;
@@ -217,12 +217,12 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
             (None, names) => dependency(names.map(Vec::as_slice).unwrap_or_default()),
         };
         let reasons = [reason];
-        let stored = Value::Array(reasons.iter().map(PendingReason::to_json).collect());
-        if s.pending_reasons != stored {
+        let digest = reasons_digest(&reasons);
+        if s.pending_digest != digest {
             entries.push(wait_line(s.id, &reasons, json!([])));
         }
-        if s.pending_reasons != stored || s.queue_position.is_some() {
-            waits.push((s.id, stored, None));
+        if s.pending_digest != digest || s.queue_position.is_some() {
+            waits.push((s.id, PendingReason::stored(&reasons), None));
         }
     }
 
@@ -258,14 +258,15 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
             }
             Outcome::Wait { reasons, position } => {
                 report.waiting += 1;
-                let stored = Value::Array(reasons.iter().map(PendingReason::to_json).collect());
+                let digest = reasons_digest(&reasons);
                 let position = i32::try_from(position).ok();
-                // What did not change is not written: no row, no line of history.
-                if s.pending_reasons != stored {
+                // What did not change is not written: no row, no line of history. The
+                // stored digest says whether it changed, without reading any JSON.
+                if s.pending_digest != digest {
                     entries.push(wait_line(s.id, &reasons, sub_steps(&d.checks)));
                 }
-                if s.pending_reasons != stored || s.queue_position != position {
-                    waits.push((s.id, stored, position));
+                if s.pending_digest != digest || s.queue_position != position {
+                    waits.push((s.id, PendingReason::stored(&reasons), position));
                 }
             }
         }
@@ -303,7 +304,7 @@ struct Waiting {
     project_id: Uuid,
     domain_id: Uuid,
     priority: i32,
-    pending_reasons: Value,
+    pending_digest: i64,
     queue_position: Option<i32>,
 }
 
@@ -325,7 +326,7 @@ async fn waiting(db: &impl ConnectionTrait, group: Option<&str>) -> DomainResult
             C::ProjectId,
             C::DomainId,
             C::Priority,
-            C::PendingReasons,
+            C::PendingDigest,
             C::QueuePosition,
         ])
         .filter(C::Status.eq(SessionStatus::Pending.as_str()))
@@ -376,13 +377,14 @@ const WAITS_PER_STATEMENT: usize = 10_000;
 /// [`WAITS_PER_STATEMENT`] sessions, their text the same whatever their number (the rows
 /// are locked in id order, then updated from one JSON parameter); on SQLite, in-process,
 /// one prepared update per session.
-async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<(Uuid, Value, Option<i32>)>) -> DomainResult<()> {
+async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<(Uuid, (Value, i64), Option<i32>)>) -> DomainResult<()> {
     waits.sort_by_key(|w| w.0);
     let backend = txn.get_database_backend();
     if backend != DbBackend::Postgres {
-        for (id, stored, position) in waits {
+        for (id, (stored, digest), position) in waits {
             session::Entity::update_many()
                 .col_expr(session::Column::PendingReasons, sea_orm::sea_query::Expr::value(stored))
+                .col_expr(session::Column::PendingDigest, sea_orm::sea_query::Expr::value(digest))
                 .col_expr(session::Column::QueuePosition, sea_orm::sea_query::Expr::value(position))
                 .filter(session::Column::Id.eq(id))
                 .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
@@ -392,13 +394,13 @@ async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<(Uuid, Value, Op
         return Ok(());
     }
     for chunk in waits.chunks(WAITS_PER_STATEMENT) {
-        let rows: Vec<Value> = chunk.iter().map(|(id, r, p)| json!({"id": id, "r": r, "p": p})).collect();
+        let rows: Vec<Value> = chunk.iter().map(|(id, (r, d), p)| json!({"id": id, "r": r, "d": d, "p": p})).collect();
         let rows = Value::Array(rows);
         let lock = "SELECT s.id FROM sessions s WHERE s.id IN \
              (SELECT w.id FROM jsonb_to_recordset($1::jsonb) AS w(id uuid)) ORDER BY s.id FOR UPDATE";
         txn.execute_raw(Statement::from_sql_and_values(backend, lock, [rows.clone().into()])).await?;
-        let update = "UPDATE sessions SET pending_reasons = w.r, queue_position = w.p \
-             FROM jsonb_to_recordset($1::jsonb) AS w(id uuid, r jsonb, p integer) \
+        let update = "UPDATE sessions SET pending_reasons = w.r, pending_digest = w.d, queue_position = w.p \
+             FROM jsonb_to_recordset($1::jsonb) AS w(id uuid, r jsonb, d bigint, p integer) \
              WHERE sessions.id = w.id AND sessions.status = 'PENDING'";
         txn.execute_raw(Statement::from_sql_and_values(backend, update, [rows.into()])).await?;
     }

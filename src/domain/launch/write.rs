@@ -150,6 +150,7 @@ pub async fn write(
             starts_at: plan.launch.starts_at,
             callback_url: plan.launch.callback_url.clone(),
             callback_on_running: plan.launch.callback_url.is_some() && plan.launch.callback_on_running,
+            pending_digest: super::super::occupancy::reasons_digest(&[]),
         })
         .collect();
     rows::insert_all(&txn, sessions.iter().cloned().map(session::ActiveModel::from).collect(), None).await?;

@@ -115,6 +115,7 @@ fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, s
         starts_at: row.try_get_by_index(next())?,
         callback_url: row.try_get_by_index(next())?,
         callback_on_running: row.try_get_by_index(next())?,
+        pending_digest: row.try_get_by_index(next())?,
     })
 }
 

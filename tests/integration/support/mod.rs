@@ -493,6 +493,7 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         starts_at: Set(None),
         callback_url: Set(None),
         callback_on_running: Set(false),
+        pending_digest: Set(sessiond::domain::occupancy::reasons_digest(&[])),
     }
 }
 

@@ -199,7 +199,7 @@ impl SlurmEngine {
                 let reasons = waiting_reasons("ENGINE_UNREACHABLE", &e.to_string());
                 let waits: Vec<Wait> = live
                     .iter()
-                    .filter(|s| s.status == Scheduled.as_str() && s.pending_reasons != reasons)
+                    .filter(|s| s.status == Scheduled.as_str() && s.pending_reasons != reasons.0)
                     .map(|s| (s.id, reasons.clone(), None))
                     .collect();
                 self.answered(Err(&e));
@@ -298,11 +298,13 @@ impl SlurmEngine {
                     }
                     if status == Scheduled && j.job_state == "PENDING" {
                         let reasons = match job::reason_code(&j.state_reason) {
-                            _ if j.state_reason.is_empty() || j.state_reason == "None" => serde_json::json!([]),
+                            _ if j.state_reason.is_empty() || j.state_reason == "None" => {
+                                crate::domain::occupancy::PendingReason::stored(&[])
+                            }
                             code => waiting_reasons(code, &format!("Slurm: {}", j.state_reason)),
                         };
                         let position = order.get(&j.job_id).copied();
-                        if s.pending_reasons != reasons || s.queue_position != position {
+                        if s.pending_reasons != reasons.0 || s.queue_position != position {
                             waits.push((s.id, reasons, position));
                         }
                     }
@@ -516,11 +518,12 @@ impl SlurmEngine {
     }
 }
 
-/// A scheduled session's reasons to wait and its place in Slurm's queue.
-type Wait = (Uuid, serde_json::Value, Option<i32>);
+/// A scheduled session's reasons to wait (stored, and their digest) and its place in
+/// Slurm's queue.
+type Wait = (Uuid, (serde_json::Value, i64), Option<i32>);
 
-/// The stored pending reasons of a session waiting in its engine.
-fn waiting_reasons(code: &'static str, message: &str) -> serde_json::Value {
+/// The stored pending reasons of a session waiting in its engine, and their digest.
+fn waiting_reasons(code: &'static str, message: &str) -> (serde_json::Value, i64) {
     let reason = crate::domain::occupancy::PendingReason {
         code,
         message: message.to_owned(),
@@ -529,15 +532,16 @@ fn waiting_reasons(code: &'static str, message: &str) -> serde_json::Value {
         requested: None,
         remaining: None,
     };
-    serde_json::json!([reason.to_json()])
+    crate::domain::occupancy::PendingReason::stored(&[reason])
 }
 
 /// Stores why scheduled sessions wait, each only while it is still SCHEDULED.
 async fn write_waits(db: &DatabaseConnection, waits: Vec<Wait>) -> DomainResult<()> {
     use sea_orm::sea_query::Expr;
-    for (id, reasons, position) in waits {
+    for (id, (reasons, digest), position) in waits {
         session::Entity::update_many()
             .col_expr(session::Column::PendingReasons, Expr::value(reasons))
+            .col_expr(session::Column::PendingDigest, Expr::value(digest))
             .col_expr(session::Column::QueuePosition, Expr::value(position))
             .filter(session::Column::Id.eq(id))
             .filter(session::Column::Status.eq(SessionStatus::Scheduled.as_str()))
