@@ -16,7 +16,8 @@ impl MigrationName for Migration {
 #[sea_orm_migration::async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(Table::alter().table("sessions").add_column(big_integer("pending_digest").default(0)).take()).await
+        m.alter_table(Table::alter().table("sessions").add_column(big_integer("pending_digest").default(0)).take())
+            .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {

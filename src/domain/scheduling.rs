@@ -377,7 +377,10 @@ const WAITS_PER_STATEMENT: usize = 10_000;
 /// [`WAITS_PER_STATEMENT`] sessions, their text the same whatever their number (the rows
 /// are locked in id order, then updated from one JSON parameter); on SQLite, in-process,
 /// one prepared update per session.
-async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<(Uuid, (Value, i64), Option<i32>)>) -> DomainResult<()> {
+async fn write_waits(
+    txn: &impl ConnectionTrait,
+    mut waits: Vec<(Uuid, (Value, i64), Option<i32>)>,
+) -> DomainResult<()> {
     waits.sort_by_key(|w| w.0);
     let backend = txn.get_database_backend();
     if backend != DbBackend::Postgres {

@@ -248,4 +248,37 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     }
 }
 
-db_tests!(the_page_is_served_whole_and_offline, the_sessions_page_works_in_a_real_browser);
+/// The detail panel's terminal, for an interactive session that really runs (the local
+/// runtime's sandbox): a command typed in the page is answered by the session's shell.
+async fn the_detail_panel_opens_a_terminal_in_the_session(mut app: TestApp) {
+    let Some(chromium) = crate::support::chromium() else { return };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if !crate::support::node_package(&dir, "playwright-core", "the Sessions page's terminal") {
+        return;
+    }
+    let machine = crate::local_runtime::Machine::new();
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let addr = app.serve().await;
+    let input = json!({
+        "projectId": project("default/default"), "name": "page-terminal", "image": "python:3.12",
+        "type": "INTERACTIVE", "resourceGroup": "local",
+        "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": 512_i64 << 20}],
+    });
+    crate::local_runtime::launch(&app, "demo-alice", input).await;
+    let args = [format!("http://{addr}"), "page-terminal".to_owned()];
+    let r = crate::support::browser_script("terminal_page.mjs", &args, &chromium).await;
+    assert!(r.get("failure").is_none(), "{r:#}");
+    assert_eq!(r["blocked"], json!([]));
+    assert_eq!(r["errors"], json!([]));
+    let terminal = r["terminal"].as_str().expect("the terminal's text");
+    // The shell's answer (the command's text holds `$((6*7))`, not its value).
+    assert!(terminal.contains("answer-42"), "{terminal}");
+}
+
+db_tests!(
+    the_page_is_served_whole_and_offline,
+    the_sessions_page_works_in_a_real_browser,
+    the_detail_panel_opens_a_terminal_in_the_session
+);

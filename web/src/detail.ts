@@ -159,7 +159,7 @@ function terminalView(path: string): HTMLElement {
         line.value = '';
       },
     },
-    h('label', { for: 'terminal-input' }, 'Command'),
+    h('label', { for: 'terminal-input' }, 'Terminal input'),
     line,
     h('button', { type: 'submit' }, 'Send'),
   );

@@ -89,6 +89,6 @@ function terminalView(path) {
                 ws.send(JSON.stringify({ type: 'input', data: `${line.value}\n` }));
             line.value = '';
         },
-    }, h('label', { for: 'terminal-input' }, 'Command'), line, h('button', { type: 'submit' }, 'Send'));
+    }, h('label', { for: 'terminal-input' }, 'Terminal input'), line, h('button', { type: 'submit' }, 'Send'));
     return h('section', { 'aria-label': 'Terminal' }, h('h3', {}, 'Terminal'), output, form);
 }

@@ -1,0 +1,44 @@
+// The detail panel's terminal in a real browser: Alice opens her page, waits for session
+// `<name>` (an interactive session of an engine that offers a terminal) to run, opens its
+// detail, types a command into the terminal and reads the answer. Prints one JSON line.
+// Usage: node terminal_page.mjs <http://127.0.0.1:port> <name>
+import { chromium } from 'playwright-core';
+
+const [base, name] = process.argv.slice(2);
+const executablePath = process.env.SESSIOND_CHROMIUM || '/usr/bin/chromium';
+const server = new URL(base);
+const WAIT = { timeout: 60000 };
+const report = { blocked: [], errors: [] };
+const browser = await chromium.launch({
+  executablePath,
+  headless: true,
+  args: ['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', '--no-first-run', '--disable-background-networking'],
+});
+try {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  await context.route('**/*', (route) => {
+    const url = new URL(route.request().url());
+    if (url.host === server.host) return route.continue();
+    report.blocked.push(url.href);
+    return route.abort();
+  });
+  await context.addInitScript(() => sessionStorage.setItem('sessiond.page.token', 'demo-alice'));
+  const page = await context.newPage();
+  page.on('pageerror', (e) => report.errors.push(e.message));
+  await page.goto(new URL('/project/default/session', base).href);
+  const row = page.locator('#table tbody tr').filter({ has: page.getByRole('button', { name, exact: true }) });
+  await row.locator('td[data-column="STATUS"]:has-text("RUNNING")').waitFor(WAIT);
+  await row.getByRole('button', { name, exact: true }).click();
+  await page.getByLabel('Terminal input').waitFor(WAIT);
+  const output = page.locator('pre.terminal');
+  await output.filter({ hasText: '$' }).waitFor(WAIT);
+  await page.getByLabel('Terminal input').fill('echo answer-$((6*7))');
+  await page.keyboard.press('Enter');
+  await output.filter({ hasText: 'answer-42' }).waitFor(WAIT);
+  report.terminal = await output.innerText();
+} catch (e) {
+  report.failure = String(e?.stack ?? e);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(report));
