@@ -8,6 +8,7 @@
 //   rows it showed.
 // Prints one JSON line. Usage: node measure_page.mjs <http://127.0.0.1:port> <token> <loads> <seconds> <every-ms>
 import { chromium } from 'playwright-core';
+import { api } from './api.mjs';
 
 const [base, token, loadsArg, secondsArg, everyArg] = process.argv.slice(2);
 const loads = Number(loadsArg ?? 5);
@@ -27,16 +28,7 @@ async function tab() {
   return context.newPage();
 }
 
-async function gql(query, variables) {
-  const r = await fetch(new URL('/graphql', base), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  const body = await r.json();
-  if (body.errors) throw new Error(JSON.stringify(body.errors));
-  return body.data;
-}
+const gql = (query, variables) => api(base, token, query, variables);
 
 try {
   for (let i = 0; i < loads; i += 1) {

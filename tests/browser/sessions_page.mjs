@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { api } from './api.mjs';
 
 const [base, artifacts] = process.argv.slice(2);
 const executablePath = process.env.SESSIOND_CHROMIUM || '/usr/bin/chromium';
@@ -89,16 +90,7 @@ async function row(page, name) {
 }
 
 /** One GraphQL request with `token`, outside the browser. */
-async function api(token, query, variables) {
-  const r = await fetch(new URL('/graphql', base), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  const body = await r.json();
-  if (body.errors) throw new Error(JSON.stringify(body.errors));
-  return body.data;
-}
+const call = (token, query, variables) => api(base, token, query, variables);
 
 async function axe(page, label) {
   await page.addScriptTag({ content: axeSource });
@@ -127,11 +119,11 @@ try {
   const bob = await open('demo-bob', '/project/default/session');
   await bob.locator('#table tbody tr').first().waitFor(WAIT);
   // Bob launches 25 small sessions (through the API): his page shows them 20 at a time.
-  const projects = await api('demo-bob', '{ viewer { projects { id name } } }', {});
+  const projects = await call('demo-bob', '{ viewer { projects { id name } } }', {});
   const projectId = projects.viewer.projects.find((p) => p.name === 'default').id;
   // Five at a time: a keypair may have 20 waiting at once.
   for (let i = 0; i < 5; i += 1) {
-    await api(
+    await call(
       'demo-bob',
       `mutation($p: ID!, $n: String!) { launchSessions(count: 5, input: { projectId: $p, name: $n, image: "python:3.12",
         resources: [{ slot: "cpu", amount: 0.5 }, { slot: "mem", amount: 536870912 }] }) { sessions { id } } }`,
@@ -154,7 +146,7 @@ try {
   await bob.locator('th[aria-sort="ascending"]').waitFor(WAIT);
   await bob.waitForTimeout(300);
   report.bobByName = await names(bob);
-  const byName = await api(
+  const byName = await call(
     'demo-bob',
     `query($p: ID!) { sessions(projectId: $p, first: 20, filter: { tab: RUNNING }, orderBy: [{ field: NAME, direction: ASC }]) {
       edges { node { name } } } }`,
@@ -230,10 +222,10 @@ try {
   report.elapsedTicks = [e1, await elapsedCell.innerText()];
 
   // A session that must wait shows why, and where it stands in the queue (then it goes).
-  const aliceProject = (await api('demo-alice', '{ viewer { projects { id name } } }', {})).viewer.projects.find(
+  const aliceProject = (await call('demo-alice', '{ viewer { projects { id name } } }', {})).viewer.projects.find(
     (p) => p.name === 'default',
   ).id;
-  const waiting = await api(
+  const waiting = await call(
     'demo-alice',
     `mutation($p: ID!) { launchSession(input: { projectId: $p, name: "page-wait", image: "python:3.12",
       resources: [{ slot: "cpu", amount: 15 }, { slot: "mem", amount: 1073741824 }] }) { session { id } } }`,
@@ -247,7 +239,7 @@ try {
     queue: await waitingStatus.locator('.queue').innerText(),
     reasons: await waitingStatus.locator('.reasons').innerText(),
   };
-  await api('demo-alice', 'mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }', {
+  await call('demo-alice', 'mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }', {
     ids: [waiting.launchSession.session.id],
   });
   await (await row(alice, 'page-wait')).waitFor({ state: 'detached', ...WAIT });
