@@ -106,6 +106,11 @@ try {
   // Alice signs in through the form at `/` and lands on her default project's page.
   const loadStarted = Date.now();
   const alice = await open(null, '/');
+  // A token the server refuses is said so, and nothing else shows.
+  await alice.getByLabel('Access token').fill('not-a-token');
+  await alice.getByRole('button', { name: 'Sign in' }).click();
+  await alice.locator('#signin-error').waitFor({ state: 'visible', ...WAIT });
+  report.badToken = { error: await alice.locator('#signin-error').innerText(), appShown: await alice.locator('#app').isVisible() };
   await alice.getByLabel('Access token').fill('demo-alice');
   await alice.getByRole('button', { name: 'Sign in' }).click();
   await alice.locator('#table tbody tr').first().waitFor(WAIT);

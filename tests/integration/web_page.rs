@@ -135,7 +135,8 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     assert_eq!(r["blocked"], json!([]), "the page reached beyond the server");
     assert_eq!(r["errors"], json!([]), "errors in the page's scripts");
 
-    // Signed in at `/`, sent on to the default project; who is shown.
+    // A refused token is said so; signed in at `/`, sent on to the default project; who is shown.
+    assert_eq!(r["badToken"], json!({"error": "That token is not valid.", "appShown": false}), "{r}");
     assert!(r["aliceUrl"].as_str().expect("url").ends_with("/project/default/session"), "{r}");
     assert!(r["who"].as_str().expect("who").contains("alice@example.com"), "{r}");
     // A user on the admin page is refused as the API refuses it.

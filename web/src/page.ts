@@ -106,8 +106,11 @@ async function signIn(): Promise<void> {
   try {
     viewer = (await gql<{ viewer: Viewer }>(VIEWER)).viewer;
   } catch (e) {
-    setToken(null);
-    showSignIn(e instanceof ApiError && e.code === 'UNAUTHENTICATED' ? 'That token is not valid.' : String(e));
+    // A token the server refuses is forgotten; one it could not check (the server down)
+    // is kept for the next try.
+    const refused = e instanceof ApiError && e.code === 'UNAUTHENTICATED';
+    if (refused) setToken(null);
+    showSignIn(refused ? 'That token is not valid.' : `Could not sign in: ${e instanceof ApiError ? e.message : String(e)}`);
     return;
   }
   const where = route();
