@@ -10,8 +10,8 @@ use super::context::{db, viewer};
 use super::errors::{ApiResult, with_paths};
 use super::ids::project_uuid;
 use super::limits::STATEMENT_COST;
-use super::session::list_path;
 use super::session_list::{SessionFilter, SessionOrder, SessionScope, to_domain_orders};
+use super::session_paging::list_path;
 use super::types::SessionColumnKey;
 
 #[derive(Default)]

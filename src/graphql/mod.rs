@@ -22,6 +22,8 @@ pub mod scalars;
 pub mod scheduling;
 pub mod session;
 pub mod session_list;
+pub mod session_paging;
+pub mod session_values;
 pub mod settings;
 pub mod subscription;
 pub mod templates;

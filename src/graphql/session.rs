@@ -1,14 +1,14 @@
-//! The `Session` type with its relations and the values it shows, launch groups, and pages
-//! of sessions (a launch group's sessions are one).
+//! The `Session` type with its plain fields and relations, launch groups, and pages of
+//! sessions (a launch group's sessions are one). The values it shows beside its plain fields
+//! are `session_values.rs`'s; the paging arguments and the page's read `session_paging.rs`'s.
 
 use std::sync::Arc;
 
-use async_graphql::{ComplexObject, Context, Enum, ID, Object, SimpleObject};
+use async_graphql::{ComplexObject, Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
 use entity::session;
 
-use crate::domain::paging::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest};
 use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
 use crate::domain::status::SessionStatus as DomStatus;
 use crate::domain::{DomainError, clock, expiry, logs};
@@ -16,90 +16,21 @@ use crate::domain::{DomainError, clock, expiry, logs};
 use super::actor::Actor;
 use super::context::{db, loaders};
 use super::cursor;
-use super::errors::{ApiResult, camel, with_paths};
+use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
-use super::limits::{AGGREGATE_COST, STATEMENT_COST};
 use super::loaders::{
-    CallbacksOf, DependenciesOf, DependentsOf, ExtensionLimitsOf, ImageName, LaunchGroupId, ProjectId, Related,
-    ResourceGroupName, TransitionsOf, UserId, prefetch_relations,
+    CallbacksOf, DependenciesOf, DependentsOf, ImageName, LaunchGroupId, ProjectId, Related, ResourceGroupName,
+    TransitionsOf, UserId, prefetch_relations,
 };
 use super::people::{Project, User};
 use super::resource::{Image, ResourceGroup};
 use super::scheduling::{self, SchedulingHistoryConnection};
+use super::session_paging::{PageArgs, page_complexity, read_page};
+use super::session_values::{EnvVar, LaunchOrigin, LaunchOriginKind, SessionApp, SessionExpiry, StatusTransition};
 use super::types::{
-    ExpiryReason, IdleCheck, PageInfo, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType,
-    SlotUse, UtilizationPoint,
+    IdleCheck, PageInfo, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse,
+    UtilizationPoint,
 };
-
-/// When a running session will be reclaimed, and whether that can be pushed back.
-pub struct SessionExpiry(Arc<session::Model>, expiry::Expiry);
-
-#[Object]
-impl SessionExpiry {
-    async fn at(&self) -> DateTime<Utc> {
-        self.1.at
-    }
-    async fn reason(&self) -> ExpiryReason {
-        self.1.reason.into()
-    }
-    /// Whether `extendSession` may push it back now: a lifetime (not a batch timeout), and
-    /// the keypair's policy allows another extension.
-    async fn extendable(&self, ctx: &Context<'_>) -> ApiResult<bool> {
-        let limits = loaders(ctx)?.load_one(ExtensionLimitsOf(self.0.keypair_id)).await?.unwrap_or_default();
-        Ok(limits.extendable(&self.0)?)
-    }
-    /// How many times the session was extended.
-    async fn extensions(&self) -> i32 {
-        self.0.extensions
-    }
-    /// What the extensions added to its lifetime, in seconds.
-    async fn extended_seconds(&self) -> i64 {
-        self.0.extended_seconds
-    }
-}
-
-#[derive(SimpleObject)]
-pub struct EnvVar {
-    pub name: String,
-    pub value: String,
-}
-
-/// An application the session offers once RUNNING.
-#[derive(SimpleObject)]
-pub struct SessionApp {
-    pub name: String,
-    pub url: Option<String>,
-}
-
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-pub enum LaunchOriginKind {
-    /// Launched again from another session (`relaunchSession`).
-    Session,
-    /// Launched from a session template.
-    Template,
-}
-
-/// What a session was launched from.
-#[derive(SimpleObject)]
-pub struct LaunchOrigin {
-    pub kind: LaunchOriginKind,
-    /// The session's or template's id (it may since be gone, or not the viewer's to see).
-    pub id: ID,
-    /// Its name when this one was launched from it.
-    pub name: String,
-}
-
-#[derive(SimpleObject)]
-pub struct StatusTransition {
-    /// Position in the global sequence of status changes.
-    pub cursor: String,
-    pub from_status: Option<SessionStatus>,
-    pub to_status: SessionStatus,
-    pub reason: Option<String>,
-    pub occurred_at: DateTime<Utc>,
-    /// Who made it: the user, or the system's rule.
-    pub actor: Actor,
-}
 
 /// Those of `sessions` the viewer may see.
 fn visible(ctx: &Context<'_>, sessions: Vec<session::Model>) -> ApiResult<Vec<Session>> {
@@ -496,27 +427,6 @@ impl LaunchGroup {
     }
 }
 
-/// The API path of a domain field of the list's arguments: paging as it is, the rest
-/// inside `filter`.
-pub(super) fn list_path(field: &str) -> String {
-    if ["first", "last", "after", "before"].contains(&field) {
-        field.to_owned()
-    } else if field == "order_by" {
-        "orderBy".to_owned()
-    } else {
-        format!("filter.{}", camel(field))
-    }
-}
-
-/// A page of sessions costs its statement, the count it may be asked for (`totalCount`
-/// costs nothing itself: what a connection selects is counted per session), and its size
-/// times what each session selects. A size over the maximum counts as the maximum: the
-/// resolver refuses it with BAD_USER_INPUT.
-pub fn page_complexity(size: Option<i32>, per_session: usize) -> usize {
-    let size = size.map_or(DEFAULT_PAGE_SIZE, |n| u64::try_from(n).unwrap_or(0).min(MAX_PAGE_SIZE)) as usize;
-    size.max(1).saturating_mul(per_session).saturating_add(STATEMENT_COST + AGGREGATE_COST)
-}
-
 #[derive(SimpleObject)]
 #[graphql(serial, complex)]
 pub struct SessionEdge {
@@ -566,15 +476,6 @@ impl SessionConnection {
     }
 }
 
-/// Relay paging arguments as the client sent them.
-#[derive(Default)]
-pub struct PageArgs {
-    pub first: Option<i32>,
-    pub after: Option<String>,
-    pub last: Option<i32>,
-    pub before: Option<String>,
-}
-
 /// Reads one page of `set`.
 pub async fn session_connection(
     ctx: &Context<'_>,
@@ -594,17 +495,4 @@ pub async fn session_connection(
         .collect();
     let page_info = PageInfo::of(&page, &edges, |e| cursor::encode(&e.position));
     Ok(SessionConnection { page_info, edges, set: Arc::new(set) })
-}
-
-/// Reads one page of `set` as the arguments ask: what the list resolvers and the compiled
-/// list ([`super::compiled`]) both read.
-pub(super) async fn read_page(
-    db: &sea_orm::DatabaseConnection,
-    set: &SessionSet,
-    orders: &[dom::SessionOrder],
-    args: PageArgs,
-) -> ApiResult<dom::SessionPage> {
-    let request: PageRequest<SessionPosition> =
-        cursor::page_request(args.first, args.last, args.after.as_deref(), args.before.as_deref(), list_path)?;
-    Ok(set.page(db, orders, &request, clock::now()).await.map_err(|e| with_paths(e, list_path))?)
 }

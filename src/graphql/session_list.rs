@@ -15,7 +15,8 @@ use super::errors::{ApiResult, with_paths};
 use super::ids::{NodeKind, decode_uuid, project_uuid};
 use super::limits::{AGGREGATE_COST, STATEMENT_COST};
 use super::loaders::prefetch_one;
-use super::session::{PageArgs, Session, SessionConnection, list_path, page_complexity, session_connection};
+use super::session::{Session, SessionConnection, session_connection};
+use super::session_paging::{PageArgs, list_path, page_complexity};
 use super::types::{SessionStatus, SessionType};
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Default)]

@@ -13,7 +13,7 @@ use super::launch::{LaunchSessionInput, launch_limits};
 use super::limits::AGGREGATE_COST;
 use super::loaders::{ProjectId, UserId};
 use super::people::{Project, User};
-use super::session::EnvVar;
+use super::session_values::EnvVar;
 use super::types::{SessionType, SlotAmount};
 
 /// A named launch input: the launcher filled in once, to launch again with any field

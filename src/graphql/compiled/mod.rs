@@ -30,8 +30,8 @@ use crate::domain::auth::Viewer;
 use crate::domain::{clock, related};
 
 use super::limits;
-use super::session::{PageArgs, read_page};
 use super::session_list::{SessionFilter, SessionOrder, SessionScope, project_set, to_domain_orders};
+use super::session_paging::{PageArgs, read_page};
 pub use plan::Plan;
 
 /// The most documents kept, the most operation names kept for one document, and the

@@ -27,7 +27,7 @@ use async_graphql_value::Value;
 use crate::domain::paging::MAX_PAGE_SIZE;
 
 use super::super::limits;
-use super::super::session::page_complexity;
+use super::super::session_paging::page_complexity;
 use super::fields::{self, Get};
 use super::schema::{self, Types};
 use crate::domain::related::Wanted;
