@@ -165,6 +165,8 @@ pub async fn apply(
     transitions: &mut Transitions,
 ) -> DomainResult<Vec<Applied>> {
     changes.sort_by_key(|c| c.session.id);
+    // A session scheduled or ended waits for nothing: no reasons, and their digest.
+    let (no_reasons, no_reasons_digest) = super::occupancy::PendingReason::stored(&[]);
     let mut applied = Vec::with_capacity(changes.len());
     for c in changes {
         let from = SessionStatus::stored(&c.session.status)?;
@@ -187,8 +189,8 @@ pub async fn apply(
                 .col_expr(session::Column::ScheduledAt, Expr::value(now))
                 .col_expr(session::Column::OccupiedSlots, Expr::value(c.session.requested_slots.clone()))
                 .col_expr(session::Column::AgentId, Expr::value(c.agent.clone()))
-                .col_expr(session::Column::PendingReasons, Expr::value(serde_json::json!([])))
-                .col_expr(session::Column::PendingDigest, Expr::value(super::occupancy::reasons_digest(&[])))
+                .col_expr(session::Column::PendingReasons, Expr::value(no_reasons.clone()))
+                .col_expr(session::Column::PendingDigest, Expr::value(no_reasons_digest))
                 .col_expr(session::Column::QueuePosition, Expr::value(Option::<i32>::None));
         }
         if c.to != SessionStatus::Scheduled
@@ -199,8 +201,8 @@ pub async fn apply(
         }
         if c.to.is_terminal() {
             update = update
-                .col_expr(session::Column::PendingReasons, Expr::value(serde_json::json!([])))
-                .col_expr(session::Column::PendingDigest, Expr::value(super::occupancy::reasons_digest(&[])))
+                .col_expr(session::Column::PendingReasons, Expr::value(no_reasons.clone()))
+                .col_expr(session::Column::PendingDigest, Expr::value(no_reasons_digest))
                 .col_expr(session::Column::QueuePosition, Expr::value(Option::<i32>::None));
         }
         if let Some((result, exit_code)) = c.result {

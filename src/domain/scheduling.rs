@@ -216,14 +216,7 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
             (Some(at), _) => not_yet(at),
             (None, names) => dependency(names.map(Vec::as_slice).unwrap_or_default()),
         };
-        let reasons = [reason];
-        let digest = reasons_digest(&reasons);
-        if s.pending_digest != digest {
-            entries.push(wait_line(s.id, &reasons, json!([])));
-        }
-        if s.pending_digest != digest || s.queue_position.is_some() {
-            waits.push((s.id, PendingReason::stored(&reasons), None));
-        }
+        still_waits(s, &[reason], || json!([]), None, &mut entries, &mut waits);
     }
 
     let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
@@ -258,16 +251,8 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
             }
             Outcome::Wait { reasons, position } => {
                 report.waiting += 1;
-                let digest = reasons_digest(&reasons);
                 let position = i32::try_from(position).ok();
-                // What did not change is not written: no row, no line of history. The
-                // stored digest says whether it changed, without reading any JSON.
-                if s.pending_digest != digest {
-                    entries.push(wait_line(s.id, &reasons, sub_steps(&d.checks)));
-                }
-                if s.pending_digest != digest || s.queue_position != position {
-                    waits.push((s.id, PendingReason::stored(&reasons), position));
-                }
+                still_waits(s, &reasons, || sub_steps(&d.checks), position, &mut entries, &mut waits);
             }
         }
     }
@@ -288,6 +273,31 @@ pub async fn pass(db: &DatabaseConnection, bus: &EventBus) -> DomainResult<PassR
     history::record(&txn, entries, now).await?;
     lifecycle::commit(txn, transitions, bus).await?;
     Ok(report)
+}
+
+/// A waiting session's reasons stored with their digest ([`PendingReason::stored`]), and its
+/// place in the queue: what the pass, and an engine for the sessions waiting in it, write.
+pub(crate) type Wait = (Uuid, (Value, i64), Option<i32>);
+
+/// `s` waits, for `reasons`, at `position`: what did not change is not written (no row, no
+/// line of history). The stored digest says whether the reasons changed, without reading
+/// or building any JSON; the line of history (its sub-steps built only then) is written
+/// only when they did, the row when they or the place did.
+fn still_waits(
+    s: &Waiting,
+    reasons: &[PendingReason],
+    sub_steps: impl FnOnce() -> Value,
+    position: Option<i32>,
+    entries: &mut Vec<Entry>,
+    waits: &mut Vec<Wait>,
+) {
+    let changed = s.pending_digest != reasons_digest(reasons);
+    if changed {
+        entries.push(wait_line(s.id, reasons, sub_steps()));
+    }
+    if changed || s.queue_position != position {
+        waits.push((s.id, PendingReason::stored(reasons), position));
+    }
 }
 
 /// What the pass reads of a waiting session: what it decides by, not the whole row.
@@ -377,10 +387,7 @@ const WAITS_PER_STATEMENT: usize = 10_000;
 /// [`WAITS_PER_STATEMENT`] sessions, their text the same whatever their number (the rows
 /// are locked in id order, then updated from one JSON parameter); on SQLite, in-process,
 /// one prepared update per session.
-async fn write_waits(
-    txn: &impl ConnectionTrait,
-    mut waits: Vec<(Uuid, (Value, i64), Option<i32>)>,
-) -> DomainResult<()> {
+async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<Wait>) -> DomainResult<()> {
     waits.sort_by_key(|w| w.0);
     let backend = txn.get_database_backend();
     if backend != DbBackend::Postgres {

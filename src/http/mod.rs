@@ -149,8 +149,8 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics::metrics))
         // The Sessions page: static files, cheap, answered under any load.
         .route("/", get(web::page))
-        .route("/project/{name}/session", get(web::project_page))
-        .route("/admin/project/{name}/session", get(web::project_page))
+        .route("/project/{name}/session", get(web::page))
+        .route("/admin/project/{name}/session", get(web::page))
         .route("/web/{asset}", get(web::asset))
         .layer(axum::middleware::map_response_with_state(state.clone(), coded_refusals))
         .with_state(state)

@@ -47,13 +47,9 @@ fn file(name: &str) -> Response {
     }
 }
 
-/// The page itself, at any of its addresses (the name is the page's to read).
+/// The page itself, at any of its addresses (the project's name in one is the page's to
+/// read).
 pub async fn page() -> Response {
-    file("index.html")
-}
-
-/// The page at `/project/<name>/session` and `/admin/project/<name>/session`.
-pub async fn project_page(Path(_name): Path<String>) -> Response {
     file("index.html")
 }
 

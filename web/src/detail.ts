@@ -1,9 +1,9 @@
 // The detail panel of one session: its scheduling history, status transitions, logs (live
 // while it runs) and, for an interactive session whose engine offers one, a terminal.
 
-import { ApiError, gql, token } from './api.js';
+import { ApiError, gql } from './api.js';
 import { byId, fill, h, when } from './dom.js';
-import { subscribe, type Subscription } from './live.js';
+import { authorization, subscribe, type Subscription, wsUrl } from './live.js';
 
 interface Detail {
   id: string;
@@ -134,14 +134,12 @@ function terminalOf(s: Detail): HTMLElement | null {
 function terminalView(path: string): HTMLElement {
   const output = h('pre', { class: 'terminal', tabindex: 0, 'aria-label': 'Terminal output', 'aria-live': 'polite' });
   const line = h('input', { type: 'text', id: 'terminal-input', autocomplete: 'off' });
-  const url = new URL(path, location.href);
-  url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-  const ws = new WebSocket(url);
+  const ws = new WebSocket(wsUrl(path));
   ws.binaryType = 'arraybuffer';
   terminal = ws;
   const decoder = new TextDecoder();
   ws.onopen = () =>
-    ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token() ?? ''}` }, cols: 100, rows: 30 }));
+    ws.send(JSON.stringify({ type: 'connection_init', payload: authorization(), cols: 100, rows: 30 }));
   ws.onmessage = (e) => {
     if (typeof e.data === 'string') return;
     // Colours and cursor moves are dropped: the panel shows text.

@@ -3,6 +3,18 @@
 
 import { token } from './api.js';
 
+/** The WebSocket address of `path` on this server (`ws:` or `wss:` as the page is served). */
+export function wsUrl(path: string): URL {
+  const url = new URL(path, location.href);
+  url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+  return url;
+}
+
+/** What a WebSocket's first message carries to authenticate it (`connection_init`'s payload). */
+export function authorization(): { authorization: string } {
+  return { authorization: `Bearer ${token() ?? ''}` };
+}
+
 export interface Subscription {
   close(): void;
 }
@@ -29,13 +41,11 @@ export function subscribe<T>(query: string, handlers: Handlers<T>): Subscription
 
   const connect = (): void => {
     if (closed) return;
-    const url = new URL('/graphql/ws', location.href);
-    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-    const ws = new WebSocket(url, 'graphql-transport-ws');
+    const ws = new WebSocket(wsUrl('/graphql/ws'), 'graphql-transport-ws');
     socket = ws;
     let finished = false;
     ws.onopen = () => {
-      ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token() ?? ''}` } }));
+      ws.send(JSON.stringify({ type: 'connection_init', payload: authorization() }));
     };
     ws.onmessage = (event) => {
       const message = JSON.parse(String(event.data));

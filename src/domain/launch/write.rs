@@ -90,6 +90,8 @@ pub async fn write(
     let environment =
         Value::Array(plan.launch.environment.iter().map(|(n, v)| json!({"name": n, "value": v})).collect());
     let requested = plan.request.total().to_json();
+    // Nothing to wait for yet: the scheduler's first pass says why, if anything.
+    let (no_reasons, no_reasons_digest) = super::super::occupancy::PendingReason::stored(&[]);
     let sessions: Vec<session::Model> = plan
         .names
         .iter()
@@ -116,7 +118,7 @@ pub async fn write(
             priority: plan.launch.priority,
             agent_id: None,
             launch_group_id: group.as_ref().map(|g| g.id),
-            pending_reasons: json!([]),
+            pending_reasons: no_reasons.clone(),
             created_at: now,
             scheduled_at: None,
             started_at: None,
@@ -150,7 +152,7 @@ pub async fn write(
             starts_at: plan.launch.starts_at,
             callback_url: plan.launch.callback_url.clone(),
             callback_on_running: plan.launch.callback_url.is_some() && plan.launch.callback_on_running,
-            pending_digest: super::super::occupancy::reasons_digest(&[]),
+            pending_digest: no_reasons_digest,
         })
         .collect();
     rows::insert_all(&txn, sessions.iter().cloned().map(session::ActiveModel::from).collect(), None).await?;

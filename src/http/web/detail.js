@@ -1,8 +1,8 @@
 // The detail panel of one session: its scheduling history, status transitions, logs (live
 // while it runs) and, for an interactive session whose engine offers one, a terminal.
-import { ApiError, gql, token } from './api.js';
+import { ApiError, gql } from './api.js';
 import { byId, fill, h, when } from './dom.js';
-import { subscribe } from './live.js';
+import { authorization, subscribe, wsUrl } from './live.js';
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
   pendingReasons { message } apps { name url }
   statusTransitions { fromStatus toStatus occurredAt reason }
@@ -66,13 +66,11 @@ function terminalOf(s) {
 function terminalView(path) {
     const output = h('pre', { class: 'terminal', tabindex: 0, 'aria-label': 'Terminal output', 'aria-live': 'polite' });
     const line = h('input', { type: 'text', id: 'terminal-input', autocomplete: 'off' });
-    const url = new URL(path, location.href);
-    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(wsUrl(path));
     ws.binaryType = 'arraybuffer';
     terminal = ws;
     const decoder = new TextDecoder();
-    ws.onopen = () => ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token() ?? ''}` }, cols: 100, rows: 30 }));
+    ws.onopen = () => ws.send(JSON.stringify({ type: 'connection_init', payload: authorization(), cols: 100, rows: 30 }));
     ws.onmessage = (e) => {
         if (typeof e.data === 'string')
             return;

@@ -1,6 +1,16 @@
 // Subscriptions over `/graphql/ws` (the graphql-transport-ws protocol), each on a socket
 // of its own, that come back after a dropped connection: the caller says where to resume.
 import { token } from './api.js';
+/** The WebSocket address of `path` on this server (`ws:` or `wss:` as the page is served). */
+export function wsUrl(path) {
+    const url = new URL(path, location.href);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    return url;
+}
+/** What a WebSocket's first message carries to authenticate it (`connection_init`'s payload). */
+export function authorization() {
+    return { authorization: `Bearer ${token() ?? ''}` };
+}
 /** Subscribes to `query`, reconnecting after a drop (1 s, doubling to 30 s) until closed. */
 export function subscribe(query, handlers) {
     let socket = null;
@@ -10,13 +20,11 @@ export function subscribe(query, handlers) {
     const connect = () => {
         if (closed)
             return;
-        const url = new URL('/graphql/ws', location.href);
-        url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-        const ws = new WebSocket(url, 'graphql-transport-ws');
+        const ws = new WebSocket(wsUrl('/graphql/ws'), 'graphql-transport-ws');
         socket = ws;
         let finished = false;
         ws.onopen = () => {
-            ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token() ?? ''}` } }));
+            ws.send(JSON.stringify({ type: 'connection_init', payload: authorization() }));
         };
         ws.onmessage = (event) => {
             const message = JSON.parse(String(event.data));

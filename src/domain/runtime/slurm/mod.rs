@@ -37,6 +37,8 @@ use super::Runtime;
 use super::engines::SlurmSettings;
 use super::reconcile;
 use crate::domain::events::EventBus;
+// A scheduled session's reasons to wait and its place in Slurm's queue.
+use crate::domain::scheduling::Wait;
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainResult, catalog, clock, expiry};
 use client::{Client, SlurmError};
@@ -517,10 +519,6 @@ impl SlurmEngine {
         Ok(())
     }
 }
-
-/// A scheduled session's reasons to wait (stored, and their digest) and its place in
-/// Slurm's queue.
-type Wait = (Uuid, (serde_json::Value, i64), Option<i32>);
 
 /// The stored pending reasons of a session waiting in its engine, and their digest.
 fn waiting_reasons(code: &'static str, message: &str) -> (serde_json::Value, i64) {
