@@ -39,6 +39,9 @@ pub async fn connect_replays(
 /// feed take turns; none holds it while it waits for anything but the database.
 const WORKER_CONNECTIONS: u32 = 1;
 
+/// A PostgreSQL connection idle this long is checked before it is handed out.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
+
 /// Whether `url` names an in-memory SQLite database (one connection, shared by everyone).
 pub fn in_memory(url: &str) -> bool {
     url.starts_with("sqlite:") && (url.contains(":memory:") || url.contains("mode=memory"))
@@ -54,6 +57,10 @@ async fn open(args: &crate::config::DbArgs, connections: u32) -> Result<Database
         .idle_timeout(Duration::from_millis(args.db_idle_timeout_ms.max(1)))
         .sqlx_logging(false);
     if url.starts_with("sqlite:") {
+        // A connection to a file in this process cannot be dropped by a server or a
+        // firewall: pinging it before each statement (sqlx's default) only sends the
+        // connection's worker thread a message and waits for its answer, once per statement.
+        opts.test_before_acquire(false);
         if in_memory(url) {
             // Each pooled connection would get its own empty in-memory database.
             opts.max_connections(1);
@@ -67,6 +74,9 @@ async fn open(args: &crate::config::DbArgs, connections: u32) -> Result<Database
                 .statement_cache_capacity(statements)
         });
     } else {
+        // A round trip to the server before each statement only pays for a connection that
+        // sat idle long enough for the server, a proxy or a firewall to have dropped it.
+        opts.test_before_acquire_if_idle_for(PING_AFTER_IDLE);
         opts.map_sqlx_postgres_opts(move |o| o.statement_cache_capacity(statements));
     }
     Database::connect(opts).await
