@@ -152,9 +152,10 @@ pub async fn list_tokens(db: &impl ConnectionTrait, email: &str) -> DomainResult
 
 const REVISION: &str = "credentials";
 
-/// Says, inside the transaction that changes them, that credentials changed: every server
-/// sees it within [`super::credentials::POLL`] once the transaction commits, and checks the
-/// viewers of its open connections again.
+/// Says, inside the transaction that changes them, that credentials or the catalog (images,
+/// resource groups) changed: every server sees it within [`super::credentials::POLL`] once
+/// the transaction commits, checks the viewers of its open connections again and reads the
+/// catalog again.
 pub async fn changed(txn: &impl ConnectionTrait) -> DomainResult<()> {
     let backend = txn.get_database_backend();
     let bump = Query::update()

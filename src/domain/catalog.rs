@@ -10,6 +10,27 @@ use entity::{agent, image, resource_group, resource_group_project};
 use super::DomainResult;
 use super::slots::ResourceSlots;
 
+/// Every image and resource group, as read at one revision of the directory (kept by
+/// [`super::credentials::Credentials::catalog`]): what a page of sessions shows of its
+/// sessions' images and groups, without a statement per page. Both change only through
+/// `apply` (and the local runtime's own group), which move the revision.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub resource_groups: std::collections::HashMap<String, resource_group::Model>,
+    pub images: std::collections::HashMap<String, image::Model>,
+}
+
+impl Snapshot {
+    /// Reads both tables: two statements.
+    pub async fn read(db: &impl ConnectionTrait) -> DomainResult<Self> {
+        let (groups, images) = tokio::try_join!(resource_group::Entity::find().all(db), image::Entity::find().all(db))?;
+        Ok(Self {
+            resource_groups: groups.into_iter().map(|g| (g.name.clone(), g)).collect(),
+            images: images.into_iter().map(|i| (i.name.clone(), i)).collect(),
+        })
+    }
+}
+
 /// The slot names the database knows: the only ones a request or a limit may name.
 pub async fn known_slots(db: &impl ConnectionTrait) -> DomainResult<std::collections::BTreeSet<String>> {
     Ok(entity::slot_type::Entity::find().all(db).await?.into_iter().map(|s| s.name).collect())

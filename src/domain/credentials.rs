@@ -8,6 +8,8 @@
 //!
 //! Between changes, operations on an open connection authenticate through a cache of a few
 //! seconds ([`TTL`]): one statement per token every few seconds, however many operations.
+//! The same revision moves when the catalog changes (images, resource groups: `apply`, the
+//! local runtime's own group), which pages of sessions show from [`Credentials::catalog`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,6 +20,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::auth::{self, Viewer, revision};
+use super::catalog::Snapshot;
 use super::{DomainError, DomainResult};
 
 /// How long a viewer read for a token is used without reading it again.
@@ -43,6 +46,8 @@ struct Inner {
     by_token: Cache<String>,
     by_keypair: Cache<Uuid>,
     revision: watch::Sender<i64>,
+    /// The catalog and the revision it was read at.
+    catalog: Mutex<Option<(i64, Arc<Snapshot>)>>,
 }
 
 impl Credentials {
@@ -55,6 +60,7 @@ impl Credentials {
             by_token: Mutex::default(),
             by_keypair: Mutex::default(),
             revision: watch::channel(first).0,
+            catalog: Mutex::default(),
         });
         tokio::spawn(poll(db, Arc::downgrade(&inner)));
         Ok(Self(inner))
@@ -85,6 +91,26 @@ impl Credentials {
         let found = auth::keypair_viewer(&self.0.db, keypair_id).await?;
         self.keep(&self.0.by_keypair, keypair_id, found.clone(), read_at);
         Ok(found)
+    }
+
+    /// Every image and resource group, read again only once the revision moved (`apply`
+    /// moves it whenever it changes anything): a page of sessions shows its sessions' images
+    /// and groups from here, without a statement. Another server's change is seen within
+    /// [`POLL`], as credentials are.
+    pub async fn catalog(&self) -> DomainResult<Arc<Snapshot>> {
+        let read_at = *self.0.revision.borrow();
+        if let Some((at, held)) = &*self.0.catalog.lock().unwrap_or_else(PoisonError::into_inner)
+            && *at == read_at
+        {
+            return Ok(Arc::clone(held));
+        }
+        let read = Arc::new(Snapshot::read(&self.0.db).await?);
+        let mut held = self.0.catalog.lock().unwrap_or_else(PoisonError::into_inner);
+        // Kept only if nothing moved while it was read (as `keep`).
+        if *self.0.revision.borrow() == read_at {
+            *held = Some((read_at, Arc::clone(&read)));
+        }
+        Ok(read)
     }
 
     /// Caches what a read begun at revision `read_at` found, unless credentials moved

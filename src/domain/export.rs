@@ -206,7 +206,7 @@ pub async fn prepare(
     request: &ExportRequest,
     now: DateTime<Utc>,
 ) -> DomainResult<Export> {
-    let set = sessions::project_sessions(db, viewer, request.project_id, request.scope, &request.filter).await?;
+    let set = sessions::project_sessions(db, None, viewer, request.project_id, request.scope, &request.filter).await?;
     let project = visibility::visible_project(db, viewer, request.project_id).await?;
     let keys = match &request.columns {
         Some(keys) if keys.is_empty() => {

@@ -21,6 +21,7 @@ pub mod generate;
 pub mod history;
 pub mod idle;
 pub mod ids;
+pub mod inline;
 pub mod launch;
 pub mod lifecycle;
 pub mod live;

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use entity::{image, launch_group, project, resource_group, session, session_status_transition, user};
 
+use super::credentials::Credentials;
 use super::expiry::{self, ExtensionLimits};
 use super::{DomainResult, relations};
 
@@ -68,7 +69,7 @@ pub async fn load(
         wanted: Wanted,
         r: Relation,
         sessions: &[&session::Model],
-        of: impl Fn(&session::Model) -> Option<K>,
+        mut of: impl FnMut(&session::Model) -> Option<K>,
     ) -> Vec<K> {
         if !wanted.has(r) {
             return Vec::new();
@@ -88,8 +89,17 @@ pub async fn load(
         keys(wanted, Relation::Owner, sessions, |s| (!known_owners.contains(&s.owner_id)).then_some(s.owner_id));
     let projects =
         keys(wanted, Relation::Project, sessions, |s| (known_project != Some(s.project_id)).then_some(s.project_id));
-    let groups = keys(wanted, Relation::ResourceGroup, sessions, |s| Some(s.resource_group.clone()));
-    let images = keys(wanted, Relation::Image, sessions, |s| Some(s.image.clone()));
+    let catalog = match known.catalog {
+        Some(c) if wanted.has(Relation::ResourceGroup) || wanted.has(Relation::Image) => Some(c.catalog().await?),
+        _ => None,
+    };
+    let (mut known_groups, mut known_images) = (HashMap::new(), HashMap::new());
+    let groups = keys(wanted, Relation::ResourceGroup, sessions, |s| {
+        known_in(catalog.as_ref().map(|c| &c.resource_groups), &s.resource_group, &mut known_groups)
+    });
+    let images = keys(wanted, Relation::Image, sessions, |s| {
+        known_in(catalog.as_ref().map(|c| &c.images), &s.image, &mut known_images)
+    });
     let launch_groups = keys(wanted, Relation::LaunchGroup, sessions, |s| s.launch_group_id);
     let keypairs = keys(wanted, Relation::ExtensionLimits, sessions, |s| Some(s.keypair_id));
     let ids = keys(wanted, Relation::Transitions, sessions, |s| Some(s.id));
@@ -102,7 +112,28 @@ pub async fn load(
         each(keypairs, |k| async move { expiry::limits(db, &k).await }),
         each(ids, |k| async move { relations::transitions(db, &k).await }),
     )?;
+    let (mut resource_groups, mut images) = (resource_groups, images);
+    resource_groups.extend(known_groups);
+    images.extend(known_images);
     Ok(Loaded { owners, projects, resource_groups, images, launch_groups, extension_limits, transitions })
+}
+
+/// `name` when `catalog` does not hold it (it is to be read); otherwise none, and what it
+/// holds is added to `found`.
+fn known_in<M: Clone>(
+    catalog: Option<&HashMap<String, M>>,
+    name: &str,
+    found: &mut HashMap<String, M>,
+) -> Option<String> {
+    match catalog.and_then(|c| c.get(name)) {
+        Some(m) => {
+            if !found.contains_key(name) {
+                found.insert(name.to_owned(), m.clone());
+            }
+            None
+        }
+        None => Some(name.to_owned()),
+    }
 }
 
 /// What a page already read of its sessions' relations.
@@ -110,4 +141,7 @@ pub async fn load(
 pub struct Known<'a> {
     pub owners: &'a [&'a user::Model],
     pub project: Option<&'a project::Model>,
+    /// Where the images and resource groups as last read are kept
+    /// ([`Credentials::catalog`]): only those it does not hold are read.
+    pub catalog: Option<&'a Credentials>,
 }

@@ -1,12 +1,13 @@
 //! Who may see what. Every read path asks this module; nothing else decides visibility.
 //! Something the viewer may not see is reported exactly like something that does not exist.
 
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait};
 use uuid::Uuid;
 
 use entity::{launch_group, project, project_member, session, user};
 
 use super::auth::Viewer;
+use super::inline::{self, Decode, FirstColumn, InlineReads, RowAt};
 use super::model::Role;
 use super::{DomainError, DomainResult};
 
@@ -50,7 +51,7 @@ impl ProjectAccess {
         if let Some(member) = self.member {
             return Ok(member);
         }
-        let member = is_member(db, viewer.user_id, self.project.id).await?;
+        let member = is_member(db, None, viewer.user_id, self.project.id).await?;
         self.member = Some(member);
         Ok(member)
     }
@@ -68,17 +69,45 @@ impl ProjectAccess {
 /// The project `id` with the viewer's access to it, if the viewer may see it (a member, an
 /// ADMIN of its domain, a SUPERADMIN), else `NOT_FOUND`.
 pub async fn project_access(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid) -> DomainResult<ProjectAccess> {
+    project_access_in(db, None, viewer, id).await
+}
+
+/// [`project_access`], read on the caller's thread when `inline` is given and takes it.
+pub async fn project_access_in(
+    db: &impl ConnectionTrait,
+    inline: Option<&InlineReads>,
+    viewer: &Viewer,
+    id: Uuid,
+) -> DomainResult<ProjectAccess> {
     let not_found = DomainError::NotFound("project");
-    let Some(project) = project::Entity::find_by_id(id).one(db).await? else {
+    let backend = db.get_database_backend();
+    let read = project::Entity::find_by_id(id).build(backend);
+    let Some(project) = inline::all(db, inline, read, &Projects).await?.into_iter().next() else {
         return Err(not_found);
     };
     if viewer.administers_domain(project.domain_id) {
         return Ok(ProjectAccess { project, member: None });
     }
-    if is_member(db, viewer.user_id, id).await? {
+    if is_member(db, inline, viewer.user_id, id).await? {
         Ok(ProjectAccess { project, member: Some(true) })
     } else {
         Err(not_found)
+    }
+}
+
+/// A project's columns, in the entity's order (as `Entity::find()` selects them).
+struct Projects;
+
+impl Decode for Projects {
+    type Out = project::Model;
+    fn decode<R: RowAt>(&self, row: &R) -> DomainResult<project::Model> {
+        Ok(project::Model {
+            id: row.at(0)?,
+            domain_id: row.at(1)?,
+            name: row.at(2)?,
+            total_resource_slots: row.at(3)?,
+            created_at: row.at(4)?,
+        })
     }
 }
 
@@ -87,8 +116,17 @@ pub async fn visible_project(db: &impl ConnectionTrait, viewer: &Viewer, id: Uui
     Ok(project_access(db, viewer, id).await?.project)
 }
 
-async fn is_member(db: &impl ConnectionTrait, user_id: Uuid, project_id: Uuid) -> DomainResult<bool> {
-    Ok(project_member::Entity::find_by_id((project_id, user_id)).one(db).await?.is_some())
+async fn is_member(
+    db: &impl ConnectionTrait,
+    inline: Option<&InlineReads>,
+    user_id: Uuid,
+    project_id: Uuid,
+) -> DomainResult<bool> {
+    let membership = project_member::Entity::find_by_id((project_id, user_id))
+        .select_only()
+        .column(project_member::Column::ProjectId)
+        .build(db.get_database_backend());
+    Ok(!inline::all(db, inline, membership, &FirstColumn::<Uuid>::default()).await?.is_empty())
 }
 
 /// The user `id` if the viewer may see it: itself, anyone of its domain for an ADMIN,
@@ -156,17 +194,18 @@ pub async fn session_scope(
     project_id: Uuid,
     scope: SessionScope,
 ) -> DomainResult<ScopedSessions> {
-    Ok(scoped_project(db, viewer, project_id, scope).await?.0)
+    Ok(scoped_project(db, None, viewer, project_id, scope).await?.0)
 }
 
 /// [`session_scope`], with the project it read.
 pub async fn scoped_project(
     db: &impl ConnectionTrait,
+    inline: Option<&InlineReads>,
     viewer: &Viewer,
     project_id: Uuid,
     scope: SessionScope,
 ) -> DomainResult<(ScopedSessions, project::Model)> {
-    let mut access = project_access(db, viewer, project_id).await?;
+    let mut access = project_access_in(db, inline, viewer, project_id).await?;
     let owner_id = match scope {
         SessionScope::Mine => {
             access.require_member(db, viewer, "its administrators list its sessions with scope PROJECT").await?;

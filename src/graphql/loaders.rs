@@ -19,6 +19,7 @@ use uuid::Uuid;
 use entity::{image, launch_group, project, resource_group, session_status_transition, user};
 
 use super::people::{Project, User};
+use crate::domain::live::Live;
 use crate::domain::related::{self, Relation, Wanted};
 use crate::domain::{DomainError, relations};
 
@@ -128,7 +129,8 @@ async fn prefetch(
     let (Ok(l), Ok(db)) = (ctx.data::<Loaders>(), ctx.data::<DatabaseConnection>()) else {
         return Ok(Prefetched::default());
     };
-    let known = related::Known { owners: known_owners, project };
+    let catalog = ctx.data::<Live>().ok().map(|live| &live.credentials);
+    let known = related::Known { owners: known_owners, project, catalog };
     let loaded = related::load(db, &rows, wanted, known).await.map_err(Arc::new)?;
     let mut owners = HashMap::new();
     let mut projects = HashMap::new();

@@ -34,6 +34,7 @@ use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema, 
 use sea_orm::DatabaseConnection;
 
 use crate::config::GraphqlLimits;
+use crate::domain::inline::InlineReads;
 use crate::domain::launch::LaunchLimits;
 use crate::domain::live::Live;
 
@@ -70,15 +71,21 @@ fn builder(budgets: &GraphqlLimits) -> SchemaBuilder<Query, Mutation, Subscripti
         .limit_recursive_depth(limits::recursion_limit(budgets))
 }
 
-/// The schema the server executes, with its database, live feeds and limits.
+/// The schema the server executes, with its database (and its inline reads, on a SQLite
+/// file), live feeds and limits.
 pub fn build_schema(
     db: DatabaseConnection,
+    inline: Option<InlineReads>,
     live: Live,
     launch: LaunchLimits,
     budgets: &GraphqlLimits,
     runtime: crate::domain::runtime::RuntimeInfo,
 ) -> AppSchema {
-    builder(budgets).data(db).data(live).data(launch).data(runtime).finish()
+    let builder = builder(budgets).data(db).data(live).data(launch).data(runtime);
+    match inline {
+        Some(inline) => builder.data(inline).finish(),
+        None => builder.finish(),
+    }
 }
 
 /// Attaches what resolvers read to one request: the viewer, fresh DataLoaders, and the

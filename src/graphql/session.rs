@@ -31,6 +31,7 @@ use super::types::{
     IdleCheck, PageInfo, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse,
     UtilizationPoint,
 };
+use crate::domain::inline::InlineReads;
 
 /// Those of `sessions` the viewer may see.
 fn visible(ctx: &Context<'_>, sessions: Vec<session::Model>) -> ApiResult<Vec<Session>> {
@@ -483,7 +484,7 @@ pub async fn session_connection(
     orders: &[dom::SessionOrder],
     args: PageArgs,
 ) -> ApiResult<SessionConnection> {
-    let mut page = read_page(db(ctx)?, &set, orders, args).await?;
+    let mut page = read_page(db(ctx)?, ctx.data_opt::<InlineReads>(), &set, orders, args).await?;
     let related = prefetch_relations(ctx, page.rows.iter().map(|r| (&r.session, &r.owner)), set.project()).await?;
     let edges: Vec<SessionEdge> = std::mem::take(&mut page.rows)
         .into_iter()

@@ -7,6 +7,7 @@ use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
 use crate::domain::DomainError;
+use crate::domain::inline::InlineReads;
 use crate::domain::sessions::{self as dom, SessionSet};
 use crate::domain::visibility::{self, SessionScope as DomScope};
 
@@ -185,12 +186,13 @@ pub async fn project_session_set(
     scope: Option<SessionScope>,
     filter: Option<SessionFilter>,
 ) -> ApiResult<SessionSet> {
-    project_set(db(ctx)?, viewer(ctx)?, project_id, scope, filter).await
+    project_set(db(ctx)?, ctx.data_opt::<InlineReads>(), viewer(ctx)?, project_id, scope, filter).await
 }
 
 /// The same without a GraphQL context.
 pub(super) async fn project_set(
     db: &sea_orm::DatabaseConnection,
+    inline: Option<&InlineReads>,
     viewer: &crate::domain::auth::Viewer,
     project_id: &ID,
     scope: Option<SessionScope>,
@@ -198,7 +200,7 @@ pub(super) async fn project_set(
 ) -> ApiResult<SessionSet> {
     let filter = filter.unwrap_or_default().to_domain()?;
     let scope = scope.unwrap_or_default().into();
-    dom::project_sessions(db, viewer, project_uuid(project_id)?, scope, &filter)
+    dom::project_sessions(db, inline, viewer, project_uuid(project_id)?, scope, &filter)
         .await
         .map_err(|e| with_paths(e, list_path).into())
 }

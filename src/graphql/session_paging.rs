@@ -3,6 +3,7 @@
 //! and the compiled list share.
 
 use crate::domain::clock;
+use crate::domain::inline::InlineReads;
 use crate::domain::paging::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest};
 use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
 
@@ -44,11 +45,12 @@ pub struct PageArgs {
 /// list ([`super::compiled`]) both read.
 pub(super) async fn read_page(
     db: &sea_orm::DatabaseConnection,
+    inline: Option<&InlineReads>,
     set: &SessionSet,
     orders: &[dom::SessionOrder],
     args: PageArgs,
 ) -> ApiResult<dom::SessionPage> {
     let request: PageRequest<SessionPosition> =
         cursor::page_request(args.first, args.last, args.after.as_deref(), args.before.as_deref(), list_path)?;
-    Ok(set.page(db, orders, &request, clock::now()).await.map_err(|e| with_paths(e, list_path))?)
+    Ok(set.page(db, inline, orders, &request, clock::now()).await.map_err(|e| with_paths(e, list_path))?)
 }

@@ -237,7 +237,15 @@ async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: 
     };
     let known = state.plans.get(&request.query, request.operation_name.as_deref());
     if let Some(plan) = &known {
-        let answer = compiled::answer(plan, &state.db, &viewer, &request.variables).await;
+        let answer = compiled::answer(
+            plan,
+            &state.db,
+            state.inline.as_ref(),
+            &state.live.credentials,
+            &viewer,
+            &request.variables,
+        )
+        .await;
         state.metrics.compiled(answer.is_some());
         if let Some(body) = answer {
             let mut answer = bytes_response(flavor, StatusCode::OK, body);

@@ -24,6 +24,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::{DEFAULT_MAX_LAUNCH_COUNT, HttpLimits};
+use crate::domain::inline::InlineReads;
 use crate::domain::launch::LaunchLimits;
 use crate::domain::live::Live;
 use crate::graphql::{AppSchema, build_schema};
@@ -70,6 +71,8 @@ pub struct AppState {
     pub runtime: crate::domain::runtime::RuntimeInfo,
     /// The session lists seen, compiled.
     pub plans: Arc<crate::graphql::compiled::Plans>,
+    /// Reads on the request's thread, on a SQLite file.
+    pub inline: Option<InlineReads>,
 }
 
 impl AppState {
@@ -95,8 +98,9 @@ impl AppState {
         let ws_connections = Arc::new(tokio::sync::Semaphore::new(limits.ws.max_ws_connections));
         let ws_waiting = Arc::new(waiting::Waiting::new(limits.shares.max_ws_unauthenticated));
         let in_flight = Arc::new(tokio::sync::Semaphore::new(limits.max_in_flight));
+        let inline = InlineReads::of(&db);
         Self {
-            schema: build_schema(db.clone(), live.clone(), launch, &limits.graphql, runtime.clone()),
+            schema: build_schema(db.clone(), inline.clone(), live.clone(), launch, &limits.graphql, runtime.clone()),
             db,
             live,
             limits: Arc::new(limits),
@@ -106,6 +110,7 @@ impl AppState {
             metrics,
             runtime,
             plans: Arc::default(),
+            inline,
         }
     }
 }

@@ -428,7 +428,49 @@ async fn a_drained_group_queues_launches_until_its_agents_return(mut app: TestAp
     }
 }
 
+const GROUPS_PAGE: &str = "query($p: ID!) { sessions(projectId: $p, first: 10) {
+  nodes { name resourceGroup { name description } image { name } } } }";
+
+/// A page shows its sessions' groups and images from the catalog each server keeps: what
+/// `apply` changes is shown within a poll of the revision, by the executor and the compiled
+/// list alike, and a group the catalog does not hold yet is read with the page.
+async fn a_page_shows_the_catalog_as_applied(app: TestApp) {
+    use sea_orm::Set;
+    let p = project("default/default");
+    session_row("alice@example.com", "default/default", "held", "RUNNING", json!({"cpu": 1}))
+        .insert(&app.db)
+        .await
+        .expect("insert a session");
+    let node = |resp: &Value, name: &str| -> Value {
+        let nodes = resp["data"]["sessions"]["nodes"].as_array().cloned().unwrap_or_default();
+        nodes.into_iter().find(|n| n["name"] == name).unwrap_or_else(|| panic!("{name} in {resp}"))
+    };
+    let description = |resp: &Value| node(resp, "held")["resourceGroup"]["description"].clone();
+    // Asked twice: the executor answers first, the compiled list next.
+    for _ in 0..2 {
+        let resp = app.gql(Some("demo-alice"), GROUPS_PAGE, json!({"p": p})).await;
+        assert_eq!(description(&resp), "Shared pool of the default domain", "{resp}");
+        assert_eq!(node(&resp, "held")["image"]["name"], "python:3.12", "{resp}");
+    }
+    let renamed = demo_with(&[("Shared pool of the default domain", "Shared pool, renamed")]);
+    apply_text(&app, &renamed, Options::default()).await.expect("apply");
+    app.wait_for("demo-alice", GROUPS_PAGE, json!({"p": p}), |r| description(r) == "Shared pool, renamed").await;
+    let resp = app.gql(Some("demo-alice"), GROUPS_PAGE, json!({"p": p})).await;
+    assert_eq!(description(&resp), "Shared pool, renamed", "{resp}");
+
+    // Written behind the server's back (the revision unmoved): not in the catalog, so read.
+    crate::support::add_resource_group(&app, "extra", &["INTERACTIVE"], &[], &[]).await;
+    let mut row = session_row("alice@example.com", "default/default", "elsewhere", "RUNNING", json!({"cpu": 1}));
+    row.resource_group = Set("extra".to_owned());
+    row.insert(&app.db).await.expect("insert a session");
+    for _ in 0..2 {
+        let resp = app.gql(Some("demo-alice"), GROUPS_PAGE, json!({"p": p})).await;
+        assert_eq!(node(&resp, "elsewhere")["resourceGroup"]["description"], "test group extra", "{resp}");
+    }
+}
+
 db_tests!(
+    a_page_shows_the_catalog_as_applied,
     a_drained_group_queues_launches_until_its_agents_return,
     changes_apply_once_and_prune_takes_a_user_with_its_policy,
     the_demo_is_demo_toml_applied,

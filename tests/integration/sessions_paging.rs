@@ -331,6 +331,7 @@ async fn elapsed_orders_live_and_finished_sessions_together(app: TestApp) {
 async fn a_page_reads_every_column_as_stored(app: TestApp) {
     use sessiond::domain::paging::PageRequest;
     use sessiond::domain::sessions::{SessionOrder, SessionOrderField, project_sessions};
+    use sessiond::domain::visibility::{SessionScope, scoped_project};
     let mut row = session_row("bob@example.com", "default/default", "every-column", "RUNNING", json!({"cpu": 2}));
     row.status_info = Set(Some("info".into()));
     row.exit_code = Set(Some(7));
@@ -348,17 +349,30 @@ async fn a_page_reads_every_column_as_stored(app: TestApp) {
     let viewer = sessiond::domain::auth::authenticate(&app.db, "demo-admin").await.expect("admin");
     let set = project_sessions(
         &app.db,
+        None,
         &viewer,
         demo_project_id("default/default"),
-        sessiond::domain::visibility::SessionScope::Project,
+        SessionScope::Project,
         &Default::default(),
     )
     .await
     .expect("set");
+    // Read through the pool, and on SQLite also on the caller's thread (`domain::inline`):
+    // the same rows and positions either way.
+    let inline = sessiond::domain::inline::InlineReads::of(&app.db);
+    assert_eq!(inline.is_some(), app.backend == crate::support::Backend::Sqlite, "a test database is a file");
+    let read_inline = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    if let Some(inline) = &inline {
+        let seen = read_inline.clone();
+        inline.observe(move |_| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
     for field in [SessionOrderField::CreatedAt, SessionOrderField::Name, SessionOrderField::Elapsed] {
         let orders = [SessionOrder { field, descending: false }];
         let request = PageRequest::new(Some(50), None, None, None).expect("request");
-        let page = set.page(&app.db, &orders, &request, Utc::now()).await.expect("page");
+        let now = Utc::now();
+        let page = set.page(&app.db, None, &orders, &request, now).await.expect("page");
         assert!(!page.rows.is_empty());
         for r in &page.rows {
             let stored = session::Entity::find_by_id(r.session.id).one(&app.db).await.expect("find").expect("row");
@@ -366,6 +380,24 @@ async fn a_page_reads_every_column_as_stored(app: TestApp) {
             let owner =
                 entity::user::Entity::find_by_id(stored.owner_id).one(&app.db).await.expect("find").expect("owner");
             assert_eq!(r.owner, owner);
+        }
+        if let Some(inline) = &inline {
+            // The project a list starts from, and a user's membership, read both ways.
+            for (token, scope) in [("demo-admin", SessionScope::Project), ("demo-alice", SessionScope::Mine)] {
+                let viewer = sessiond::domain::auth::authenticate(&app.db, token).await.expect("viewer");
+                let p = demo_project_id("default/default");
+                let pooled = scoped_project(&app.db, None, &viewer, p, scope).await.expect("pooled");
+                let before = read_inline.load(std::sync::atomic::Ordering::SeqCst);
+                let read = scoped_project(&app.db, Some(inline), &viewer, p, scope).await.expect("inline");
+                assert_eq!(format!("{read:?}"), format!("{pooled:?}"));
+                let statements = if scope == SessionScope::Mine { 2 } else { 1 };
+                assert_eq!(read_inline.load(std::sync::atomic::Ordering::SeqCst), before + statements, "{token}");
+            }
+            let before = read_inline.load(std::sync::atomic::Ordering::SeqCst);
+            let read = set.page(&app.db, Some(inline), &orders, &request, now).await.expect("page read inline");
+            assert_eq!(read_inline.load(std::sync::atomic::Ordering::SeqCst), before + 1, "read inline, not declined");
+            assert_eq!(format!("{:?}", read.rows), format!("{:?}", page.rows), "{field:?}");
+            assert_eq!((read.has_next_page, read.has_previous_page), (page.has_next_page, page.has_previous_page));
         }
     }
 }

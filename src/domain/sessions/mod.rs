@@ -35,6 +35,7 @@ use uuid::Uuid;
 use entity::{session, user};
 
 use super::auth::Viewer;
+use super::inline::{self, Decode, InlineReads, RowAt};
 use super::model::SessionType;
 use super::paging::{Page, PageRequest};
 use super::status::SessionStatus;
@@ -57,7 +58,7 @@ pub type SessionPage = Page<PageRow>;
 /// A session's columns from `row`, from column `at` on, in the entity's column order (the
 /// order `Entity::find()` selects them in). Read by position: a page row has the session's
 /// columns, its owner's 6 and the sort keys, and reading each by name hashes the name.
-fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, sea_orm::DbErr> {
+fn session_at<R: RowAt>(row: &R, at: usize) -> Result<session::Model, sea_orm::DbErr> {
     let mut i = at;
     let mut next = || {
         i += 1;
@@ -65,75 +66,87 @@ fn session_at(row: &sea_orm::QueryResult, at: usize) -> Result<session::Model, s
     };
     // Fields are evaluated in the order written: the entity's.
     Ok(session::Model {
-        id: row.try_get_by_index(next())?,
-        name: row.try_get_by_index(next())?,
-        session_type: row.try_get_by_index(next())?,
-        status: row.try_get_by_index(next())?,
-        status_info: row.try_get_by_index(next())?,
-        result: row.try_get_by_index(next())?,
-        exit_code: row.try_get_by_index(next())?,
-        owner_id: row.try_get_by_index(next())?,
-        keypair_id: row.try_get_by_index(next())?,
-        project_id: row.try_get_by_index(next())?,
-        domain_id: row.try_get_by_index(next())?,
-        resource_group: row.try_get_by_index(next())?,
-        image: row.try_get_by_index(next())?,
-        requested_slots: row.try_get_by_index(next())?,
-        occupied_slots: row.try_get_by_index(next())?,
-        cluster_size: row.try_get_by_index(next())?,
-        environment: row.try_get_by_index(next())?,
-        startup_command: row.try_get_by_index(next())?,
-        batch_timeout_seconds: row.try_get_by_index(next())?,
-        priority: row.try_get_by_index(next())?,
-        agent_id: row.try_get_by_index(next())?,
-        launch_group_id: row.try_get_by_index(next())?,
-        pending_reasons: row.try_get_by_index(next())?,
-        created_at: row.try_get_by_index(next())?,
-        scheduled_at: row.try_get_by_index(next())?,
-        started_at: row.try_get_by_index(next())?,
-        terminated_at: row.try_get_by_index(next())?,
-        status_changed_at: row.try_get_by_index(next())?,
-        queue_position: row.try_get_by_index(next())?,
-        lifetime_seconds: row.try_get_by_index(next())?,
-        extended_seconds: row.try_get_by_index(next())?,
-        extensions: row.try_get_by_index(next())?,
-        expiry_warned_for: row.try_get_by_index(next())?,
-        utilization: row.try_get_by_index(next())?,
-        utilization_samples: row.try_get_by_index(next())?,
-        utilization_sampled_at: row.try_get_by_index(next())?,
-        idle: row.try_get_by_index(next())?,
-        active_at: row.try_get_by_index(next())?,
-        typed_at: row.try_get_by_index(next())?,
-        exempt_idle: row.try_get_by_index(next())?,
-        cpu_used: row.try_get_by_index(next())?,
-        mem_used: row.try_get_by_index(next())?,
-        status_actor_user_id: row.try_get_by_index(next())?,
-        status_actor_rule: row.try_get_by_index(next())?,
-        launched_from_session_id: row.try_get_by_index(next())?,
-        launched_from_name: row.try_get_by_index(next())?,
-        launched_from_template_id: row.try_get_by_index(next())?,
-        starts_at: row.try_get_by_index(next())?,
-        callback_url: row.try_get_by_index(next())?,
-        callback_on_running: row.try_get_by_index(next())?,
-        pending_digest: row.try_get_by_index(next())?,
+        id: row.at(next())?,
+        name: row.at(next())?,
+        session_type: row.at(next())?,
+        status: row.at(next())?,
+        status_info: row.at(next())?,
+        result: row.at(next())?,
+        exit_code: row.at(next())?,
+        owner_id: row.at(next())?,
+        keypair_id: row.at(next())?,
+        project_id: row.at(next())?,
+        domain_id: row.at(next())?,
+        resource_group: row.at(next())?,
+        image: row.at(next())?,
+        requested_slots: row.at(next())?,
+        occupied_slots: row.at(next())?,
+        cluster_size: row.at(next())?,
+        environment: row.at(next())?,
+        startup_command: row.at(next())?,
+        batch_timeout_seconds: row.at(next())?,
+        priority: row.at(next())?,
+        agent_id: row.at(next())?,
+        launch_group_id: row.at(next())?,
+        pending_reasons: row.at(next())?,
+        created_at: row.at(next())?,
+        scheduled_at: row.at(next())?,
+        started_at: row.at(next())?,
+        terminated_at: row.at(next())?,
+        status_changed_at: row.at(next())?,
+        queue_position: row.at(next())?,
+        lifetime_seconds: row.at(next())?,
+        extended_seconds: row.at(next())?,
+        extensions: row.at(next())?,
+        expiry_warned_for: row.at(next())?,
+        utilization: row.at(next())?,
+        utilization_samples: row.at(next())?,
+        utilization_sampled_at: row.at(next())?,
+        idle: row.at(next())?,
+        active_at: row.at(next())?,
+        typed_at: row.at(next())?,
+        exempt_idle: row.at(next())?,
+        cpu_used: row.at(next())?,
+        mem_used: row.at(next())?,
+        status_actor_user_id: row.at(next())?,
+        status_actor_rule: row.at(next())?,
+        launched_from_session_id: row.at(next())?,
+        launched_from_name: row.at(next())?,
+        launched_from_template_id: row.at(next())?,
+        starts_at: row.at(next())?,
+        callback_url: row.at(next())?,
+        callback_on_running: row.at(next())?,
+        pending_digest: row.at(next())?,
     })
 }
 
 /// A user's columns from `row`, from column `at` on, in the entity's order.
-fn user_at(row: &sea_orm::QueryResult, at: usize) -> Result<user::Model, sea_orm::DbErr> {
+fn user_at<R: RowAt>(row: &R, at: usize) -> Result<user::Model, sea_orm::DbErr> {
     let mut i = at;
     let mut next = || {
         i += 1;
         i - 1
     };
     Ok(user::Model {
-        id: row.try_get_by_index(next())?,
-        domain_id: row.try_get_by_index(next())?,
-        email: row.try_get_by_index(next())?,
-        full_name: row.try_get_by_index(next())?,
-        role: row.try_get_by_index(next())?,
-        created_at: row.try_get_by_index(next())?,
+        id: row.at(next())?,
+        domain_id: row.at(next())?,
+        email: row.at(next())?,
+        full_name: row.at(next())?,
+        role: row.at(next())?,
+        created_at: row.at(next())?,
     })
+}
+
+/// A page's row: the session, its owner (after the session's columns) and its position.
+impl Decode for Walk {
+    type Out = PageRow;
+    fn decode<R: RowAt>(&self, row: &R) -> DomainResult<PageRow> {
+        Ok(PageRow {
+            session: session_at(row, 0)?,
+            owner: user_at(row, session::Column::iter().count())?,
+            position: self.position(row)?,
+        })
+    }
 }
 
 /// How the owner's columns are named in a page's rows.
@@ -169,13 +182,14 @@ pub struct SessionSet {
 /// The sessions of a project in `scope`, filtered: every check of the list's arguments.
 pub async fn project_sessions(
     db: &impl ConnectionTrait,
+    inline: Option<&InlineReads>,
     viewer: &Viewer,
     project_id: Uuid,
     scope: SessionScope,
     filter: &SessionFilter,
 ) -> DomainResult<SessionSet> {
     filter::check(scope, filter)?;
-    let (scope, project) = visibility::scoped_project(db, viewer, project_id, scope).await?;
+    let (scope, project) = visibility::scoped_project(db, inline, viewer, project_id, scope).await?;
     Ok(SessionSet { condition: scope.condition().add(filter::condition(filter)), project: Some(project) })
 }
 
@@ -243,25 +257,17 @@ impl SessionSet {
 
     /// One page in `orders` (then by id), after or before a position of the same ordering,
     /// each session with its owner: one statement.
+    /// Read inline ([`InlineReads`]) when `inline` is given and can take it.
     pub async fn page(
         &self,
         db: &impl ConnectionTrait,
+        inline: Option<&InlineReads>,
         orders: &[SessionOrder],
         request: &PageRequest<SessionPosition>,
         now: DateTime<Utc>,
     ) -> DomainResult<SessionPage> {
         let walk = self.walk(db.get_database_backend(), orders, request, now, Reading::RowsWithOwners)?;
-        let rows = db.query_all_raw(walk.statement.clone()).await?;
-        let mut walked = Vec::with_capacity(rows.len());
-        let owner_at = session::Column::iter().count();
-        for row in rows {
-            walked.push(PageRow {
-                session: session_at(&row, 0)?,
-                owner: user_at(&row, owner_at)?,
-                position: walk.position(&row)?,
-            });
-        }
-        Ok(request.finish(walked))
+        Ok(request.finish(inline::all(db, inline, walk.statement.clone(), &walk).await?))
     }
 
     /// The next `request.size` sessions after `request.after`, reading only `columns`,

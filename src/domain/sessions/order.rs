@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use entity::session;
 
+use crate::domain::inline::RowAt;
 use crate::domain::model::{SessionType, string_enum};
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainError, DomainResult};
@@ -49,7 +50,7 @@ pub(super) struct Walk {
 
 impl Walk {
     /// The position of a row of the page.
-    pub(super) fn position(&self, row: &sea_orm::QueryResult) -> DomainResult<SessionPosition> {
+    pub(super) fn position<R: RowAt>(&self, row: &R) -> DomainResult<SessionPosition> {
         Ok(SessionPosition {
             o: self.signature.clone(),
             k: self
@@ -58,7 +59,7 @@ impl Walk {
                 .enumerate()
                 .map(|(i, k)| key_value(row, self.first_key + i, k.field))
                 .collect::<DomainResult<_>>()?,
-            id: row.try_get_by_index(0)?,
+            id: row.at(0)?,
             now: self.keys.iter().any(|k| k.field == SessionOrderField::Elapsed).then(|| self.now.timestamp_micros()),
         })
     }
@@ -142,21 +143,17 @@ pub(super) fn sort_expr(field: SessionOrderField, backend: DbBackend, now: DateT
 }
 
 /// The sort key value in column `at` of a row.
-pub(super) fn key_value(
-    row: &sea_orm::QueryResult,
-    at: usize,
-    field: SessionOrderField,
-) -> DomainResult<serde_json::Value> {
+pub(super) fn key_value<R: RowAt>(row: &R, at: usize, field: SessionOrderField) -> DomainResult<serde_json::Value> {
     use SessionOrderField::*;
     Ok(match field {
         CreatedAt | TerminatedAt => {
-            let t: DateTime<Utc> = row.try_get_by_index(at)?;
+            let t: DateTime<Utc> = row.at(at)?;
             serde_json::Value::from(t.timestamp_micros())
         }
-        Name => serde_json::Value::from(row.try_get_by_index::<String>(at)?),
-        Status | Type => serde_json::Value::from(row.try_get_by_index::<i32>(at)?),
-        Elapsed => serde_json::Value::from(row.try_get_by_index::<i64>(at)?),
-        CpuUsed | MemUsed => serde_json::Value::from(row.try_get_by_index::<f64>(at)?),
+        Name => serde_json::Value::from(row.at::<String>(at)?),
+        Status | Type => serde_json::Value::from(row.at::<i32>(at)?),
+        Elapsed => serde_json::Value::from(row.at::<i64>(at)?),
+        CpuUsed | MemUsed => serde_json::Value::from(row.at::<f64>(at)?),
     })
 }
 

@@ -27,6 +27,8 @@ use async_graphql::{ID, InputType, Value, Variables};
 use sea_orm::DatabaseConnection;
 
 use crate::domain::auth::Viewer;
+use crate::domain::credentials::Credentials;
+use crate::domain::inline::InlineReads;
 use crate::domain::{clock, related};
 
 use super::limits;
@@ -86,7 +88,14 @@ impl Plans {
 }
 
 /// The answer of a compiled list, the response body; `None` when the executor must answer.
-pub async fn answer(plan: &Plan, db: &DatabaseConnection, viewer: &Viewer, variables: &Variables) -> Option<Vec<u8>> {
+pub async fn answer(
+    plan: &Plan,
+    db: &DatabaseConnection,
+    inline: Option<&InlineReads>,
+    credentials: &Credentials,
+    viewer: &Viewer,
+    variables: &Variables,
+) -> Option<Vec<u8>> {
     limits::given_variables(&plan.variables, variables).ok()?;
     let arguments = Arguments { plan, variables };
     let project_id: ID = arguments.get("projectId")?;
@@ -99,12 +108,12 @@ pub async fn answer(plan: &Plan, db: &DatabaseConnection, viewer: &Viewer, varia
         last: arguments.get("last")?,
         before: arguments.get("before")?,
     };
-    let set = project_set(db, viewer, &project_id, scope, filter).await.ok()?;
-    let page = read_page(db, &set, &to_domain_orders(order_by), args).await.ok()?;
+    let set = project_set(db, inline, viewer, &project_id, scope, filter).await.ok()?;
+    let page = read_page(db, inline, &set, &to_domain_orders(order_by), args).await.ok()?;
     // The relations the plan writes, each in one statement, as the executor's prefetch.
     let sessions: Vec<&entity::session::Model> = page.rows.iter().map(|r| &r.session).collect();
     let owners: Vec<&entity::user::Model> = page.rows.iter().map(|r| &r.owner).collect();
-    let known = related::Known { owners: &owners, project: set.project() };
+    let known = related::Known { owners: &owners, project: set.project(), catalog: Some(credentials) };
     let loaded = related::load(db, &sessions, plan.loads, known).await.ok()?;
     let shared = fields::Page {
         page: &page,

@@ -192,17 +192,23 @@ impl TestApp {
         // SESSIOND_TEST_SQL=1 prints each statement, numbered: for checking the statement
         // counts the tests assert.
         let print = std::env::var("SESSIOND_TEST_SQL").is_ok_and(|v| v == "1");
-        db.set_metric_callback(move |info| {
+        let count = move |sql: &str| {
             let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             if print {
-                println!("SQL {n}: {}", info.statement.sql);
+                println!("SQL {n}: {sql}");
             }
-        });
+        };
+        let pooled = count.clone();
+        db.set_metric_callback(move |info| pooled(&info.statement.sql));
         let launch = sessiond::domain::launch::LaunchLimits::of(sessiond::config::DEFAULT_MAX_LAUNCH_COUNT);
         let metrics = sessiond::http::metrics::Metrics::default();
         let runtime = sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime");
-        let router =
-            app(AppState::with_metrics(db.clone(), live.clone(), limits.clone(), launch, metrics.clone(), runtime));
+        let state = AppState::with_metrics(db.clone(), live.clone(), limits.clone(), launch, metrics.clone(), runtime);
+        // Statements read on the request's thread (SQLite) count as those of the pool.
+        if let Some(inline) = &state.inline {
+            inline.observe(count);
+        }
+        let router = app(state);
         TestApp {
             backend,
             url,

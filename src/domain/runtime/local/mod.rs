@@ -200,6 +200,8 @@ impl LocalRuntime {
             if !rows.is_empty() {
                 resource_group_project::Entity::insert_many(rows).exec_without_returning(&txn).await?;
             }
+            // The catalog changed: servers read it again (`Credentials::catalog`).
+            crate::domain::auth::changed(&txn).await?;
         }
         agent::Entity::insert(agent::ActiveModel {
             id: Set(self.config.agent.clone()),
