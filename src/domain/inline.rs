@@ -9,10 +9,12 @@
 //! reading each value where SQLite holds it.
 //!
 //! Only reads that are bounded and short take this path (a page of sessions: its size is
-//! capped, its order walks an index). A connection that finds the database busy gives up at
-//! once ([`BUSY`]) and the caller reads through the pool instead, so a request thread never
-//! waits on a lock. The same statements, the same values: a row is read through [`RowAt`],
-//! which a pooled row implements too, so one function decodes both.
+//! capped, its order walks an index; the project it lists). A connection that finds the
+//! database busy gives up at once ([`BUSY`]), and a statement still running after
+//! [`BUDGET`] is stopped; either way the caller reads through the pool instead, so a request
+//! thread never waits on a lock or a long scan. The same statements, the same values: a row
+//! is read through [`RowAt`], which a pooled row implements too, so one function decodes
+//! both ([`all`] runs a statement either way).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -22,9 +24,9 @@ use chrono::{DateTime, NaiveDateTime, SecondsFormat, TimeZone, Utc};
 use rusqlite::types::{Value as Stored, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement, Value};
+use uuid::Uuid;
 
 use super::DomainResult;
-use uuid::Uuid;
 
 /// How long a read waits for a lock before it is handed back to the pool.
 const BUSY: Duration = Duration::from_millis(0);
