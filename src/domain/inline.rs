@@ -91,10 +91,20 @@ impl InlineReads {
         let _ = self.0.observer.set(Box::new(observer));
     }
 
-    /// Runs `statement` and makes each row a value with `read`.
+    /// Runs `statement` and makes each row a value with `read`, within [`BUDGET`].
     pub fn rows<T, E>(
         &self,
         statement: &Statement,
+        read: impl FnMut(&rusqlite::Row<'_>) -> Result<T, E>,
+    ) -> Result<Vec<T>, NotInline<E>> {
+        self.rows_within(statement, Some(BUDGET), read)
+    }
+
+    /// The same, stopped after `budget` if there is one.
+    fn rows_within<T, E>(
+        &self,
+        statement: &Statement,
+        budget: Option<Duration>,
         mut read: impl FnMut(&rusqlite::Row<'_>) -> Result<T, E>,
     ) -> Result<Vec<T>, NotInline<E>> {
         let Some(values) = statement.values.as_ref().map_or(Some(Vec::new()), |v| v.0.iter().map(bound).collect())
@@ -103,7 +113,11 @@ impl InlineReads {
         };
         let conn = self.connection().ok_or(NotInline::Declined)?;
         let started = Instant::now();
-        if conn.progress_handler(CHECK_EVERY, Some(move || started.elapsed() > BUDGET)).is_err() {
+        let watched = match budget {
+            Some(budget) => conn.progress_handler(CHECK_EVERY, Some(move || started.elapsed() > budget)),
+            None => conn.progress_handler(0, None::<fn() -> bool>),
+        };
+        if watched.is_err() {
             return Err(NotInline::Declined);
         }
         let out = (|| {
@@ -206,6 +220,33 @@ pub async fn all<D: Decode>(
 ) -> DomainResult<Vec<D::Out>> {
     if let Some(inline) = inline {
         match inline.rows(&statement, |row| decoder.decode(row)) {
+            Ok(rows) => return Ok(rows),
+            Err(NotInline::Failed(e)) => return Err(e),
+            Err(NotInline::Declined) => {}
+        }
+    }
+    db.query_all_raw(statement).await?.iter().map(|row| decoder.decode(row)).collect()
+}
+
+/// [`all`] for a read that may take long (the scheduler's pass over every waiting session):
+/// inline, it runs on a blocking thread without a budget (one hand-off for the statement, not
+/// a copy of each value across threads); else through the pool.
+pub async fn all_blocking<D>(
+    db: &impl ConnectionTrait,
+    inline: Option<&InlineReads>,
+    statement: Statement,
+    decoder: D,
+) -> DomainResult<Vec<D::Out>>
+where
+    D: Decode + Clone + Send + 'static,
+    D::Out: Send + 'static,
+{
+    if let Some(inline) = inline {
+        let (inline, read, on_thread) = (inline.clone(), statement.clone(), decoder.clone());
+        let rows = tokio::task::spawn_blocking(move || inline.rows_within(&read, None, |row| on_thread.decode(row)))
+            .await
+            .map_err(|e| super::DomainError::invariant(format!("an inline read stopped: {e}")))?;
+        match rows {
             Ok(rows) => return Ok(rows),
             Err(NotInline::Failed(e)) => return Err(e),
             Err(NotInline::Declined) => {}

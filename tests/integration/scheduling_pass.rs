@@ -1,4 +1,5 @@
-//! One scheduling pass at a time against the database (`scheduling::pass`, no workers):
+//! One scheduling pass at a time against the database (`scheduling::pass_reading` as the
+//! server runs it, no workers):
 //! priority, the FIFO, LIFO and DRF strategies, the concurrency limit, head-of-line
 //! blocking within a priority band, queue positions, and the PostgreSQL scheduler lock.
 
@@ -10,7 +11,7 @@ use sea_orm::{
 use serde_json::{Value, json};
 
 use entity::{agent, keypair_resource_policy, resource_group, session};
-use sessiond::domain::scheduling::{PassReport, pass};
+use sessiond::domain::scheduling::{PassReport, pass_reading};
 use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
@@ -45,8 +46,9 @@ async fn launch(app: &TestApp, token: &str, name: &str, cpu: f64, priority: i32,
     id
 }
 
+/// A pass as the server's scheduler runs it: on SQLite the waiting sessions read inline.
 async fn run_pass(app: &TestApp) -> PassReport {
-    pass(&app.db, &app.bus).await.expect("scheduling pass")
+    pass_reading(&app.db, app.inline.as_ref(), &app.bus).await.expect("scheduling pass")
 }
 
 async fn detail(app: &TestApp, id: &str) -> Value {

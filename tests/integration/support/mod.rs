@@ -39,6 +39,8 @@ pub struct TestApp {
     pub seeded: bool,
     /// SQL statements the app has run (the app's connection counts them).
     pub statements: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The app's reads on the request's thread (SQLite), counted with the statements.
+    pub inline: Option<sessiond::domain::inline::InlineReads>,
     /// The app's event bus: subscribe to see what it publishes.
     pub bus: sessiond::domain::events::EventBus,
     /// The app's live feeds (the bus among them): replays, logs, credentials, shares.
@@ -208,6 +210,7 @@ impl TestApp {
         if let Some(inline) = &state.inline {
             inline.observe(count);
         }
+        let inline = state.inline.clone();
         let router = app(state);
         TestApp {
             backend,
@@ -216,6 +219,7 @@ impl TestApp {
             router,
             seeded,
             statements,
+            inline,
             bus,
             live,
             limits,
