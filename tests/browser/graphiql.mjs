@@ -2,17 +2,11 @@
 // runs `{ viewer { user { email } } }` with a token, and saves a screenshot. Any request to
 // a host other than the server is blocked and counted. Prints one JSON line:
 // {result, blocked}. Usage: node graphiql.mjs <http://127.0.0.1:port> <token> <screenshot.png>
-import { chromium } from 'playwright-core';
+import { launchBrowser } from './launch.mjs';
 
 const [base, token, screenshot] = process.argv.slice(2);
-const executablePath = process.env.SESSIOND_CHROMIUM || '/usr/bin/chromium';
 const server = new URL(base);
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  // No name resolves: nothing beyond the loopback address could be reached.
-  args: ['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', '--no-first-run', '--disable-background-networking'],
-});
+const browser = await launchBrowser();
 let blocked = [];
 try {
   const context = await browser.newContext();

@@ -7,19 +7,14 @@
 //   start, at its largest and at the end (after a garbage collection), and how many
 //   rows it showed.
 // Prints one JSON line. Usage: node measure_page.mjs <http://127.0.0.1:port> <token> <loads> <seconds> <every-ms>
-import { chromium } from 'playwright-core';
+import { launchBrowser } from './launch.mjs';
 import { api } from './api.mjs';
 
 const [base, token, loadsArg, secondsArg, everyArg] = process.argv.slice(2);
 const loads = Number(loadsArg ?? 5);
 const seconds = Number(secondsArg ?? 600);
 const every = Number(everyArg ?? 3000);
-const executablePath = process.env.SESSIOND_CHROMIUM || '/usr/bin/chromium';
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  args: ['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', '--no-first-run', '--disable-background-networking'],
-});
+const browser = await launchBrowser();
 const out = { loads: [], soak: {} };
 
 async function tab() {

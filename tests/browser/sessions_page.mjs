@@ -9,21 +9,16 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchBrowser } from './launch.mjs';
 import { api } from './api.mjs';
 
 const [base, artifacts] = process.argv.slice(2);
-const executablePath = process.env.SESSIOND_CHROMIUM || '/usr/bin/chromium';
 const server = new URL(base);
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const report = { blocked: [], errors: [], axe: {} };
 const WAIT = { timeout: 30000 };
 
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  args: ['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', '--no-first-run', '--disable-background-networking'],
-});
+const browser = await launchBrowser();
 
 /** Alice's `sessionEvents` sockets, passed through so that the test can drop one: the
  * cursors the server sent, and the variables of each subscribe the page sent. */

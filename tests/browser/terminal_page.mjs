@@ -2,18 +2,13 @@
 // `<name>` (an interactive session of an engine that offers a terminal) to run, opens its
 // detail, types a command into the terminal and reads the answer. Prints one JSON line.
 // Usage: node terminal_page.mjs <http://127.0.0.1:port> <name>
-import { chromium } from 'playwright-core';
+import { launchBrowser } from './launch.mjs';
 
 const [base, name] = process.argv.slice(2);
-const executablePath = process.env.SESSIOND_CHROMIUM || '/usr/bin/chromium';
 const server = new URL(base);
 const WAIT = { timeout: 60000 };
 const report = { blocked: [], errors: [] };
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  args: ['--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1', '--no-first-run', '--disable-background-networking'],
-});
+const browser = await launchBrowser();
 try {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
   await context.route('**/*', (route) => {
