@@ -64,7 +64,12 @@ impl PendingReason {
     /// The stored form of `reasons` and their digest ([`reasons_digest`]): the two columns
     /// every writer of a session's reasons sets together.
     pub fn stored(reasons: &[PendingReason]) -> (serde_json::Value, i64) {
-        (serde_json::Value::Array(reasons.iter().map(Self::to_json).collect()), reasons_digest(reasons))
+        (Self::list_to_json(reasons), reasons_digest(reasons))
+    }
+
+    /// The stored form of `reasons` (`sessions.pending_reasons`), without the digest.
+    pub fn list_to_json(reasons: &[PendingReason]) -> serde_json::Value {
+        serde_json::Value::Array(reasons.iter().map(Self::to_json).collect())
     }
 
     /// Reads what [`Self::to_json`] stored; entries with an unknown code are skipped.

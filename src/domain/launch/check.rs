@@ -88,7 +88,7 @@ pub async fn check(
     let mut reasons: Vec<occupancy::PendingReason> = Vec::new();
     for d in &decisions {
         if let scheduler::Outcome::Wait { reasons: r, .. } = &d.outcome {
-            for reason in r {
+            for reason in &r.reasons {
                 if !reasons.contains(reason) {
                     reasons.push(reason.clone());
                 }

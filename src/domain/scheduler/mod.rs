@@ -12,18 +12,21 @@
 mod fit;
 mod index;
 mod queue;
+mod verdict;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
 use super::model::SchedulerStrategy;
-use super::occupancy::{LimitLayer, PendingReason};
+use super::occupancy::PendingReason;
 use super::slots::{ResourceRequest, ResourceSlots};
-use fit::{admission_checks, allocate};
+use fit::allocate;
 use index::{AgentIndex, Placer};
 pub use queue::dominant_share;
 use queue::{Queue, order_band};
+use verdict::{Placed, Verdicts};
 
 #[derive(Clone, Debug)]
 pub struct PendingSession {
@@ -93,7 +96,16 @@ pub enum Outcome {
     /// Start it: one agent per container.
     Schedule { agents: Vec<String> },
     /// Keep it pending for these reasons, at this place in its group's queue (1 = next).
-    Wait { reasons: Vec<PendingReason>, position: usize },
+    Wait { reasons: Arc<WaitReasons>, position: usize },
+}
+
+/// Why a session waits (every failure of its checks, in order), and the digest of those
+/// reasons as stored ([`reasons_digest`](crate::domain::occupancy::reasons_digest)): shared
+/// by every session of the pass that waits for the same reasons.
+#[derive(Debug, PartialEq)]
+pub struct WaitReasons {
+    pub reasons: Vec<PendingReason>,
+    pub digest: i64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -102,24 +114,24 @@ pub struct Decision {
     pub group: String,
     pub outcome: Outcome,
     /// Every check that ran, in order, with its failures.
-    pub checks: Vec<Check>,
+    pub checks: Arc<[Check]>,
 }
 
 /// Decides one pass over every group.
 pub fn schedule(snapshot: &Snapshot) -> Vec<Decision> {
-    schedule_with::<AgentIndex>(snapshot)
+    schedule_with::<AgentIndex>(snapshot, Verdicts::new())
 }
 
-fn schedule_with<P: Placer>(snapshot: &Snapshot) -> Vec<Decision> {
+fn schedule_with<P: Placer>(snapshot: &Snapshot, mut verdicts: Verdicts) -> Vec<Decision> {
     let mut state = snapshot.clone();
     let mut decisions = Vec::new();
     for g in 0..state.groups.len() {
-        decisions.extend(schedule_group::<P>(&mut state, g));
+        decisions.extend(schedule_group::<P>(&mut state, g, &mut verdicts));
     }
     decisions
 }
 
-fn schedule_group<P: Placer>(state: &mut Snapshot, g: usize) -> Vec<Decision> {
+fn schedule_group<P: Placer>(state: &mut Snapshot, g: usize, verdicts: &mut Verdicts) -> Vec<Decision> {
     let group_name = state.groups[g].name.clone();
     let strategy = state.groups[g].strategy;
     let capacity = state.groups[g].capacity.clone();
@@ -134,77 +146,46 @@ fn schedule_group<P: Placer>(state: &mut Snapshot, g: usize) -> Vec<Decision> {
         let mut blocked = false;
         let mut queue = Queue::new(band, strategy, state, &group_name, &capacity);
         while let Some(s) = queue.next() {
-            // The whole session's request, once: every check, the placement and the
-            // allocation use it.
-            let total = s.request.total();
+            // The whole session's request, once per shape: every check, the placement and
+            // the allocation use it.
+            let shape = verdicts.shape(&s.request);
+            let total = &*shape.total;
             // Whether it may start wherever it goes (quotas, concurrency); then whether it
             // waits its turn, and where it goes. It starts only if every check passed.
-            let mut checks = admission_checks(state, &s, &total);
-            let admitted = all_passed(&checks);
-            if blocked {
-                checks.push(Check {
-                    name: "queue",
-                    failures: vec![PendingReason {
-                        code: "QUEUED_BEHIND",
-                        message: "waiting behind an earlier session of the same priority that does not fit yet".into(),
-                        layer: None,
-                        slot: None,
-                        requested: None,
-                        remaining: None,
-                    }],
-                });
-                decisions.push(wait(&s, &group_name, checks));
-                queue.taken(&s, state, &group_name, &capacity);
-                continue;
-            }
-            let placement = placer.place(&state.groups[g].agents, &total);
-            // Fits no agent that takes sessions, even empty (only drained or silent ones):
-            // it waits for them, and blocks nobody behind it meanwhile.
-            let only_elsewhere = placement.is_none() && !placer.fits_some_capacity(&state.groups[g].agents, &total);
-            checks.push(Check {
-                name: "capacity",
-                failures: match &placement {
-                    Some(_) => Vec::new(),
-                    None => vec![PendingReason {
-                        code: "NO_CAPACITY",
-                        message: if only_elsewhere {
-                            format!(
-                                "no agent of resource group `{group_name}` that takes sessions now could hold this request (others are drained or not answering)"
-                            )
-                        } else {
-                            format!("no agent of resource group `{group_name}` has room for this request now")
-                        },
-                        layer: Some(LimitLayer::ResourceGroup),
-                        slot: None,
-                        requested: None,
-                        remaining: None,
-                    }],
-                },
-            });
-            match placement {
-                Some(agent) if all_passed(&checks) => {
+            let admission = verdicts.admission(state, &s, &shape);
+            let (admitted, admission) = (admission.admitted, admission.clone());
+            let (placed, agent) = if blocked {
+                (Placed::Behind, None)
+            } else {
+                match placer.place(&state.groups[g].agents, total) {
+                    Some(agent) => (Placed::Room, Some(agent)),
+                    // Fits no agent that takes sessions, even empty (only drained or silent
+                    // ones): it waits for them, and blocks nobody behind it meanwhile.
+                    None if !placer.fits_some_capacity(&state.groups[g].agents, total) => {
+                        (Placed::NoRoomAnywhere, None)
+                    }
+                    None => {
+                        // Head-of-line: the rest of the band waits behind it. A session
+                        // that may not start anyway (over a quota) blocks nobody.
+                        blocked = admitted;
+                        (Placed::NoRoom, None)
+                    }
+                }
+            };
+            let verdict = verdicts.verdict(&admission, g, &group_name, placed);
+            let outcome = match agent {
+                Some(agent) if verdict.reasons.reasons.is_empty() => {
                     let before = state.groups[g].agents[agent].free.get("cpu");
-                    allocate(state, g, &s, &total, agent, &group_name);
+                    allocate(state, g, &s, total, agent, &group_name);
+                    verdicts.started(&s);
                     placer.moved(&state.groups[g].agents, agent, before);
                     let agents = vec![state.groups[g].agents[agent].id.clone(); s.request.cluster_size as usize];
-                    queue.taken(&s, state, &group_name, &capacity);
-                    decisions.push(Decision {
-                        session: s.id,
-                        group: group_name.clone(),
-                        outcome: Outcome::Schedule { agents },
-                        checks,
-                    });
+                    Outcome::Schedule { agents }
                 }
-                placement => {
-                    if placement.is_none() && admitted && !only_elsewhere {
-                        // Head-of-line: the rest of the band waits behind it. A session that
-                        // may not start anyway (over a quota) blocks nobody.
-                        blocked = true;
-                    }
-                    decisions.push(wait(&s, &group_name, checks));
-                    queue.taken(&s, state, &group_name, &capacity);
-                }
-            }
+                _ => Outcome::Wait { reasons: verdict.reasons, position: 0 },
+            };
+            queue.taken(&s, state, &group_name, &capacity);
+            decisions.push(Decision { session: s.id, group: group_name.clone(), outcome, checks: verdict.checks });
         }
     }
     // Queue positions: the waiting sessions of the group, in the order they were taken.
@@ -218,19 +199,10 @@ fn schedule_group<P: Placer>(state: &mut Snapshot, g: usize) -> Vec<Decision> {
     decisions
 }
 
-/// Whether none of `checks` failed: what a session needs to start.
-fn all_passed(checks: &[Check]) -> bool {
-    checks.iter().all(|c| c.failures.is_empty())
-}
-
-fn wait(s: &PendingSession, group: &str, checks: Vec<Check>) -> Decision {
-    let reasons = checks.iter().flat_map(|c| c.failures.iter().cloned()).collect();
-    Decision { session: s.id, group: group.to_owned(), outcome: Outcome::Wait { reasons, position: 0 }, checks }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::occupancy::LimitLayer;
 
     fn uuid(n: u128) -> Uuid {
         Uuid::from_u128(n)
@@ -268,7 +240,7 @@ mod tests {
 
     fn codes(d: &Decision) -> Vec<&'static str> {
         match &d.outcome {
-            Outcome::Wait { reasons, .. } => reasons.iter().map(|r| r.code).collect(),
+            Outcome::Wait { reasons, .. } => reasons.reasons.iter().map(|r| r.code).collect(),
             Outcome::Schedule { .. } => Vec::new(),
         }
     }
@@ -331,6 +303,7 @@ mod tests {
             ["QUOTA_EXCEEDED", "QUOTA_EXCEEDED", "QUOTA_EXCEEDED", "CONCURRENCY_LIMIT", "NO_CAPACITY"]
         );
         let Outcome::Wait { reasons, .. } = &d[0].outcome else { panic!("waits") };
+        let reasons = &reasons.reasons;
         let layers: Vec<_> = reasons.iter().map(|r| r.layer).collect();
         assert_eq!(
             layers,
@@ -359,7 +332,7 @@ mod tests {
         let decisions = schedule(&snap);
         let (mut started, mut waited) = (0, 0);
         for d in &decisions {
-            let passed = all_passed(&d.checks);
+            let passed = verdict::all_passed(&d.checks);
             match d.outcome {
                 Outcome::Schedule { .. } => started += usize::from(passed),
                 Outcome::Wait { .. } => waited += usize::from(!passed),
@@ -550,17 +523,59 @@ mod tests {
         snap
     }
 
+    /// The pass as it was before the index and the kept verdicts: a scan of every agent,
+    /// and every session's checks, reasons and digest worked out for it alone.
+    fn schedule_as_before(snapshot: &Snapshot) -> Vec<Decision> {
+        schedule_with::<index::scan::Scan>(snapshot, Verdicts::fresh())
+    }
+
     #[test]
-    fn the_index_places_exactly_as_a_scan_of_every_agent() {
+    fn the_index_and_the_kept_verdicts_decide_exactly_as_before() {
         let mut started = 0;
+        let mut over_quota = 0;
         for seed in 0..400 {
             let snap = random_snapshot(seed);
-            let by_index = schedule_with::<AgentIndex>(&snap);
-            let by_scan = schedule_with::<index::scan::Scan>(&snap);
-            assert_eq!(by_index, by_scan, "seed {seed}");
-            started += scheduled(&by_index).len();
+            let now = schedule(&snap);
+            assert_eq!(now, schedule_as_before(&snap), "seed {seed}");
+            // Each half alone, too.
+            assert_eq!(now, schedule_with::<AgentIndex>(&snap, Verdicts::fresh()), "seed {seed}");
+            assert_eq!(now, schedule_with::<index::scan::Scan>(&snap, Verdicts::new()), "seed {seed}");
+            started += scheduled(&now).len();
+            over_quota += now.iter().filter(|d| codes(d).contains(&"QUOTA_EXCEEDED")).count();
         }
         assert!(started > 1000, "the snapshots schedule something: {started}");
+        assert!(over_quota > 1000, "and hold sessions at their quotas: {over_quota}");
+    }
+
+    #[test]
+    fn reasons_are_worked_out_once_per_situation_not_per_session() {
+        // 3 000 sessions of 3 owners in 2 shapes; owner 1 may hold 3 CPUs, the agent 10.
+        let pending: Vec<_> =
+            (0..3000u128).map(|i| session(i, 1 + i % 3, [1.0, 2.0][(i % 2) as usize], i as i64)).collect();
+        let mut snap = snapshot(SchedulerStrategy::Fifo, &[("a", 10.0)], pending);
+        snap.keypairs.insert(
+            uuid(101),
+            KeypairQuota {
+                quota: Quota { limit: ResourceSlots::from_pairs([("cpu", 3.0)]), used: ResourceSlots::new() },
+                max_concurrent: 10,
+                active: 0,
+            },
+        );
+        let d = schedule(&snap);
+        assert_eq!(d, schedule_as_before(&snap));
+        let waits: Vec<&Arc<WaitReasons>> = d
+            .iter()
+            .filter_map(|d| if let Outcome::Wait { reasons, .. } = &d.outcome { Some(reasons) } else { None })
+            .collect();
+        assert!(waits.len() > 2900, "{}", waits.len());
+        let lists: std::collections::HashSet<*const WaitReasons> = waits.iter().map(|r| Arc::as_ptr(r)).collect();
+        let checks: std::collections::HashSet<*const Check> = d.iter().map(|d| d.checks.as_ptr()).collect();
+        // Owner 1's keypair in its three states (0, 1 and 3 CPUs held: 2 sessions started),
+        // the two others in the states their starts leave; two shapes; placed, no room,
+        // behind.
+        assert!(lists.len() <= 24 && checks.len() <= 24, "{} lists, {} check lists", lists.len(), checks.len());
+        let digests: std::collections::HashSet<i64> = waits.iter().map(|r| r.digest).collect();
+        assert!(digests.len() >= 3, "quota, no room and the queue: {digests:?}");
     }
 
     #[test]

@@ -231,7 +231,8 @@ pub async fn pass_reading(
             (Some(at), _) => not_yet(at),
             (None, names) => dependency(names.map(Vec::as_slice).unwrap_or_default()),
         };
-        still_waits(s, &[reason], || json!([]), None, &mut entries, &mut waits);
+        let reasons = [reason];
+        still_waits(s, &reasons, reasons_digest(&reasons), || json!([]), None, &mut entries, &mut waits);
     }
 
     let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
@@ -267,7 +268,8 @@ pub async fn pass_reading(
             Outcome::Wait { reasons, position } => {
                 report.waiting += 1;
                 let position = i32::try_from(position).ok();
-                still_waits(s, &reasons, || sub_steps(&d.checks), position, &mut entries, &mut waits);
+                let (digest, reasons) = (reasons.digest, &reasons.reasons);
+                still_waits(s, reasons, digest, || sub_steps(&d.checks), position, &mut entries, &mut waits);
             }
         }
     }
@@ -294,24 +296,25 @@ pub async fn pass_reading(
 /// place in the queue: what the pass, and an engine for the sessions waiting in it, write.
 pub(crate) type Wait = (Uuid, (Value, i64), Option<i32>);
 
-/// `s` waits, for `reasons`, at `position`: what did not change is not written (no row, no
-/// line of history). The stored digest says whether the reasons changed, without reading
-/// or building any JSON; the line of history (its sub-steps built only then) is written
-/// only when they did, the row when they or the place did.
+/// `s` waits, for `reasons` (of `digest`), at `position`: what did not change is not
+/// written (no row, no line of history). The stored digest says whether the reasons
+/// changed, without reading or building any JSON; the line of history (its sub-steps built
+/// only then) is written only when they did, the row when they or the place did.
 fn still_waits(
     s: &Waiting,
     reasons: &[PendingReason],
+    digest: i64,
     sub_steps: impl FnOnce() -> Value,
     position: Option<i32>,
     entries: &mut Vec<Entry>,
     waits: &mut Vec<Wait>,
 ) {
-    let changed = s.pending_digest != reasons_digest(reasons);
+    let changed = s.pending_digest != digest;
     if changed {
         entries.push(wait_line(s.id, reasons, sub_steps()));
     }
     if changed || s.queue_position != position {
-        waits.push((s.id, PendingReason::stored(reasons), position));
+        waits.push((s.id, (PendingReason::list_to_json(reasons), digest), position));
     }
 }
 
