@@ -237,13 +237,7 @@ async fn record_round(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateT
             }),
         }
     }
-    if db.get_database_backend() == sea_orm::DbBackend::Postgres {
-        // One statement of one parameter whatever the count (`rows::insert_all`).
-        super::rows::insert_all(db, inserts, None).await?;
-    } else {
-        for inserts in super::shaped_batches(inserts) {
-            history::Entity::insert_many(inserts).exec_without_returning(db).await?;
-        }
-    }
+    // One statement of one parameter whatever the count.
+    super::rows::insert_all(db, inserts, None).await?;
     Ok(())
 }

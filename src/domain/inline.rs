@@ -169,9 +169,10 @@ fn declined<E>(e: rusqlite::Error) -> NotInline<E> {
 }
 
 /// A value bound as sqlx binds it on SQLite (`sea-query-sqlx`), so that a statement compares
-/// the same stored values whichever connection runs it; none for a kind sessions' reads do not
-/// bind (the caller then reads through the pool).
-fn bound(v: &Value) -> Option<Stored> {
+/// the same stored values whichever connection runs it (and [`super::rows`] writes what
+/// sea-orm's insert would); none for a kind sessions' reads do not bind (the caller then
+/// reads through the pool).
+pub(crate) fn bound(v: &Value) -> Option<Stored> {
     fn or_null<T>(v: &Option<T>, f: impl FnOnce(&T) -> Stored) -> Stored {
         v.as_ref().map_or(Stored::Null, f)
     }

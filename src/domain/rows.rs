@@ -1,18 +1,24 @@
-//! Inserting many rows in one statement whose text does not depend on how many.
+//! Writing many rows in one statement whose text does not depend on how many.
 //!
 //! A multi-row `VALUES` list binds one parameter per column and row (a launch of 100
-//! sessions: over 5 000) and is a statement of its own for each row count, planned again
-//! each time. On PostgreSQL the rows go instead as one JSON parameter, expanded by
-//! `jsonb_populate_recordset` into rows of the table's own type: one statement text per
-//! table and column set, one parameter, whatever the count. SQLite keeps sea-orm's insert
-//! (it binds cheaply, in-process).
+//! sessions: over 5 000) and is a statement of its own for each row count, prepared again
+//! each time. Instead the rows go as one JSON parameter, expanded into rows by the database:
+//! one statement text per table and column set, one parameter, whatever the count.
+//! - PostgreSQL: `jsonb_populate_recordset`, into rows of the table's own type.
+//! - SQLite: `json_each`, each row an array of its values as SQLite stores them when sqlx
+//!   binds them ([`bound`]: instants as RFC 3339 text, JSON as text, booleans as integers,
+//!   uuids as 16-byte blobs, which travel in hex and are read back by `unhex`). Rows with a
+//!   value JSON cannot carry exactly (a non-finite float) go through sea-orm's own insert.
 
 use chrono::SecondsFormat;
+use rusqlite::types::Value as Stored;
 use sea_orm::sea_query::sea_value_to_json_value;
 use sea_orm::{
     ActiveModelTrait, ActiveValue, ConnectionTrait, DbBackend, DbErr, EntityName, EntityTrait, Iterable, QueryResult,
     QueryTrait, Statement, Value,
 };
+
+use super::inline::bound;
 
 /// Inserts `rows` (each with the same columns set) in one statement; with `returning`, the
 /// rows of that column come back.
@@ -27,52 +33,105 @@ where
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    if db.get_database_backend() != DbBackend::Postgres {
-        let insert = <A::Entity as EntityTrait>::insert_many(rows);
-        return match returning {
-            None => insert.exec_without_returning(db).await.map(|_| Vec::new()),
-            Some(column) => {
-                let mut statement = insert.into_query();
-                statement.returning_col(column);
-                db.query_all_raw(db.get_database_backend().build(&statement)).await
-            }
-        };
-    }
+    let backend = db.get_database_backend();
     let columns: Vec<<A::Entity as EntityTrait>::Column> =
         <A::Entity as EntityTrait>::Column::iter().filter(|c| !rows[0].is_not_set(*c)).collect();
-    let records: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|row| {
-            let fields = columns.iter().map(|c| {
-                let value = match row.get(*c) {
-                    ActiveValue::Set(v) | ActiveValue::Unchanged(v) => json(&v),
-                    ActiveValue::NotSet => serde_json::Value::Null,
-                };
-                (sea_orm::IdenStatic::as_str(c).to_owned(), value)
-            });
-            serde_json::Value::Object(fields.collect())
-        })
-        .collect();
+    let values = |row: &A| -> Vec<Value> {
+        columns
+            .iter()
+            .map(|c| match row.get(*c) {
+                ActiveValue::Set(v) | ActiveValue::Unchanged(v) => v,
+                // Set in the first row only: as sea-orm's insert, NULL.
+                ActiveValue::NotSet => Value::String(None),
+            })
+            .collect()
+    };
     let table = <A::Entity as Default>::default().table_name().to_owned();
-    let names: Vec<String> = columns.iter().map(|c| format!("\"{}\"", sea_orm::IdenStatic::as_str(c))).collect();
-    let names = names.join(", ");
-    let returning =
-        returning.map(|c| format!(" RETURNING \"{}\"", sea_orm::IdenStatic::as_str(&c))).unwrap_or_default();
-    let sql = format!(
-        "INSERT INTO \"{table}\" ({names}) SELECT {names} FROM jsonb_populate_recordset(NULL::\"{table}\", $1::jsonb){returning}"
-    );
-    let statement =
-        Statement::from_sql_and_values(DbBackend::Postgres, sql, [serde_json::Value::Array(records).into()]);
-    if returning.is_empty() {
-        db.execute_raw(statement).await.map(|_| Vec::new())
+    let names: Vec<&str> = columns.iter().map(sea_orm::IdenStatic::as_str).collect();
+    let quoted = names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
+    let returned = returning.map(|c| format!(" RETURNING \"{}\"", sea_orm::IdenStatic::as_str(&c))).unwrap_or_default();
+    let statement = if backend == DbBackend::Postgres {
+        let records = rows.iter().map(|row| {
+            let fields = names.iter().zip(values(row)).map(|(n, v)| ((*n).to_owned(), postgres_json(&v)));
+            serde_json::Value::Object(fields.collect())
+        });
+        let sql = format!(
+            "INSERT INTO \"{table}\" ({quoted}) SELECT {quoted} FROM jsonb_populate_recordset(NULL::\"{table}\", $1::jsonb){returned}"
+        );
+        Statement::from_sql_and_values(backend, sql, [serde_json::Value::Array(records.collect()).into()])
     } else {
+        let values: Vec<Vec<Value>> = rows.iter().map(values).collect();
+        match SqliteRows::of(&names, &values) {
+            Some(r) => {
+                let sql = format!("INSERT INTO \"{table}\" ({quoted}) SELECT {} FROM json_each(?){returned}", r.select);
+                Statement::from_sql_and_values(backend, sql, [r.json.into()])
+            }
+            None => {
+                let mut insert = <A::Entity as EntityTrait>::insert_many(rows).into_query();
+                if let Some(c) = returning {
+                    insert.returning_col(c);
+                }
+                backend.build(&insert)
+            }
+        }
+    };
+    if returning.is_some() {
         db.query_all_raw(statement).await
+    } else {
+        db.execute_raw(statement).await.map(|_| Vec::new())
+    }
+}
+
+/// Rows for SQLite's `json_each`: the JSON text of an array of rows (each an array of
+/// values as SQLite stores them), and the select list that reads a row back as the columns
+/// named, by position (`SELECT <select> FROM json_each(?)`).
+pub(crate) struct SqliteRows {
+    pub(crate) json: String,
+    pub(crate) select: String,
+}
+
+impl SqliteRows {
+    /// `rows` of the columns `names`, each row's values in that order; none when a value
+    /// cannot travel exactly as JSON.
+    pub(crate) fn of(names: &[&str], rows: &[Vec<Value>]) -> Option<Self> {
+        // A uuid or bytes column holds blobs whatever the row (its type, not its value).
+        let blob: Vec<bool> = rows
+            .first()
+            .map(|r| r.iter().map(|v| matches!(v, Value::Uuid(_) | Value::Bytes(_))).collect())
+            .unwrap_or_default();
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut record = Vec::with_capacity(row.len());
+            for v in row {
+                record.push(match bound(v)? {
+                    Stored::Null => serde_json::Value::Null,
+                    Stored::Integer(i) => i.into(),
+                    Stored::Real(f) => serde_json::Number::from_f64(f).map(serde_json::Value::Number)?,
+                    Stored::Text(t) => t.into(),
+                    Stored::Blob(b) => b.iter().map(|byte| format!("{byte:02x}")).collect::<String>().into(),
+                });
+            }
+            records.push(serde_json::Value::Array(record));
+        }
+        let select = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                if blob.get(i).copied().unwrap_or(false) {
+                    format!("unhex(value ->> {i}) AS \"{n}\"")
+                } else {
+                    format!("value ->> {i} AS \"{n}\"")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(Self { json: serde_json::Value::Array(records).to_string(), select })
     }
 }
 
 /// A column's value as PostgreSQL reads it back from JSON: timestamps in RFC 3339 with
 /// their microseconds, everything else as sea-query renders it.
-fn json(v: &Value) -> serde_json::Value {
+fn postgres_json(v: &Value) -> serde_json::Value {
     match v {
         Value::ChronoDateTimeUtc(Some(t)) => serde_json::Value::String(t.to_rfc3339_opts(SecondsFormat::Micros, true)),
         other => sea_value_to_json_value(other),

@@ -501,22 +501,32 @@ async fn a_failed_launch_leaves_no_rows_and_no_events(app: TestApp) {
 
 async fn a_batch_costs_the_same_statements_whatever_its_count(app: TestApp) {
     let mut counts = Vec::new();
+    let mut writes = Vec::new();
     for (i, n) in [1, 5, 14].into_iter().enumerate() {
-        let (statements, resp) = app
-            .count_statements(app.gql(
-                Some("demo-alice"),
-                LAUNCH_MANY,
-                json!({"i": input(&format!("bulk{i}")), "n": n}),
-            ))
+        let (texts, resp) = app
+            .statement_texts(app.gql(Some("demo-alice"), LAUNCH_MANY, json!({"i": input(&format!("bulk{i}")), "n": n})))
             .await;
         assert!(resp.get("errors").is_none(), "{resp}");
-        counts.push(statements);
+        counts.push(texts.len());
+        // Every row it writes, each table in one statement whose text is the same whatever
+        // the count (one statement to prepare, one parameter).
+        writes.push(texts.into_iter().filter(|t| t.starts_with("INSERT")).collect::<Vec<_>>());
     }
     let expected = match app.backend {
         Backend::Sqlite => LAUNCH_STATEMENTS_SQLITE,
         Backend::Postgres => LAUNCH_STATEMENTS_POSTGRES,
     };
     assert_eq!(counts, [expected; 3], "{:?}", app.backend);
+    let tables =
+        |w: &[String]| w.iter().map(|t| t.split_whitespace().nth(2).unwrap_or_default().to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        tables(&writes[0]),
+        ["\"launch_groups\"", "\"sessions\"", "\"scheduling_history\"", "\"session_status_transitions\""],
+        "{:?}",
+        writes[0]
+    );
+    assert_eq!(writes[0], writes[1], "{:?}", app.backend);
+    assert_eq!(writes[0], writes[2], "{:?}", app.backend);
 }
 
 db_tests!(

@@ -129,7 +129,91 @@ async fn database_errors_are_masked(app: TestApp) {
     assert!(resp["data"]["viewer"]["settings"].is_null(), "no settings without the table: {resp}");
 }
 
+/// Every column of `table` as the database holds it, as text (SQLite: its storage class and
+/// quoted value, so that a blob, an integer or a text of the same digits differ).
+async fn stored(app: &TestApp, table: &str, columns: &[&str], id: Uuid) -> Vec<String> {
+    use sea_orm::{DbBackend, Statement};
+    let backend = app.db.get_database_backend();
+    let select: Vec<String> = columns
+        .iter()
+        .map(|c| match backend {
+            DbBackend::Postgres => format!("\"{c}\"::text AS \"{c}\""),
+            _ => format!("typeof(\"{c}\") || ':' || quote(\"{c}\") AS \"{c}\""),
+        })
+        .collect();
+    let sql = format!(
+        "SELECT {} FROM {table} WHERE id = {}",
+        select.join(", "),
+        if backend == DbBackend::Postgres { "$1" } else { "?" }
+    );
+    let row = app
+        .db
+        .query_one_raw(Statement::from_sql_and_values(backend, sql, [id.into()]))
+        .await
+        .expect("read")
+        .expect("the row");
+    columns
+        .iter()
+        .map(|c| row.try_get::<Option<String>>("", c).expect("text").unwrap_or_else(|| "NULL".into()))
+        .collect()
+}
+
+async fn rows_written_in_one_statement_are_stored_as_sea_orm_stores_them(app: TestApp) {
+    use sea_orm::Iterable;
+    // Every kind of value a session holds, none left NULL that can be set: text with
+    // quotes and non-ASCII letters, negative and large integers, fractions, nested JSON, an
+    // instant with nanoseconds, uuids in nullable columns.
+    let at = chrono::DateTime::parse_from_rfc3339("2026-12-03T04:05:06.123456789Z").expect("instant").to_utc();
+    let mut by_sea_orm = new_session("every-kind", "PENDING");
+    by_sea_orm.status_info = Set(Some("it's \"quoted\", ünïcode, a\ttab".into()));
+    by_sea_orm.exit_code = Set(Some(-3));
+    by_sea_orm.startup_command = Set(Some("python -c 'print(1)'".into()));
+    by_sea_orm.batch_timeout_seconds = Set(Some(86_400));
+    by_sea_orm.priority = Set(-7);
+    by_sea_orm.requested_slots = Set(json!({"cpu": 0.25, "mem": 1_099_511_627_776_i64, "cuda.shares": 0.1}));
+    by_sea_orm.environment = Set(json!([{"name": "A", "value": "b \"c\" \u{e9}"}]));
+    by_sea_orm.pending_reasons = Set(json!([{"code": "NO_CAPACITY", "remaining": null, "requested": 1.5}]));
+    by_sea_orm.created_at = Set(at);
+    by_sea_orm.scheduled_at = Set(Some(at + chrono::Duration::microseconds(1)));
+    by_sea_orm.queue_position = Set(Some(7));
+    by_sea_orm.lifetime_seconds = Set(Some(3_600));
+    by_sea_orm.idle = Set(Some(json!({"seconds": 600, "threshold": 0.05})));
+    by_sea_orm.exempt_idle = Set(true);
+    by_sea_orm.cpu_used = Set(1234.5678);
+    by_sea_orm.mem_used = Set(1e15 + 0.5);
+    by_sea_orm.status_actor_user_id = Set(Some(sessiond::domain::seed::demo_user_id("alice@example.com")));
+    by_sea_orm.launched_from_name = Set(Some("origin".into()));
+    by_sea_orm.starts_at = Set(Some(at));
+    by_sea_orm.callback_url = Set(Some("https://example.com/hook?a=1&b=2".into()));
+    by_sea_orm.pending_digest = Set(i64::MIN + 1);
+    let mut by_rows = by_sea_orm.clone();
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    by_sea_orm.id = Set(a);
+    by_rows.id = Set(b);
+    by_rows.name = Set("every-kind-2".into());
+    session::Entity::insert_many([by_sea_orm]).exec_without_returning(&app.db).await.expect("sea-orm's insert");
+    let (statements, inserted) =
+        app.count_statements(sessiond::domain::rows::insert_all(&app.db, vec![by_rows], None)).await;
+    inserted.expect("one statement of one parameter");
+    assert_eq!(statements, 1);
+    let columns: Vec<&str> = session::Column::iter()
+        .map(|c| sea_orm::IdenStatic::as_str(&c))
+        .filter(|c| !["id", "name"].contains(c))
+        .collect();
+    assert_eq!(
+        stored(&app, "sessions", &columns, a).await,
+        stored(&app, "sessions", &columns, b).await,
+        "{:?}",
+        app.backend
+    );
+    let read = |id| session::Entity::find_by_id(id).one(&app.db);
+    let (mut first, mut second) = (read(a).await.expect("read").expect("a"), read(b).await.expect("read").expect("b"));
+    (first.id, first.name, second.id, second.name) = (Uuid::nil(), String::new(), Uuid::nil(), String::new());
+    assert_eq!(first, second);
+}
+
 db_tests!(
+    rows_written_in_one_statement_are_stored_as_sea_orm_stores_them,
     migrations_create_the_whole_model,
     demo_seed_is_idempotent,
     live_session_names_are_unique_per_owner,

@@ -355,36 +355,39 @@ const WAITS_PER_STATEMENT: usize = 10_000;
 
 /// Writes each waiting session's reasons and place in the queue (id, reasons, position), in
 /// id order as every writer locks rows, so that concurrent transactions cannot deadlock; a
-/// session no longer PENDING is left alone. On PostgreSQL, two statements for up to
-/// [`WAITS_PER_STATEMENT`] sessions, their text the same whatever their number (the rows
-/// are locked in id order, then updated from one JSON parameter); on SQLite, in-process,
-/// one prepared update per session.
+/// session no longer PENDING is left alone. Up to [`WAITS_PER_STATEMENT`] sessions per
+/// statement, its text the same whatever their number, from one JSON parameter: on
+/// PostgreSQL two statements (the rows locked in id order, then updated), on SQLite one
+/// (its one writer locks the whole database).
 async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<Wait>) -> DomainResult<()> {
     waits.sort_by_key(|w| w.0);
     let backend = txn.get_database_backend();
-    if backend != DbBackend::Postgres {
-        for (id, (stored, digest), position) in waits {
-            session::Entity::update_many()
-                .col_expr(session::Column::PendingReasons, sea_orm::sea_query::Expr::value(stored))
-                .col_expr(session::Column::PendingDigest, sea_orm::sea_query::Expr::value(digest))
-                .col_expr(session::Column::QueuePosition, sea_orm::sea_query::Expr::value(position))
-                .filter(session::Column::Id.eq(id))
-                .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()))
-                .exec(txn)
-                .await?;
-        }
-        return Ok(());
-    }
     for chunk in waits.chunks(WAITS_PER_STATEMENT) {
-        let rows: Vec<Value> = chunk.iter().map(|(id, (r, d), p)| json!({"id": id, "r": r, "d": d, "p": p})).collect();
-        let rows = Value::Array(rows);
-        let lock = "SELECT s.id FROM sessions s WHERE s.id IN \
-             (SELECT w.id FROM jsonb_to_recordset($1::jsonb) AS w(id uuid)) ORDER BY s.id FOR UPDATE";
-        txn.execute_raw(Statement::from_sql_and_values(backend, lock, [rows.clone().into()])).await?;
-        let update = "UPDATE sessions SET pending_reasons = w.r, pending_digest = w.d, queue_position = w.p \
-             FROM jsonb_to_recordset($1::jsonb) AS w(id uuid, r jsonb, d bigint, p integer) \
-             WHERE sessions.id = w.id AND sessions.status = 'PENDING'";
-        txn.execute_raw(Statement::from_sql_and_values(backend, update, [rows.into()])).await?;
+        if backend == DbBackend::Postgres {
+            let rows: Vec<Value> =
+                chunk.iter().map(|(id, (r, d), p)| json!({"id": id, "r": r, "d": d, "p": p})).collect();
+            let rows = Value::Array(rows);
+            let lock = "SELECT s.id FROM sessions s WHERE s.id IN \
+                 (SELECT w.id FROM jsonb_to_recordset($1::jsonb) AS w(id uuid)) ORDER BY s.id FOR UPDATE";
+            txn.execute_raw(Statement::from_sql_and_values(backend, lock, [rows.clone().into()])).await?;
+            let update = "UPDATE sessions SET pending_reasons = w.r, pending_digest = w.d, queue_position = w.p \
+                 FROM jsonb_to_recordset($1::jsonb) AS w(id uuid, r jsonb, d bigint, p integer) \
+                 WHERE sessions.id = w.id AND sessions.status = 'PENDING'";
+            txn.execute_raw(Statement::from_sql_and_values(backend, update, [rows.into()])).await?;
+            continue;
+        }
+        let rows: Vec<Vec<sea_orm::Value>> = chunk
+            .iter()
+            .map(|(id, (r, d), p)| vec![(*id).into(), r.clone().into(), (*d).into(), (*p).into()])
+            .collect();
+        let w = super::rows::SqliteRows::of(&["id", "r", "d", "p"], &rows)
+            .ok_or_else(|| super::DomainError::invariant("a waiting session's reasons as JSON"))?;
+        let update = format!(
+            "UPDATE sessions SET pending_reasons = w.r, pending_digest = w.d, queue_position = w.p \
+             FROM (SELECT {} FROM json_each(?)) AS w WHERE sessions.id = w.id AND sessions.status = 'PENDING'",
+            w.select
+        );
+        txn.execute_raw(Statement::from_sql_and_values(backend, update, [w.json.into()])).await?;
     }
     Ok(())
 }

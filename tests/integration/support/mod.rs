@@ -39,6 +39,8 @@ pub struct TestApp {
     pub seeded: bool,
     /// SQL statements the app has run (the app's connection counts them).
     pub statements: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The text of each statement run while [`TestApp::statement_texts`] records them.
+    texts: std::sync::Arc<std::sync::Mutex<Option<Vec<String>>>>,
     /// The app's reads on the request's thread (SQLite), counted with the statements.
     pub inline: Option<sessiond::domain::inline::InlineReads>,
     /// The app's event bus: subscribe to see what it publishes.
@@ -194,10 +196,15 @@ impl TestApp {
         // SESSIOND_TEST_SQL=1 prints each statement, numbered: for checking the statement
         // counts the tests assert.
         let print = std::env::var("SESSIOND_TEST_SQL").is_ok_and(|v| v == "1");
+        let texts: std::sync::Arc<std::sync::Mutex<Option<Vec<String>>>> = Default::default();
+        let recorder = texts.clone();
         let count = move |sql: &str| {
             let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             if print {
                 println!("SQL {n}: {sql}");
+            }
+            if let Some(texts) = recorder.lock().expect("statement texts").as_mut() {
+                texts.push(sql.to_owned());
             }
         };
         let pooled = count.clone();
@@ -219,6 +226,7 @@ impl TestApp {
             router,
             seeded,
             statements,
+            texts,
             inline,
             bus,
             live,
@@ -372,6 +380,13 @@ impl TestApp {
         let before = self.statements.load(Ordering::SeqCst);
         let out = f.await;
         (self.statements.load(Ordering::SeqCst) - before, out)
+    }
+
+    /// The text of every statement the app runs during `f`, in order.
+    pub async fn statement_texts<T>(&self, f: impl std::future::Future<Output = T>) -> (Vec<String>, T) {
+        *self.texts.lock().expect("statement texts") = Some(Vec::new());
+        let out = f.await;
+        (self.texts.lock().expect("statement texts").take().unwrap_or_default(), out)
     }
 
     pub async fn send(&self, req: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
