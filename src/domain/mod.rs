@@ -65,26 +65,6 @@ pub(crate) fn padded<T: Clone>(values: impl IntoIterator<Item = T>) -> Vec<T> {
     values
 }
 
-/// The most rows [`shaped_batches`] puts in one statement.
-const MAX_BATCH: usize = 64;
-
-/// Rows to insert, split into batches whose sizes are powers of two (largest first, at most
-/// [`MAX_BATCH`]), in their order: 13 rows are inserted as 8, 4 and 1. A multi-row insert
-/// is a statement of its own for each row count; the background writers (the runtime's log
-/// lines, scheduling history) insert every count, and each shape would be prepared again
-/// and cached.
-pub(crate) fn shaped_batches<T>(rows: Vec<T>) -> Vec<Vec<T>> {
-    let mut rows = rows.into_iter();
-    let mut left = rows.len();
-    let mut out = Vec::new();
-    while left > 0 {
-        let size = if left >= MAX_BATCH { MAX_BATCH } else { 1 << left.ilog2() };
-        out.push(rows.by_ref().take(size).collect());
-        left -= size;
-    }
-    out
-}
-
 /// Begins a transaction that will write. On SQLite it takes the write lock at once
 /// (`BEGIN IMMEDIATE`), waiting up to the busy timeout, instead of failing when a read
 /// turns into a write after another writer committed. PostgreSQL ignores the mode.
@@ -174,16 +154,5 @@ mod tests {
         assert_eq!(super::padded([1, 2, 3]), [1, 2, 3, 3]);
         assert_eq!(super::padded([1, 2, 3, 4]), [1, 2, 3, 4]);
         assert_eq!(super::padded(1..=5).len(), 8);
-    }
-
-    #[test]
-    fn batches_are_powers_of_two_in_order() {
-        let sizes = |n: usize| super::shaped_batches((0..n).collect()).iter().map(Vec::len).collect::<Vec<_>>();
-        assert_eq!(sizes(0), Vec::<usize>::new());
-        assert_eq!(sizes(13), [8, 4, 1]);
-        assert_eq!(sizes(64), [64]);
-        assert_eq!(sizes(200), [64, 64, 64, 8]);
-        let flat: Vec<usize> = super::shaped_batches((0..13).collect()).concat();
-        assert_eq!(flat, (0..13).collect::<Vec<_>>());
     }
 }

@@ -197,9 +197,8 @@ pub async fn write<A>(
                 .await?;
         }
     }
-    for batch in crate::domain::shaped_batches(logs) {
-        session_log::Entity::insert_many(batch).exec_without_returning(&txn).await?;
-    }
+    // One statement whatever the number of lines.
+    crate::domain::rows::insert_all(&txn, logs, None).await?;
     let mut samples = Vec::new();
     for p in plans {
         if let Some(sample) = &p.usage {
