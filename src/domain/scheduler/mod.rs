@@ -234,6 +234,12 @@ mod tests {
         Snapshot { groups: vec![Group { name: "g".into(), strategy, agents, pending, capacity }], ..Default::default() }
     }
 
+    /// Keypair `keypair` may hold `cpu` CPUs (and run 10 sessions at once).
+    fn limit_cpu(snap: &mut Snapshot, keypair: Uuid, cpu: f64) {
+        let quota = Quota { limit: ResourceSlots::from_pairs([("cpu", cpu)]), used: ResourceSlots::new() };
+        snap.keypairs.insert(keypair, KeypairQuota { quota, max_concurrent: 10, active: 0 });
+    }
+
     fn scheduled(d: &[Decision]) -> Vec<Uuid> {
         d.iter().filter(|d| matches!(d.outcome, Outcome::Schedule { .. })).map(|d| d.session).collect()
     }
@@ -270,14 +276,7 @@ mod tests {
             &[("a", 4.0)],
             vec![session(1, 1, 1.0, 1), session(2, 2, 2.0, 2), session(3, 3, 3.0, 3), session(4, 4, 1.0, 4)],
         );
-        snap.keypairs.insert(
-            uuid(101),
-            KeypairQuota {
-                quota: Quota { limit: ResourceSlots::from_pairs([("cpu", 0.5)]), used: ResourceSlots::new() },
-                max_concurrent: 10,
-                active: 0,
-            },
-        );
+        limit_cpu(&mut snap, uuid(101), 0.5);
         let d = schedule(&snap);
         assert_eq!(scheduled(&d), [uuid(2)]);
         assert_eq!(codes(&d[0]), ["QUOTA_EXCEEDED"]);
@@ -376,14 +375,7 @@ mod tests {
     fn a_session_over_its_quota_blocks_nobody_even_without_room() {
         let mut snap =
             snapshot(SchedulerStrategy::Fifo, &[("a", 2.0)], vec![session(1, 1, 4.0, 1), session(2, 2, 2.0, 2)]);
-        snap.keypairs.insert(
-            uuid(101),
-            KeypairQuota {
-                quota: Quota { limit: ResourceSlots::from_pairs([("cpu", 1.0)]), used: ResourceSlots::new() },
-                max_concurrent: 10,
-                active: 0,
-            },
-        );
+        limit_cpu(&mut snap, uuid(101), 1.0);
         let d = schedule(&snap);
         assert_eq!(codes(&d[0]), ["QUOTA_EXCEEDED", "NO_CAPACITY"]);
         assert_eq!(scheduled(&d), [uuid(2)]);
@@ -553,14 +545,7 @@ mod tests {
         let pending: Vec<_> =
             (0..3000u128).map(|i| session(i, 1 + i % 3, [1.0, 2.0][(i % 2) as usize], i as i64)).collect();
         let mut snap = snapshot(SchedulerStrategy::Fifo, &[("a", 10.0)], pending);
-        snap.keypairs.insert(
-            uuid(101),
-            KeypairQuota {
-                quota: Quota { limit: ResourceSlots::from_pairs([("cpu", 3.0)]), used: ResourceSlots::new() },
-                max_concurrent: 10,
-                active: 0,
-            },
-        );
+        limit_cpu(&mut snap, uuid(101), 3.0);
         let d = schedule(&snap);
         assert_eq!(d, schedule_as_before(&snap));
         let waits: Vec<&Arc<WaitReasons>> = d
