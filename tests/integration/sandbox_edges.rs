@@ -1,6 +1,6 @@
 //! The local runtime's sandbox at its edges: the work directory's disk limit, the image's
 //! prepare step, a sandbox that fails while setting up, the terminal's shell confined as the
-//! session's processes are, a dropped terminal that lets everything go, each user's share
+//! session's processes are, a dropped terminal that lets everything go (under `nohup` too), each user's share
 //! of terminals, a revoked token's terminal, and cgroups removed after a forced end.
 //! Skipped where no sandbox can start, unless `SESSIOND_REQUIRE_SANDBOX=1`.
 
@@ -192,6 +192,12 @@ async fn pty_index(ws: &mut Socket) -> u32 {
 /// releases its pty at once and hangs its shell up (a job started to outlive it stays), and
 /// a user opens a few terminals at most.
 async fn a_dropped_terminal_lets_everything_go(app: TestApp) {
+    if std::env::var_os(UNDER_NOHUP).is_some() {
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        let ignored = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).expect("SigIgn");
+        let ignored = u64::from_str_radix(ignored.trim(), 16).expect("a mask");
+        assert_eq!(ignored & 1, 1, "this run ignores SIGHUP, as under nohup");
+    }
     let machine = Machine::new();
     let limits = HttpLimits {
         shares: ShareLimits { max_terminals_per_user: 2, ..ShareLimits::default() },
@@ -241,6 +247,29 @@ async fn a_dropped_terminal_lets_everything_go(app: TestApp) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(reopened.is_some(), "a closed terminal frees its place");
+}
+
+/// Set for the run of [`a_server_under_nohup_still_hangs_terminals_up`]'s.
+const UNDER_NOHUP: &str = "SESSIOND_TEST_UNDER_NOHUP";
+
+/// Finding: a signal ignored when the server started (SIGHUP under `nohup`) stayed ignored
+/// in every session's processes: a dropped terminal left the shell's jobs running. The
+/// dropped terminal again, in a run of this test program that ignores SIGHUP.
+#[test]
+fn a_server_under_nohup_still_hangs_terminals_up() {
+    if std::env::var_os(UNDER_NOHUP).is_some() {
+        return;
+    }
+    let out = std::process::Command::new("env")
+        .arg("--ignore-signal=HUP")
+        .arg(std::env::current_exe().expect("this test program"))
+        .args(["sandbox_edges::a_dropped_terminal_lets_everything_go::sqlite", "--exact", "--nocapture"])
+        .env(UNDER_NOHUP, "1")
+        .output()
+        .expect("the test program runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
 }
 
 /// Finding: a terminal outlived its token's revocation. It is closed with 4403.

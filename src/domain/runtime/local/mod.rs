@@ -277,6 +277,7 @@ impl LocalRuntime {
             open.open(sd.supervisor_log()).map_err(|e| format!("cannot create its log: {e}"))?
         };
         let log2 = log.try_clone().map_err(|e| format!("cannot create its log: {e}"))?;
+        signal::children_start_with_defaults();
         tokio::process::Command::new(&self.config.executable)
             .arg("supervise")
             .arg(&sd.root)

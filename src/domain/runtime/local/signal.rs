@@ -13,6 +13,35 @@ pub fn kill(pid: u32, sig: Signal) {
     }
 }
 
+/// Makes every program this process starts from now on begin with each signal's default
+/// handling. A signal ignored when this process started stays ignored across `exec`: under
+/// `nohup` (SIGHUP) or a script's `&` (SIGINT, SIGQUIT), every session's processes would
+/// ignore them too, and a terminal's hang-up would leave its jobs running. A handler, unlike
+/// "ignore", is reset at `exec`: each such signal gets one (this process still lets it
+/// pass, as it did), and its children start as from a fresh login. Once per process.
+pub fn children_start_with_defaults() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        for signal in ignored_here() {
+            // The handler stays when the listener goes; refused ones (SIGSEGV, ...) are
+            // none that a start leaves ignored.
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(signal)).ok();
+        }
+    });
+}
+
+/// The standard signals this process ignores (`/proc/self/status`'s `SigIgn`), but SIGPIPE:
+/// the runtime ignores it itself and resets it for every program it starts.
+fn ignored_here() -> Vec<i32> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap_or(0);
+    (1..=31).filter(|n| mask & (1 << (n - 1)) != 0 && *n != Signal::SIGPIPE as i32).collect()
+}
+
 /// `root` and every process below it (parents before children): from each process's
 /// `/proc/<pid>/task/<tid>/children`, the tree's own size in reads, not the machine's;
 /// from a scan of all of `/proc` where the kernel has no such file.

@@ -225,6 +225,7 @@ pub(crate) fn spawn(
     let size = rustix::termios::Winsize { ws_row: rows.max(1), ws_col: cols.max(1), ws_xpixel: 0, ws_ypixel: 0 };
     rustix::termios::tcsetwinsize(&master, size)?;
     rustix::io::ioctl_fionbio(&master, true)?;
+    super::signal::children_start_with_defaults();
     let mut cmd = tokio::process::Command::new("setsid");
     // `--ctty`: the terminal on its standard input becomes the new session's.
     cmd.arg("--ctty").arg(program).args(args);
