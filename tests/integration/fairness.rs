@@ -108,7 +108,8 @@ async fn replays_read_on_a_budget_of_their_own(app: TestApp) {
 /// so three silent upgrades locked everyone out; subscriptions had no bound per user.
 async fn each_user_has_a_share_of_connections_and_subscriptions(app: TestApp) {
     let limits = HttpLimits {
-        ws: WsLimits { max_ws_connections: 10, ..WsLimits::default() },
+        // The silent connections are evicted, not timed out, however slow this machine is.
+        ws: WsLimits { max_ws_connections: 10, ws_init_timeout_ms: 60_000, ..WsLimits::default() },
         shares: ShareLimits {
             max_ws_connections_per_user: 2,
             max_subscriptions_per_user: 3,
