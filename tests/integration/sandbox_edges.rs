@@ -1,7 +1,8 @@
 //! The local runtime's sandbox at its edges: the work directory's disk limit, the image's
 //! prepare step, a sandbox that fails while setting up, the terminal's shell confined as the
-//! session's processes are, a dropped terminal that lets everything go (under `nohup` too), each user's share
-//! of terminals, a revoked token's terminal, and cgroups removed after a forced end.
+//! session's processes are, a dropped terminal that lets everything go (under `nohup` too),
+//! each user's share of terminals, a revoked token's terminal, and cgroups removed after a
+//! forced end.
 //! Skipped where no sandbox can start, unless `SESSIOND_REQUIRE_SANDBOX=1`.
 
 use std::time::{Duration, Instant};
@@ -193,10 +194,8 @@ async fn pty_index(ws: &mut Socket) -> u32 {
 /// a user opens a few terminals at most.
 async fn a_dropped_terminal_lets_everything_go(app: TestApp) {
     if std::env::var_os(UNDER_NOHUP).is_some() {
-        let status = std::fs::read_to_string("/proc/self/status").expect("status");
-        let ignored = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).expect("SigIgn");
-        let ignored = u64::from_str_radix(ignored.trim(), 16).expect("a mask");
-        assert_eq!(ignored & 1, 1, "this run ignores SIGHUP, as under nohup");
+        let ignored = sessiond::domain::runtime::local::signal::ignored();
+        assert!(ignored.contains(&(nix::sys::signal::SIGHUP as i32)), "this run ignores SIGHUP, as under nohup");
     }
     let machine = Machine::new();
     let limits = HttpLimits {
@@ -249,7 +248,8 @@ async fn a_dropped_terminal_lets_everything_go(app: TestApp) {
     assert!(reopened.is_some(), "a closed terminal frees its place");
 }
 
-/// Set for the run of [`a_server_under_nohup_still_hangs_terminals_up`]'s.
+/// Set in the run of this test program that [`a_server_under_nohup_still_hangs_terminals_up`]
+/// starts.
 const UNDER_NOHUP: &str = "SESSIOND_TEST_UNDER_NOHUP";
 
 /// Finding: a signal ignored when the server started (SIGHUP under `nohup`) stayed ignored

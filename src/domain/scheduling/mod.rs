@@ -457,17 +457,13 @@ pub async fn run(db: DatabaseConnection, bus: EventBus, interval: Duration, on_p
 
 #[cfg(test)]
 mod tests {
-    use sea_orm::Value;
+    use sea_orm::{ConnectionTrait, DbBackend, Statement, Value};
 
-    #[test]
-    fn sqlite_finds_each_waiting_session_by_id() {
-        let conn = rusqlite::Connection::open_in_memory().expect("SQLite");
-        conn.execute_batch(
-            "CREATE TABLE sessions (id uuid_text NOT NULL PRIMARY KEY, status varchar NOT NULL, \
-             status_changed_at text, pending_reasons json_text, pending_digest bigint, queue_position integer); \
-             CREATE INDEX ix_sessions_status_changed ON sessions (status, status_changed_at);",
-        )
-        .expect("schema");
+    /// On the schema the migrations make, every index of `sessions` included.
+    #[tokio::test]
+    async fn sqlite_finds_each_waiting_session_by_id() {
+        let db = sea_orm::Database::connect("sqlite::memory:").await.expect("SQLite");
+        crate::db::migrate(&db).await.expect("migrated");
         let rows = vec![vec![
             Value::from(uuid::Uuid::nil()),
             Value::from(serde_json::json!([])),
@@ -475,20 +471,29 @@ mod tests {
             Value::Int(Some(1)),
         ]];
         let w = crate::domain::rows::SqliteRows::of(&["id", "r", "d", "p"], &rows).expect("rows");
-        let plan = |sql: &str| -> Vec<String> {
-            let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).expect("plan");
-            st.query_map([&w.json], |r| r.get::<_, String>(3)).expect("plan").map(|r| r.expect("step")).collect()
+        let plan = |sql: String| {
+            let db = &db;
+            let json = w.json.clone();
+            async move {
+                let explain = Statement::from_sql_and_values(
+                    DbBackend::Sqlite,
+                    format!("EXPLAIN QUERY PLAN {sql}"),
+                    [json.into()],
+                );
+                let steps = db.query_all_raw(explain).await.expect("plan");
+                steps.iter().map(|r| r.try_get::<String>("", "detail").expect("detail")).collect::<Vec<_>>()
+            }
         };
         let update = super::sqlite_waits_update(&w.select);
-        assert_eq!(
-            plan(&update),
-            [
-                "SCAN jsonb_each VIRTUAL TABLE INDEX 1:",
-                "SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 (id=?)"
-            ]
-        );
-        // Through the status index, every waiting session would scan the rows.
-        assert!(plan(&update.replace("+sessions.status", "sessions.status"))[0].contains("ix_sessions_status_changed"));
-        conn.execute(&update, [&w.json]).expect("runs");
+        let steps = plan(update.clone()).await;
+        assert_eq!(steps.len(), 2, "{steps:?}");
+        assert!(steps[0].starts_with("SCAN jsonb_each"), "{steps:?}");
+        assert!(steps[1].starts_with("SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 (id=?)"), "{steps:?}");
+        // Through a status index, every waiting session would scan the rows.
+        let trap = plan(update.replace("+sessions.status", "sessions.status")).await;
+        assert!(trap[0].starts_with("SEARCH sessions USING INDEX ix_sessions_status"), "{trap:?}");
+        db.execute_raw(Statement::from_sql_and_values(DbBackend::Sqlite, update, [w.json.clone().into()]))
+            .await
+            .expect("runs");
     }
 }

@@ -22,17 +22,17 @@ pub fn kill(pid: u32, sig: Signal) {
 pub fn children_start_with_defaults() {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
-        for signal in ignored_here() {
-            // The handler stays when the listener goes; refused ones (SIGSEGV, ...) are
-            // none that a start leaves ignored.
+        for signal in ignored() {
+            // The handler stays when the listener goes. Signals tokio refuses (SIGSEGV,
+            // SIGILL, ...) stay as they are.
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(signal)).ok();
         }
     });
 }
 
-/// The standard signals this process ignores (`/proc/self/status`'s `SigIgn`), but SIGPIPE:
-/// the runtime ignores it itself and resets it for every program it starts.
-fn ignored_here() -> Vec<i32> {
+/// The standard signals this process ignores now (`/proc/self/status`'s `SigIgn`), but
+/// SIGPIPE: the Rust runtime ignores it itself and resets it for every program it starts.
+pub fn ignored() -> Vec<i32> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let mask = status
         .lines()
