@@ -64,23 +64,38 @@ pub fn tree(root: u32) -> Vec<u32> {
 
 /// [`tree`] from every process's parent, as `/proc/<pid>/stat` gives it.
 fn tree_by_scan(root: u32) -> Vec<u32> {
-    let mut parent_of = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-            let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
-            if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) {
-                parent_of.push((pid, ppid));
-            }
-        }
-    }
+    let all = processes();
     let mut out = vec![root];
     let mut i = 0;
     while i < out.len() {
         let p = out[i];
-        out.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        out.extend(all.iter().filter(|q| q.parent == p).map(|q| q.pid));
         i += 1;
+    }
+    out
+}
+
+/// A process as `/proc/<pid>/stat` shows it.
+pub struct Proc {
+    pub pid: u32,
+    pub parent: u32,
+    pub group: u32,
+    pub session: u32,
+}
+
+/// Every process of this machine.
+pub fn processes() -> Vec<Proc> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        // After the command's name (which may hold spaces): state, parent, group, session.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let f: Vec<u32> = after.split_whitespace().skip(1).take(3).filter_map(|v| v.parse().ok()).collect();
+        if let [parent, group, session] = f[..] {
+            out.push(Proc { pid, parent, group, session });
+        }
     }
     out
 }

@@ -91,7 +91,7 @@ impl Shell {
         // Reading `/proc` is blocking work: off the request's worker.
         tokio::spawn(async move {
             let hang_up = move || {
-                for p in processes().into_iter().filter(|p| p.session == leader) {
+                for p in super::signal::processes().into_iter().filter(|p| p.session == leader) {
                     super::signal::kill(p.pid, nix::sys::signal::Signal::SIGHUP);
                 }
             };
@@ -100,7 +100,7 @@ impl Shell {
                 child.start_kill().ok();
             }
             let kill = move || {
-                let all = processes();
+                let all = super::signal::processes();
                 // The shell's own groups: `enter`'s, and the shell's (the shell's jobs stay
                 // in its session, with groups of their own).
                 let mut groups: Vec<u32> = vec![leader];
@@ -113,30 +113,6 @@ impl Shell {
             child.wait().await.ok();
         });
     }
-}
-
-/// A process as `/proc/<pid>/stat` shows it.
-struct Proc {
-    pid: u32,
-    parent: u32,
-    group: u32,
-    session: u32,
-}
-
-/// Every process of this machine.
-fn processes() -> Vec<Proc> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
-        let f: Vec<u32> = after.split_whitespace().skip(1).take(3).filter_map(|v| v.parse().ok()).collect();
-        if let [parent, group, session] = f[..] {
-            out.push(Proc { pid, parent, group, session });
-        }
-    }
-    out
 }
 
 /// Whether a session offers its terminal now: interactive, RUNNING on this machine.
