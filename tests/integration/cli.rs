@@ -2,7 +2,7 @@
 //! examples run by `sh`, its flags and environment variables are listed and work, and
 //! `sessiond token create` prints a token that works; the README's "Deploy" works as written.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -11,54 +11,8 @@ use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 
 use crate::db_tests;
+use crate::support::binary::{BIN, Server, free_port, post, serve};
 use crate::support::{TestApp, fresh_database};
-
-const BIN: &str = env!("CARGO_BIN_EXE_sessiond");
-
-/// Kills the server when the test ends, however it ends; its runtime directory goes too.
-struct Server(Child, #[expect(dead_code, reason = "held until the server stops")] tempfile::TempDir);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-async fn post(client: &reqwest::Client, base: &str, token: &str, query: &str) -> reqwest::Result<Value> {
-    client.post(format!("{base}/graphql")).bearer_auth(token).json(&json!({"query": query})).send().await?.json().await
-}
-
-/// Starts `sessiond serve` with `args` and `envs` and waits until it answers GraphQL.
-async fn serve(args: &[&str], envs: &[(&str, &str)], base: &str) -> Server {
-    let runtime = tempfile::tempdir().expect("runtime directory");
-    let server = Server(
-        Command::new(BIN)
-            .arg("serve")
-            .args(args)
-            .env("SESSIOND_RUNTIME_DIR", runtime.path())
-            .envs(envs.iter().copied())
-            .env("SESSIOND_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start sessiond"),
-        runtime,
-    );
-    let client = reqwest::Client::new();
-    for _ in 0..200 {
-        if post(&client, base, "demo-alice", "{ __typename }").await.is_ok() {
-            return server;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("sessiond serve never answered");
-}
 
 const README: &str = include_str!("../../README.md");
 

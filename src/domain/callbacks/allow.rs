@@ -29,17 +29,38 @@ struct Pattern {
 impl Pattern {
     fn parse(text: &str) -> Result<Self, String> {
         let bad = |why: &str| format!("`{text}` is not a `host[:port]` pattern: {why}");
-        let (host, port) = match text.rsplit_once(':') {
-            // An IPv6 literal is written in brackets, as in a URL.
-            Some((h, p)) if !h.ends_with(':') => (h, Some(p.parse::<u16>().map_err(|_| bad("bad port"))?)),
-            _ => (text, None),
+        let port = |p: &str| match p.parse::<u16>() {
+            Ok(0) | Err(_) => Err(bad("a port is 1 to 65535")),
+            Ok(p) => Ok(Some(p)),
         };
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        // An IPv6 literal with a port is written in brackets, as in a URL; without brackets
+        // a text of several colons is an address alone (`::1:9000` is one address).
+        let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+            match rest.split_once(']') {
+                Some((h, "")) => (h, None),
+                Some((h, p)) => (h, port(p.strip_prefix(':').ok_or_else(|| bad("`]` is followed by `:port`"))?)?),
+                None => return Err(bad("`[` without `]`")),
+            }
+        } else if text.matches(':').count() > 1 {
+            text.parse::<Ipv6Addr>()
+                .map_err(|_| bad("not an IPv6 address (write one with a port as `[addr]:port`)"))?;
+            (text, None)
+        } else {
+            match text.split_once(':') {
+                Some((h, p)) => (h, port(p)?),
+                None => (text, None),
+            }
+        };
+        let host = host.to_ascii_lowercase();
+        if host.contains(':') && host.parse::<Ipv6Addr>().is_err() {
+            return Err(bad("not an IPv6 address"));
+        }
         if host.is_empty() {
             return Err(bad("no host"));
         }
-        if host.parse::<Ipv6Addr>().is_ok() {
-            return Ok(Self { labels: vec![host], port });
+        if let Ok(ip) = host.parse::<Ipv6Addr>() {
+            // As a URL's host is compared: the address's own short form.
+            return Ok(Self { labels: vec![ip.to_string()], port });
         }
         let labels: Vec<String> = host.split('.').map(str::to_owned).collect();
         for l in &labels {
@@ -171,7 +192,7 @@ impl Target {
         if text.len() > MAX_URL {
             return Err(format!("a callback URL has at most {MAX_URL} bytes"));
         }
-        let url = Url::parse(text).map_err(|e| format!("not a URL: {e}"))?;
+        let mut url = Url::parse(text).map_err(|e| format!("not a URL: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err("a callback URL is http or https".to_owned());
         }
@@ -188,6 +209,14 @@ impl Target {
             None => return Err("a callback URL names a host".to_owned()),
         };
         let port = url.port_or_known_default().ok_or("a callback URL has a port")?;
+        if port == 0 {
+            return Err("a callback URL's port is not 0".to_owned());
+        }
+        // One spelling of the host for the check, the call and its `Host` header: `name.`
+        // is `name` (the deliverer connects only to the addresses checked for it anyway).
+        if matches!(url.host(), Some(url::Host::Domain(d)) if d != host) {
+            url.set_host(Some(&host)).map_err(|e| format!("not a URL: {e}"))?;
+        }
         Ok(Self { url, host, port })
     }
 }
@@ -251,9 +280,31 @@ mod tests {
         assert_eq!(allow.allows("::1", 9001), Some(Allowed::Named));
         assert_eq!(allow.allows("[::1]", 9001), Some(Allowed::Named));
         assert!(Allow::parse("").expect("valid").is_empty());
-        for bad in ["a..b", "host:port", "ex ample.com", "a/b", ":80"] {
+        for bad in ["a..b", "host:port", "ex ample.com", "a/b", ":80", "host:0", "[::1]:0", "[::1", "[::1]9000", "::g"]
+        {
             assert!(Allow::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_ipv6_address_takes_a_port_only_in_brackets() {
+        // Unbracketed, every colon belongs to the address: `::1:9000` is not `::1` port 9000.
+        let bare = Allow::parse("::1:9000").expect("an address");
+        assert_eq!(bare.allows("::1:9000", 443), Some(Allowed::Named));
+        assert_eq!(bare.allows("::1", 9000), None);
+        let bracketed = Allow::parse("[::1]:9000,[fd00::1]").expect("valid");
+        assert_eq!(bracketed.allows("::1", 9000), Some(Allowed::Named));
+        assert_eq!(bracketed.allows("::1", 9001), None);
+        assert_eq!(bracketed.allows("fd00::1", 1), Some(Allowed::Named));
+        assert_eq!(bracketed.to_string(), "[::1]:9000,[fd00::1]");
+    }
+
+    #[test]
+    fn a_final_dot_names_the_same_host_for_the_check_and_the_call() {
+        let t = Target::parse("http://x.hooks.test.:18494/hook?a=1").expect("valid");
+        assert_eq!((t.host.as_str(), t.port), ("x.hooks.test", 18494));
+        assert_eq!(t.url.as_str(), "http://x.hooks.test:18494/hook?a=1");
+        assert!(Target::parse("http://x.hooks.test:0/").is_err());
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! scheduler, on a connection of its own: a slow or dead receiver holds up only its own
 //! delivery.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use sea_orm::DatabaseConnection;
@@ -32,6 +33,8 @@ pub struct Options {
 /// The longest the deliverer sleeps with nothing due (a replica's callbacks reach it no
 /// later than this, its own at once).
 const IDLE: Duration = Duration::from_secs(5);
+/// The pause before looking again for a due callback that could not be taken.
+const AGAIN: Duration = Duration::from_millis(50);
 
 /// Delivers callbacks until the task is aborted.
 pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
@@ -49,21 +52,29 @@ pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
     // Past a try's longest (the lookup's and the call's timeouts), with room to record it.
     let hold = options.timeout * 2 + Duration::from_secs(5);
     let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
+    let share = share(options.concurrency);
+    // Deliveries under way, by owner.
+    let running: Arc<Mutex<HashMap<Uuid, usize>>> = Arc::default();
     let freed = Arc::new(Notify::new());
     let mut events = bus.subscribe();
     loop {
         let free = slots.available_permits();
         let mut taken = 0;
+        let mut held_back = false;
         if free > 0 {
-            match super::claim(&db, token, free as u64, clock::now(), hold).await {
-                Ok(due) => {
-                    taken = due.len();
-                    for c in due {
+            let now_running = running.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            match super::claim(&db, token, free as u64, share, &now_running, clock::now(), hold).await {
+                Ok(claimed) => {
+                    taken = claimed.due.len();
+                    held_back = claimed.held_back;
+                    for c in claimed.due {
                         let Ok(permit) = slots.clone().acquire_owned().await else { return };
                         let (db, options, freed) = (db.clone(), options.clone(), freed.clone());
                         let key = super::derive_key(&server_key, c.owner_id);
+                        let running = Running::start(&running, c.owner_id);
                         tokio::spawn(async move {
                             deliver(&db, &c, token, &key, &options).await;
+                            drop(running);
                             drop(permit);
                             freed.notify_one();
                         });
@@ -77,7 +88,20 @@ pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
             freed.notified().await;
             continue;
         }
-        let wait = match super::next_due(&db).await {
+        // Owners at their share wait for a slot of theirs to free; the others' next due row
+        // is looked for.
+        let full: Vec<Uuid> = if held_back {
+            running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .filter(|(_, n)| **n >= share)
+                .map(|(o, _)| *o)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let wait = match super::next_due(&db, &full).await {
             Ok(Some(at)) => (at - clock::now()).to_std().unwrap_or(Duration::ZERO).min(IDLE),
             Ok(None) => IDLE,
             Err(e) => {
@@ -89,6 +113,8 @@ pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
             freed.notified().await;
             continue;
         }
+        // Due, yet not taken just now (another replica's, say): look again soon, not at once.
+        let wait = if wait.is_zero() && taken == 0 { AGAIN } else { wait };
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = freed.notified() => {}
@@ -98,6 +124,36 @@ pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
                 }
                 // The status change's commit is over: its callback is in the outbox.
                 while events.try_recv().is_ok() {}
+            }
+        }
+    }
+}
+
+/// The deliveries one owner may have under way at once: a quarter of them all (at least one).
+pub fn share(concurrency: usize) -> usize {
+    (concurrency / 4).max(1)
+}
+
+/// One owner's delivery under way, counted until dropped.
+struct Running {
+    running: Arc<Mutex<HashMap<Uuid, usize>>>,
+    owner: Uuid,
+}
+
+impl Running {
+    fn start(running: &Arc<Mutex<HashMap<Uuid, usize>>>, owner: Uuid) -> Self {
+        *running.lock().unwrap_or_else(PoisonError::into_inner).entry(owner).or_default() += 1;
+        Self { running: running.clone(), owner }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = running.get_mut(&self.owner) {
+            *n -= 1;
+            if *n == 0 {
+                running.remove(&self.owner);
             }
         }
     }
@@ -140,10 +196,11 @@ async fn call(c: &callback::Model, key: &str, options: &Options) -> Result<reqwe
     let addrs = addresses(&target, how, options.timeout).await?;
     let body = c.payload.clone().into_bytes();
     let client = reqwest::Client::builder()
-        // The checked addresses, and only they: no proxy, no redirect, no second lookup.
+        // The checked addresses, and only they: no proxy, no redirect, and no lookup of any
+        // name, however it is spelt (the resolver knows the checked addresses alone).
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
-        .resolve_to_addrs(&target.host, &addrs)
+        .dns_resolver(Arc::new(Pinned(addrs)))
         .connect_timeout(options.timeout.min(Duration::from_secs(10)))
         .timeout(options.timeout)
         .user_agent(concat!("sessiond-callbacks/", env!("CARGO_PKG_VERSION")))
@@ -188,15 +245,25 @@ async fn addresses(target: &Target, how: Allowed, timeout: Duration) -> Result<V
     }
     let allowed: Vec<SocketAddr> =
         found.iter().copied().filter(|a| how == Allowed::Named || !allow::restricted(a.ip())).collect();
-    if allowed.is_empty() {
+    if allowed.len() < found.len() {
+        // Said without the address: an internal name's address is nobody's business.
+        let inner: Vec<String> = found.iter().filter(|a| !allowed.contains(a)).map(|a| a.ip().to_string()).collect();
+        tracing::info!(host = %target.host, addresses = %inner.join(","), "a callback's host has non-public addresses");
         return Err((
             Outcome::Blocked,
-            format!(
-                "`{}` is at {}, not a public address, and no pattern of --callback-allow names it",
-                target.host,
-                found[0].ip()
-            ),
+            format!("`{}` resolves to a non-public address, and no pattern of --callback-allow names it", target.host),
         ));
     }
     Ok(allowed)
+}
+
+/// The resolver of a callback's client: every name resolves to the addresses checked for
+/// the callback's host, so that the connection goes to them or nowhere.
+struct Pinned(Vec<SocketAddr>);
+
+impl reqwest::dns::Resolve for Pinned {
+    fn resolve(&self, _: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let addrs = self.0.clone();
+        Box::pin(async move { Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs) })
+    }
 }

@@ -17,7 +17,8 @@
 //!   addresses unless the list names the host ([`allow`]).
 //! - **Never in the way.** Nothing waits for a receiver: requests and the scheduler only
 //!   write the outbox row; the deliverer calls at most a few receivers at once, each within
-//!   a timeout.
+//!   a timeout, and each owner's at most a quarter of them ([`deliver::share`]): one
+//!   owner's receivers that hang delay nobody else's callbacks.
 
 pub mod allow;
 pub mod deliver;
@@ -28,8 +29,8 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveValue::NotSet, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait,
+    ActiveValue::NotSet, ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QueryOrder,
+    QuerySelect, Set, TransactionTrait,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -235,27 +236,66 @@ pub fn signature(key: &str, body: &[u8]) -> String {
 }
 
 /// Takes up to `limit` due callbacks for the deliverer `token`, holding each until
-/// `now + hold` (when another deliverer may take it, should this one have died). Three
-/// statements at most, whatever the outbox holds.
+/// `now + hold` (when another deliverer may take it, should this one have died). Each owner
+/// gets at most `share` deliveries at once, the ones `running` counts included: an owner's
+/// oldest due callbacks first, the owners taking turns, so that one owner's receivers that
+/// hang hold up no other owner's. Three statements at most, whatever the outbox holds; also
+/// whether an owner's due callbacks were left for want of a share.
 pub async fn claim(
     db: &impl ConnectionTrait,
     token: Uuid,
     limit: u64,
+    share: usize,
+    running: &HashMap<Uuid, usize>,
     now: DateTime<Utc>,
     hold: Duration,
-) -> DomainResult<Vec<callback::Model>> {
-    let due: Vec<Uuid> = callback::Entity::find()
-        .select_only()
-        .column(callback::Column::Id)
-        .filter(callback::Column::State.eq(State::Pending.as_str()))
-        .filter(callback::Column::NextAttemptAt.lte(now))
-        .order_by_asc(callback::Column::NextAttemptAt)
-        .limit(limit)
-        .into_tuple()
+) -> DomainResult<Claimed> {
+    use sea_orm::sea_query::{Alias, ExprTrait, Func, Order, Query, WindowStatement};
+    let (rank, due) = (Alias::new("rank"), Alias::new("due"));
+    let mut ranked = Query::select();
+    ranked
+        .columns([callback::Column::Id, callback::Column::OwnerId, callback::Column::NextAttemptAt])
+        .expr_window_as(
+            Func::cust("ROW_NUMBER"),
+            WindowStatement::partition_by(callback::Column::OwnerId)
+                .order_by(callback::Column::NextAttemptAt, Order::Asc)
+                .order_by(callback::Column::Id, Order::Asc)
+                .to_owned(),
+            rank.clone(),
+        )
+        .from(callback::Entity)
+        .and_where(callback::Column::State.eq(State::Pending.as_str()))
+        .and_where(callback::Column::NextAttemptAt.lte(now));
+    // Owners at their share skip their rows below; at most `share` rows each are read.
+    let at_share = running.values().filter(|n| **n >= share).count() as u64;
+    let read = Query::select()
+        .columns([callback::Column::Id, callback::Column::OwnerId])
+        .from_subquery(ranked.to_owned(), due)
+        .and_where(Expr::col(rank.clone()).lte(share as u64))
+        .order_by(rank, Order::Asc)
+        .order_by(callback::Column::NextAttemptAt, Order::Asc)
+        .limit(limit + at_share * share as u64)
+        .to_owned();
+    let rows: Vec<(Uuid, Uuid)> = DueRow::find_by_statement(db.get_database_backend().build(&read))
         .all(db)
-        .await?;
+        .await?
+        .into_iter()
+        .map(|r| (r.id, r.owner_id))
+        .collect();
+    let mut taken: HashMap<Uuid, usize> = HashMap::new();
+    let mut due = Vec::new();
+    let mut held_back = false;
+    for (id, owner) in rows {
+        let n = taken.entry(owner).or_insert_with(|| running.get(&owner).copied().unwrap_or(0));
+        if *n >= share || due.len() as u64 >= limit {
+            held_back = true;
+            continue;
+        }
+        *n += 1;
+        due.push(id);
+    }
     if due.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Claimed { due: Vec::new(), held_back });
     }
     let until = now + chrono::Duration::from_std(hold).unwrap_or(chrono::Duration::MAX);
     // Guarded again: a row another deliverer took meanwhile is not due any more.
@@ -267,25 +307,39 @@ pub async fn claim(
         .filter(callback::Column::NextAttemptAt.lte(now))
         .exec(db)
         .await?;
-    Ok(callback::Entity::find()
+    let due = callback::Entity::find()
         .filter(callback::Column::Id.is_in(due))
         .filter(callback::Column::Claim.eq(token))
         .order_by_asc(callback::Column::CreatedAt)
         .all(db)
-        .await?)
+        .await?;
+    Ok(Claimed { due, held_back })
 }
 
-/// When the next pending callback is due, if any is.
-pub async fn next_due(db: &impl ConnectionTrait) -> DomainResult<Option<DateTime<Utc>>> {
-    Ok(callback::Entity::find()
+/// What [`claim`] took.
+#[derive(Debug)]
+pub struct Claimed {
+    pub due: Vec<callback::Model>,
+    /// Some owner's due callbacks were left because that owner had its share.
+    pub held_back: bool,
+}
+
+#[derive(sea_orm::FromQueryResult)]
+struct DueRow {
+    id: Uuid,
+    owner_id: Uuid,
+}
+
+/// When the next pending callback of an owner not in `full` is due, if any is.
+pub async fn next_due(db: &impl ConnectionTrait, full: &[Uuid]) -> DomainResult<Option<DateTime<Utc>>> {
+    let mut query = callback::Entity::find()
         .select_only()
         .column(callback::Column::NextAttemptAt)
-        .filter(callback::Column::State.eq(State::Pending.as_str()))
-        .order_by_asc(callback::Column::NextAttemptAt)
-        .limit(1)
-        .into_tuple()
-        .one(db)
-        .await?)
+        .filter(callback::Column::State.eq(State::Pending.as_str()));
+    if !full.is_empty() {
+        query = query.filter(callback::Column::OwnerId.is_not_in(full.to_vec()));
+    }
+    Ok(query.order_by_asc(callback::Column::NextAttemptAt).limit(1).into_tuple().one(db).await?)
 }
 
 /// Records a try of `c` (held by `token`) and what follows from it, in one transaction:

@@ -7,6 +7,7 @@
 //! among the passing tests, with the running count of skips and the reason.
 //! `SESSIOND_REQUIRE_POSTGRES=1` turns every skip into a failure instead.
 
+pub mod binary;
 pub mod pg;
 pub mod slurm;
 pub mod ws;
