@@ -76,6 +76,24 @@ async fn the_work_directory_holds_at_most_its_limit(mut app: TestApp) {
         "{s}"
     );
     assert!(started.elapsed() < Duration::from_secs(25), "ended by the watchdog, not by its own end");
+    assert!(
+        runtime.to_string().contains("counting the files its processes hold open after deleting them"),
+        "{runtime}"
+    );
+    // Finding D38: files deleted while held open took 600 MiB past a 190 MiB limit. They
+    // count: 24 MB in six files, each held open and deleted, and nothing left in the tree.
+    let hidden = "for i in 3 4 5 6 7 8; do eval \"exec $i>f$i\"; head -c 4000000 /dev/zero >&$i; rm f$i; done; \
+                  echo written $(ls -A | wc -l); sleep 30";
+    let started = Instant::now();
+    let id = launch(&app, "demo-alice", input("deleted-files", hidden, 512, json!({}))).await;
+    let s = until(&app, &id, ended).await;
+    assert!(logs(&s).contains("written 0"), "the tree is empty: {s}");
+    assert_eq!(
+        (s["status"].as_str(), s["result"].as_str(), s["statusInfo"].as_str()),
+        (Some("TERMINATED"), Some("FAILURE"), Some("disk limit exceeded")),
+        "{s}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(25), "ended by the watchdog, not by its own end");
 }
 
 /// Finding: an image's prepare step ran with the launching user's environment. Now it

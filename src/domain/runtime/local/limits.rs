@@ -244,7 +244,7 @@ pub fn disk_line(bytes: u64) -> String {
         format!("{} MiB", bytes >> 20)
     };
     format!(
-        "disk: the work directory at most {size} (no larger file may be written; a watchdog ends the session past it)"
+        "disk: the work directory at most {size}, counting the files its processes hold open after deleting them (no larger file may be written; a watchdog ends the session past it)"
     )
 }
 

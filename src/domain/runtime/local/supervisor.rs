@@ -16,6 +16,7 @@ use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::disk::{self, DISK_EVERY};
 use super::files::{self, Exit, OUTPUT_CAP, Phase, Process, SessionDir, Spec, State, write_json};
 use super::limits::Enforcement;
 use super::sandbox::{self, Wrapping};
@@ -173,63 +174,7 @@ struct Outcome {
 /// How often the memory watchdog (where no cgroup limits memory) adds up the session's use.
 const MEMORY_EVERY: Duration = Duration::from_millis(200);
 
-/// How often the work directory's size is measured at most: every second, or ten times
-/// the last measurement's length if that is longer (a huge tree is measured less often).
-const DISK_EVERY: Duration = Duration::from_secs(1);
-/// Entries a measurement walks at most: past them the directory counts as over its limit
-/// (a tree of hundreds of thousands of empty files is no better than a full disk).
-const DISK_MAX_ENTRIES: u64 = 200_000;
-/// Directories deep a measurement goes at most (one descriptor open per level); deeper
-/// counts as over the limit.
-const DISK_MAX_DEPTH: usize = 128;
-
-/// The bytes the files under `dir` take on disk; `None` past [`DISK_MAX_ENTRIES`] or
-/// [`DISK_MAX_DEPTH`]. Walked by descriptors, each directory opened relative to its parent
-/// and never through a symbolic link: a session swapping a directory for a link cannot
-/// make this walk anything outside its own tree.
-fn disk_usage(dir: &Path) -> Option<u64> {
-    use nix::dir::Dir;
-    use nix::fcntl::{AtFlags, OFlag};
-    use nix::sys::stat::{Mode, SFlag, fstatat};
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let names = |d: &mut Dir| -> Vec<std::ffi::CString> {
-        d.iter()
-            .filter_map(Result::ok)
-            .map(|e| e.file_name().to_owned())
-            .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
-            .collect()
-    };
-    let mut root = Dir::open(dir, flags, Mode::empty()).ok()?;
-    let first = names(&mut root);
-    let mut stack = vec![(root, first)];
-    let (mut bytes, mut entries) = (0u64, 0u64);
-    loop {
-        let depth = stack.len();
-        let Some((d, pending)) = stack.last_mut() else { break };
-        let Some(name) = pending.pop() else {
-            stack.pop();
-            continue;
-        };
-        entries += 1;
-        if entries > DISK_MAX_ENTRIES {
-            return None;
-        }
-        let Ok(st) = fstatat(&*d, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else { continue };
-        bytes += u64::try_from(st.st_blocks).unwrap_or(0) * 512;
-        if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFDIR.bits() {
-            if depth >= DISK_MAX_DEPTH {
-                return None;
-            }
-            if let Ok(mut sub) = Dir::openat(&*d, name.as_c_str(), flags, Mode::empty()) {
-                let inside = names(&mut sub);
-                stack.push((sub, inside));
-            }
-        }
-    }
-    Some(bytes)
-}
-
-/// The session's processes, for the memory watchdog: everything below `child`, and
+/// The session's processes, for the memory and disk watchdogs: everything below `child`, and
 /// everything in the sandbox's pid namespace (a terminal's shell enters it from outside).
 fn session_processes(child: u32, sandbox: Option<Process>, joined: &mut Joined) -> Vec<u32> {
     let mut pids = signal::tree(child);
@@ -363,7 +308,8 @@ fn watch(
                 o.oom = true;
             } else if measured.elapsed() >= measure_every {
                 let began = Instant::now();
-                o.disk = disk_usage(measure).is_none_or(|used| used > spec.limits.disk);
+                let pids = session_processes(child.id(), sandbox_pid, &mut joined);
+                o.disk = disk::used(measure, &pids).is_none_or(|used| used > spec.limits.disk);
                 measured = Instant::now();
                 measure_every = DISK_EVERY.max(began.elapsed() * 10);
             }
