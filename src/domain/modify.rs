@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, SqlErr, TransactionTrait};
 use uuid::Uuid;
 
 use entity::session;
@@ -221,6 +221,17 @@ async fn write(txn: &sea_orm::DatabaseTransaction, s: &session::Model, change: &
             .col_expr(session::Column::Priority, Expr::value(p))
             .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()));
     }
-    let done = update.exec(txn).await?;
+    // A rename racing another to the same name meets the unique index: inside a savepoint,
+    // so the loser's transaction (PostgreSQL aborts it on the error) goes on, with NAME_TAKEN.
+    let savepoint = txn.begin().await?;
+    let done = match update.exec(&savepoint).await {
+        Ok(done) => done,
+        Err(e) if matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(_))) => {
+            savepoint.rollback().await?;
+            return Ok(ModifyOutcome::NameTaken);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    savepoint.commit().await?;
     Ok(if done.rows_affected == 1 { ModifyOutcome::Modified } else { ModifyOutcome::NotPending })
 }

@@ -3,7 +3,7 @@
 //! policy's `max_priority`), one outcome per id, NOT_FOUND for what the caller may not see,
 //! and history saying who did what. No workers run: launched sessions stay PENDING.
 
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde_json::{Value, json};
 
 use crate::db_tests;
@@ -142,4 +142,27 @@ async fn owners_lower_and_administrators_set_priorities(app: TestApp) {
     assert_eq!(outcomes(&modify(&app, "demo-admin", &[&b], json!({"priority": 1})).await), ["NOT_PENDING"]);
 }
 
-db_tests!(a_session_is_renamed_under_the_launch_rules, owners_lower_and_administrators_set_priorities);
+/// A rename racing another to the same name: the other's transaction has renamed a session
+/// and not yet committed, so this one's check finds the name free and its write meets the
+/// unique index (on PostgreSQL; SQLite waits for the lock and then sees it). NAME_TAKEN,
+/// never an internal error, and nothing of the loser changes.
+async fn a_rename_losing_a_race_is_name_taken(app: TestApp) {
+    launch(&app, "demo-alice", "racer-a", 0).await;
+    let b = launch(&app, "demo-alice", "racer-b", 0).await;
+    let other = app.db.begin().await.expect("begin");
+    other.execute_unprepared("UPDATE sessions SET name = 'the-winner' WHERE name = 'racer-a'").await.expect("rename");
+    let ids = [b.as_str()];
+    let (resp, ()) = tokio::join!(modify(&app, "demo-alice", &ids, json!({"name": "the-winner"})), async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        other.commit().await.expect("commit");
+    });
+    assert_eq!(outcomes(&resp), ["NAME_TAKEN"], "{resp}");
+    assert_eq!(detail(&app, "demo-alice", &b).await["name"], "racer-b");
+    assert!(notes(&detail(&app, "demo-alice", &b).await).is_empty());
+}
+
+db_tests!(
+    a_session_is_renamed_under_the_launch_rules,
+    owners_lower_and_administrators_set_priorities,
+    a_rename_losing_a_race_is_name_taken
+);
