@@ -316,6 +316,8 @@ async fn a_batch_session_waits_for_its_start_time(app: TestApp) {
     for (ty, at, code) in [
         ("INTERACTIVE", later.clone(), "ONLY_BATCH"),
         ("BATCH", (Utc::now() + TimeDelta::days(400)).to_rfc3339(), "OUT_OF_RANGE"),
+        // Before year 1: outside the years every time given may take.
+        ("BATCH", "0000-06-01T00:00:00Z".to_owned(), "OUT_OF_RANGE"),
     ] {
         let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": input(ty, &at)})).await;
         let problem = &resp["errors"][0]["extensions"]["problems"][0];

@@ -184,6 +184,23 @@ async fn bad_input_gets_codes_not_sql(app: TestApp) {
             assert!(!text.contains(sql), "SQL text leaked for {vars}: {resp}");
         }
     }
+    // One range of years for every time given (SQLite would compare a fifth digit as text):
+    // the list, its counts and an export link refuse the same times, with the same field.
+    let years = [
+        (json!({"createdAfter": "+10000-01-01T00:00:00Z"}), "filter.createdAfter"),
+        (json!({"createdBefore": "0000-12-31T00:00:00Z"}), "filter.createdBefore"),
+    ];
+    for (filter, field) in years {
+        for query in [
+            page,
+            "query($p: ID!, $filter: SessionFilter) { sessionCounts(projectId: $p, scope: PROJECT, filter: $filter) { all } }",
+            "query($p: ID!, $filter: SessionFilter) { sessionExportUrl(projectId: $p, scope: PROJECT, filter: $filter) }",
+        ] {
+            let resp = app.gql(Some("demo-admin"), query, json!({"p": p, "filter": filter})).await;
+            assert_eq!(error_codes(&resp), ["BAD_USER_INPUT"], "{filter} {query}: {resp}");
+            assert_eq!(resp["errors"][0]["extensions"]["field"], field, "{filter} {query}: {resp}");
+        }
+    }
     // Detail-panel fields are not batched: a long page may not ask for them.
     let detail = "query($p: ID!, $n: Int) { sessions(projectId: $p, scope: PROJECT, first: $n) { edges { node { logs schedulingHistory { totalCount } } } } }";
     let resp = app.gql(Some("demo-admin"), detail, json!({"p": p, "n": 500})).await;

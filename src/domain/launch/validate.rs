@@ -234,6 +234,9 @@ fn check_starts_at(req: &LaunchRequest) -> Problems {
     if req.session_type != SessionType::Batch {
         return vec![problem("ONLY_BATCH", "starts_at", "only a batch session has a start time")];
     }
+    if let Some(p) = clock::out_of_range("starts_at", at) {
+        return vec![p];
+    }
     if at > clock::now() + chrono::TimeDelta::days(MAX_START_AHEAD_DAYS) {
         let message = format!("a start time is at most {MAX_START_AHEAD_DAYS} days ahead");
         return vec![problem("OUT_OF_RANGE", "starts_at", message)];

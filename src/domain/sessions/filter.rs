@@ -190,8 +190,8 @@ impl FilterValue for DateTime<Utc> {
             .map(|t| t.with_timezone(&Utc))
             .map_err(|_| InputProblem::new("INVALID_TIME", Some(field.to_owned()), "not an RFC 3339 time"))
     }
-    fn problems(&self, _: &str) -> Vec<InputProblem> {
-        Vec::new()
+    fn problems(&self, field: &str) -> Vec<InputProblem> {
+        crate::domain::clock::out_of_range(field, *self).into_iter().collect()
     }
 }
 
