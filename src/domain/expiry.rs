@@ -247,7 +247,7 @@ pub async fn extend(
         )]));
     }
     let txn = super::begin_write(db).await?;
-    let s = visibility::visible_session(&txn, viewer, id).await?;
+    let s = visibility::session_to_work_on(&txn, viewer, id).await?;
     let limits = limits(&txn, &[s.keypair_id]).await?.remove(&s.keypair_id).unwrap_or_default();
     if let Some(why) = limits.refusal(&s, of(&s)?, Some(by)) {
         return Err(DomainError::ExtensionLimit(why));

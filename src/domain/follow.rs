@@ -1,6 +1,6 @@
 //! What a follower of one session's live feed (its logs, its use) shares: the stream its
 //! producer fills, and the check, after credentials changed, that the follower may still
-//! see the session.
+//! follow the session.
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -11,10 +11,11 @@ use super::credentials::Credentials;
 use super::{DomainError, DomainResult};
 
 /// After credentials changed somewhere (`changes` said so): may the viewer of `keypair`
-/// still see session `session_id`? Asked a little later, spread among all who follow
+/// still follow session `session_id` (see it and work on it: an owner removed from its
+/// project may not, [`super::visibility::session_to_work_on`])? Asked a little later, spread among all who follow
 /// something; the database failing to say is no refusal. The error to end a feed with if
 /// not.
-pub async fn still_sees(
+pub async fn still_follows(
     db: &DatabaseConnection,
     credentials: &Credentials,
     changes: &mut tokio::sync::watch::Receiver<i64>,
@@ -24,7 +25,7 @@ pub async fn still_sees(
     tokio::time::sleep(Credentials::spread()).await;
     changes.mark_unchanged();
     let still = match credentials.viewer_of_keypair(keypair).await {
-        Ok(Some(v)) => super::visibility::visible_session(db, &v, session_id).await.map(drop),
+        Ok(Some(v)) => super::visibility::session_to_work_on(db, &v, session_id).await.map(drop),
         Ok(None) => Err(DomainError::Unauthenticated),
         Err(e) => Err(e),
     };

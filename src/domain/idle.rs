@@ -197,7 +197,7 @@ pub async fn exempt(
     exempt: bool,
 ) -> DomainResult<session::Model> {
     let txn = super::begin_write(db).await?;
-    let s = visibility::visible_session(&txn, viewer, id).await?;
+    let s = visibility::session_to_work_on(&txn, viewer, id).await?;
     if !viewer.administers_domain(s.domain_id) {
         return Err(DomainError::Forbidden("only an administrator exempts a session from idle checks".into()));
     }

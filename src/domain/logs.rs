@@ -12,7 +12,7 @@ use uuid::Uuid;
 use entity::session_log;
 
 use super::credentials::Credentials;
-use super::follow::{produced, still_sees};
+use super::follow::{produced, still_follows};
 use super::{DomainError, DomainResult};
 
 pub const DEFAULT_TAIL: u32 = 100;
@@ -262,7 +262,7 @@ pub async fn follow(
     // Before the check: a change of credentials from here on is seen, and checked again.
     let mut changes = credentials.changes();
     changes.mark_unchanged();
-    super::visibility::visible_session(db, viewer, session_id).await?;
+    super::visibility::session_to_work_on(db, viewer, session_id).await?;
     // Subscribe first: every line committed after the tail below reaches the receiver.
     let mut news = feed.subscribe(session_id);
     let mut first: Vec<session_log::Model> = session_log::Entity::find()
@@ -288,7 +288,7 @@ pub async fn follow(
                     if changed.is_err() {
                         return;
                     }
-                    if let Err(e) = still_sees(&db, &credentials, &mut changes, keypair, session_id).await {
+                    if let Err(e) = still_follows(&db, &credentials, &mut changes, keypair, session_id).await {
                         let _ = out.send(Err(e)).await;
                         return;
                     }

@@ -2,7 +2,8 @@
 //! owner's live sessions) and a new priority for PENDING sessions (an owner may lower their
 //! own; an administrator of the session's domain may set any, up to the `max_priority` of
 //! the session's keypair policy). Each requested id gets an outcome; sessions the viewer
-//! may not see are NOT_FOUND, exactly like unknown ones. What changed is in each session's
+//! may not see, or not work on (an owner removed from its project), are NOT_FOUND, exactly
+//! like unknown ones. What changed is in each session's
 //! history, with who changed it; the scheduler takes a new priority at its next pass.
 
 use std::collections::{BTreeSet, HashMap};
@@ -58,14 +59,15 @@ pub async fn modify(
     check(ids, m, max_ids)?;
     let wanted: Vec<Uuid> = ids.iter().flatten().copied().collect::<BTreeSet<_>>().into_iter().collect();
     let txn = super::begin_write(db).await?;
-    let mut visible: HashMap<Uuid, session::Model> = session::Entity::find()
+    let seen: Vec<session::Model> = session::Entity::find()
         .filter(session::Column::Id.is_in(super::padded(wanted)))
         .all(&txn)
         .await?
         .into_iter()
         .filter(|s| visibility::may_see_session(viewer, s.owner_id, s.domain_id))
-        .map(|s| (s.id, s))
         .collect();
+    let mut visible: HashMap<Uuid, session::Model> =
+        visibility::sessions_to_work_on(&txn, viewer, seen).await?.into_iter().map(|s| (s.id, s)).collect();
     let ceilings = match m.priority {
         Some(_) => ceilings(&txn, visible.values()).await?,
         None => HashMap::new(),

@@ -234,6 +234,50 @@ pub async fn visible_session(db: &impl ConnectionTrait, viewer: &Viewer, id: Uui
     }
 }
 
+/// The session `id` if the viewer may work on it, else `NOT_FOUND`, exactly as for no
+/// session. An ADMIN of its domain and a SUPERADMIN may; its owner only while still a
+/// member of its project. An owner removed from the project keeps reading his session and
+/// may terminate it (what he started stays his to stop), and nothing more: renaming,
+/// reprioritising, extending, exempting, following its logs or use and its terminal are
+/// refused to him as if it did not exist, as the list, launch and templates refuse him.
+pub async fn session_to_work_on(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid) -> DomainResult<session::Model> {
+    let s = visible_session(db, viewer, id).await?;
+    if viewer.administers_domain(s.domain_id) || is_member(db, None, viewer.user_id, s.project_id).await? {
+        Ok(s)
+    } else {
+        Err(DomainError::NotFound("session"))
+    }
+}
+
+/// Of `sessions` the viewer may see, those it may work on ([`session_to_work_on`]), in one
+/// statement whatever their number.
+pub async fn sessions_to_work_on(
+    db: &impl ConnectionTrait,
+    viewer: &Viewer,
+    sessions: Vec<session::Model>,
+) -> DomainResult<Vec<session::Model>> {
+    let projects: std::collections::BTreeSet<Uuid> =
+        sessions.iter().filter(|s| !viewer.administers_domain(s.domain_id)).map(|s| s.project_id).collect();
+    let member_of: std::collections::HashSet<Uuid> = if projects.is_empty() {
+        std::collections::HashSet::new()
+    } else {
+        project_member::Entity::find()
+            .select_only()
+            .column(project_member::Column::ProjectId)
+            .filter(project_member::Column::UserId.eq(viewer.user_id))
+            .filter(project_member::Column::ProjectId.is_in(super::padded(projects)))
+            .into_tuple::<Uuid>()
+            .all(db)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    Ok(sessions
+        .into_iter()
+        .filter(|s| viewer.administers_domain(s.domain_id) || member_of.contains(&s.project_id))
+        .collect())
+}
+
 /// The launch group `id` if the viewer may see its sessions, else `NOT_FOUND`.
 pub async fn visible_launch_group(
     db: &impl ConnectionTrait,

@@ -18,7 +18,7 @@ use entity::session;
 use super::SlotUse;
 use crate::domain::auth::Viewer;
 use crate::domain::credentials::Credentials;
-use crate::domain::follow::{produced, still_sees};
+use crate::domain::follow::{produced, still_follows};
 use crate::domain::status::SessionStatus;
 use crate::domain::{DomainResult, padded, visibility};
 
@@ -142,10 +142,10 @@ async fn look(db: &DatabaseConnection, inner: &Inner, ids: &[Uuid], ran: &mut u6
     Ok(())
 }
 
-/// What session `session_id` uses, followed, for a viewer who may see it (otherwise not
-/// found): its latest sample, then each new one, until it has ended. When the viewer's
-/// credentials change, the right to see it is checked again, and the feed ends with the
-/// error if it is gone.
+/// What session `session_id` uses, followed, for a viewer who may work on it (otherwise
+/// not found, [`visibility::session_to_work_on`]): its latest sample, then each new one,
+/// until it has ended. When the viewer's credentials change, that right is checked again,
+/// and the feed ends with the error if it is gone.
 pub async fn follow(
     db: &DatabaseConnection,
     feed: &UsageFeed,
@@ -155,7 +155,7 @@ pub async fn follow(
 ) -> DomainResult<BoxStream<'static, DomainResult<Reading>>> {
     let mut changes = credentials.changes();
     changes.mark_unchanged();
-    let s = visibility::visible_session(db, viewer, session_id).await?;
+    let s = visibility::session_to_work_on(db, viewer, session_id).await?;
     let first = Reading::of(&s);
     if SessionStatus::stored(&s.status)?.is_terminal() {
         return Ok(futures_util::stream::iter(first.map(Ok)).boxed());
@@ -173,7 +173,7 @@ pub async fn follow(
                     if changed.is_err() {
                         return;
                     }
-                    if let Err(e) = still_sees(&db, &credentials, &mut changes, keypair, session_id).await {
+                    if let Err(e) = still_follows(&db, &credentials, &mut changes, keypair, session_id).await {
                         let _ = out.send(Err(e)).await;
                         return;
                     }

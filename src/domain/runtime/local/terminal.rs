@@ -122,14 +122,15 @@ pub fn offered(access: Option<&LocalAccess>, s: &entity::session::Model) -> bool
         && s.status == SessionStatus::Running.as_str()
 }
 
-/// Whether `viewer` may (still) use the terminal of session `id`: they see it and own it.
+/// Whether `viewer` may (still) use the terminal of session `id`: they own it and may work
+/// on it ([`visibility::session_to_work_on`]).
 /// A session that is not theirs is not found.
 pub async fn allowed(
     db: &sea_orm::DatabaseConnection,
     viewer: &Viewer,
     id: Uuid,
 ) -> DomainResult<entity::session::Model> {
-    let s = visibility::visible_session(db, viewer, id).await?;
+    let s = visibility::session_to_work_on(db, viewer, id).await?;
     if s.owner_id != viewer.user_id {
         return Err(DomainError::NotFound("session")); // an administrator sees it, but it is not theirs
     }
