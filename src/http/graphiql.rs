@@ -1,7 +1,8 @@
 //! GraphiQL, served entirely by sessiond: the page and its scripts and styles are built into
 //! the binary (vendored from the npm packages `graphiql@3`, `react@18`, `react-dom@18`, and
 //! `graphql-ws@6` for subscriptions over `/graphql/ws`), so it works with no network. The
-//! page has a field for the bearer token.
+//! page has a field for the bearer token, kept for the tab only (`sessionStorage`, as the
+//! Sessions page keeps it).
 
 use axum::extract::Path;
 use axum::http::{StatusCode, header};
@@ -54,6 +55,8 @@ pub async fn page() -> Response {
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CONTENT_SECURITY_POLICY, CSP),
             (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
         ],
         PAGE,
     )
@@ -62,7 +65,14 @@ pub async fn page() -> Response {
 
 pub async fn asset(Path(name): Path<String>) -> Response {
     match ASSETS.iter().find(|a| a.name == name) {
-        Some(a) => ([(header::CONTENT_TYPE, a.content_type), (header::CACHE_CONTROL, "public, max-age=3600")], a.body)
+        Some(a) => (
+            [
+                (header::CONTENT_TYPE, a.content_type),
+                (header::CACHE_CONTROL, "public, max-age=3600"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            a.body,
+        )
             .into_response(),
         None => StatusCode::NOT_FOUND.into_response(),
     }

@@ -207,7 +207,15 @@ fn is_mutation(request: &async_graphql::Request) -> bool {
     )
 }
 
+/// Runs `request` as the viewer its headers name. Its answer is the viewer's own (their
+/// sessions, their keys): no cache, shared or private, keeps it.
 async fn execute(state: AppState, flavor: Flavor, headers: &HeaderMap, request: async_graphql::Request) -> Response {
+    let mut answer = answered(state, flavor, headers, request).await;
+    answer.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    answer
+}
+
+async fn answered(state: AppState, flavor: Flavor, headers: &HeaderMap, request: async_graphql::Request) -> Response {
     if request.query.trim().is_empty() {
         // No document at all (a missing or misspelled `query` parameter): a bad HTTP request
         // for every media type, like a body that is not JSON.

@@ -39,6 +39,8 @@ fn file(name: &str) -> Response {
                 // Revalidated each load: a new build is seen at once.
                 (header::CACHE_CONTROL, "no-cache"),
                 (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                // A page's address names the project; no link followed from it says so.
+                (header::REFERRER_POLICY, "no-referrer"),
             ],
             *body,
         )

@@ -16,13 +16,14 @@ try {
     blocked.push(url.href);
     return route.abort();
   });
-  // What a user would have typed before: the token and the query.
-  await context.addInitScript(([t]) => {
-    window.localStorage.setItem('sessiond.token', t);
+  // The query GraphiQL keeps from before; the token is typed in, as the tab keeps it only.
+  await context.addInitScript(() => {
     window.localStorage.setItem('graphiql:query', '{ viewer { user { email } } }');
-  }, [token]);
+  });
   const page = await context.newPage();
   await page.goto(new URL('/graphiql', base).href);
+  await page.fill('#token', token);
+  await page.press('#token', 'Enter');
   await page.locator('.graphiql-execute-button').click({ timeout: 30000 });
   const response = page.locator('.graphiql-response');
   await response.getByText('@example.com').first().waitFor({ timeout: 30000 });

@@ -30,6 +30,8 @@ async fn post_and_get_follow_graphql_over_http(app: TestApp) {
     let (status, headers, body) = app.send(post(q, "application/json", Some(GRAPHQL_RESPONSE))).await;
     assert_eq!(status, StatusCode::OK);
     assert!(headers[header::CONTENT_TYPE].to_str().expect("ct").starts_with(GRAPHQL_RESPONSE));
+    // An answer is its viewer's own (a signing key, their sessions): no cache keeps it.
+    assert_eq!(headers[header::CACHE_CONTROL], "no-store");
     // Fields come back in the order they were asked for.
     let text = String::from_utf8(body).expect("utf8");
     assert!(text.find("\"user\"") < text.find("\"projects\""), "{text}");
@@ -51,8 +53,9 @@ async fn post_and_get_follow_graphql_over_http(app: TestApp) {
             .body(Body::empty())
             .expect("request")
     };
-    let (status, _, body) = app.send(get("{ viewer { user { email } } }")).await;
+    let (status, headers, body) = app.send(get("{ viewer { user { email } } }")).await;
     assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CACHE_CONTROL], "no-store");
     assert_eq!(json_of(&body)["data"]["viewer"]["user"]["email"], "alice@example.com");
     let (status, headers, _) = app.send(get("mutation { viewer }")).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
@@ -292,6 +295,8 @@ async fn graphiql_works_offline(app: TestApp) {
     assert!(headers[header::CONTENT_TYPE].to_str().expect("ct").starts_with("text/html"));
     let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().expect("csp");
     assert!(csp.contains("default-src 'self'") && csp.contains("script-src 'self'"), "{csp}");
+    assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    assert_eq!(headers[header::REFERRER_POLICY], "no-referrer");
     let page = String::from_utf8(body).expect("utf8");
     assert!(!page.contains("http:") && !page.contains("https:") && !page.contains("\"//"), "an external URL: {page}");
     assert!(page.contains("id=\"token\""), "a place for the bearer token");
@@ -307,6 +312,7 @@ async fn graphiql_works_offline(app: TestApp) {
             assert!(body.len() > 500, "{url} is empty");
             let ct = headers[header::CONTENT_TYPE].to_str().expect("ct");
             assert!(ct.starts_with("text/javascript") || ct.starts_with("text/css"), "{url}: {ct}");
+            assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{url}");
             assets += 1;
         }
     }
@@ -314,6 +320,8 @@ async fn graphiql_works_offline(app: TestApp) {
     let (_, _, init) = app.get("/graphiql/init.js").await;
     let init = String::from_utf8(init).expect("utf8");
     assert!(init.contains("'/graphql'") && init.contains("Authorization"), "talks to our endpoint with the token");
+    // The token is kept for the tab only, as the Sessions page keeps it.
+    assert!(init.contains("sessionStorage") && !init.contains("localStorage"), "{init}");
     assert!(
         init.contains("'/graphql/ws'") && init.contains("graphqlWs.createClient") && init.contains("authorization"),
         "subscribes over our WebSocket with the token"

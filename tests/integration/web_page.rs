@@ -21,6 +21,9 @@ async fn the_page_is_served_whole_and_offline(app: TestApp) {
         let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().expect("csp");
         assert!(csp.contains("default-src 'self'") && csp.contains("script-src 'self'"), "{csp}");
         assert!(!csp.contains("unsafe-inline"), "no inline script or style: {csp}");
+        // Its address names the project: no link followed from it tells another site.
+        assert_eq!(headers[header::REFERRER_POLICY], "no-referrer", "{path}");
+        assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
         assert!(document.as_ref().is_none_or(|d| *d == body), "{path}: the same page");
         document = Some(body);
     }

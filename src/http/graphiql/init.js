@@ -5,7 +5,7 @@
   var STORAGE_KEY = 'sessiond.token';
   var form = document.getElementById('token-bar');
   var input = document.getElementById('token');
-  input.value = window.localStorage.getItem(STORAGE_KEY) || '';
+  input.value = window.sessionStorage.getItem(STORAGE_KEY) || '';
   var root = ReactDOM.createRoot(document.getElementById('graphiql'));
 
   var wsClient = null;
@@ -52,7 +52,7 @@
 
   form.addEventListener('submit', function (event) {
     event.preventDefault();
-    window.localStorage.setItem(STORAGE_KEY, input.value.trim());
+    window.sessionStorage.setItem(STORAGE_KEY, input.value.trim());
     render();
   });
   render();
