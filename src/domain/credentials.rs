@@ -72,6 +72,13 @@ impl Credentials {
         if let Some(v) = fresh(&self.0.by_token, token_hash) {
             return v.ok_or(DomainError::Unauthenticated);
         }
+        self.viewer_of_token_now(token_hash).await
+    }
+
+    /// [`Self::viewer_of_token`] read from the database now, whatever the cache holds (what
+    /// changes something is authenticated as HTTP does, not up to a cache's age late); the
+    /// cache keeps what it found.
+    pub async fn viewer_of_token_now(&self, token_hash: &str) -> DomainResult<Viewer> {
         let read_at = *self.0.revision.borrow();
         let found = match auth::authenticate_hash(&self.0.db, token_hash).await {
             Ok(v) => Some(v),

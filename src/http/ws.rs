@@ -250,7 +250,7 @@ async fn serve(mut conn: Connection, mut out_rx: mpsc::Receiver<Out>, mut socket
                 }
                 () = &mut recheck, if rechecking => {
                     rechecking = false;
-                    match conn.authenticated().await {
+                    match conn.authenticated(false).await {
                         Ok(()) => Vec::new(),
                         Err(closing) => break closing,
                     }

@@ -32,6 +32,8 @@ async fn a_revoked_token_closes_its_connections(mut app: TestApp) {
     assert_eq!(types, ["complete:m", "next:m", "next:s"]);
 
     assert!(sessiond::domain::auth::revoke_token(&app.db, &access_key).await.expect("revoke"));
+    // A mutation sent at once is refused, as over HTTP, whatever the cache still holds.
+    ws.subscribe("late", launch, json!({"i": launch_input("after-revoke", 0.5)})).await;
     // Within seconds, whatever the connection does meanwhile.
     let (code, reason) = tokio::time::timeout(Duration::from_secs(10), ws.closed()).await.expect("closed in time");
     assert_eq!(code, 4403, "{reason}");
@@ -49,6 +51,7 @@ async fn a_revoked_token_closes_its_connections(mut app: TestApp) {
         )
         .await;
     assert_eq!(sessions.to_string().matches("before-revoke").count(), 1, "{sessions}");
+    assert_eq!(sessions.to_string().matches("after-revoke").count(), 0, "{sessions}");
 }
 
 async fn a_lost_membership_ends_the_subscriptions_it_allowed(mut app: TestApp) {

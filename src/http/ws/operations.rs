@@ -97,10 +97,17 @@ impl Connection {
         }
     }
 
-    /// Checks the connection's token again (through the credentials cache): the viewer as
-    /// it is now, or a close with 4403 when the token authenticates nobody any more.
-    pub(super) async fn authenticated(&mut self) -> Result<(), Closing> {
-        match self.state.live.credentials.viewer_of_token(&self.token_hash).await {
+    /// Checks the connection's token again (through the credentials cache, or, `now`, from
+    /// the database): the viewer as it is now, or a close with 4403 when the token
+    /// authenticates nobody any more.
+    pub(super) async fn authenticated(&mut self, now: bool) -> Result<(), Closing> {
+        let credentials = &self.state.live.credentials;
+        let viewer = if now {
+            credentials.viewer_of_token_now(&self.token_hash).await
+        } else {
+            credentials.viewer_of_token(&self.token_hash).await
+        };
+        match viewer {
             Ok(v) => {
                 if self.viewer.as_deref() != Some(&v) {
                     self.viewer = Some(Arc::new(v));
@@ -135,7 +142,7 @@ impl Connection {
             return Err(Closing::new(4409, format!("Subscriber for {id} already exists")));
         }
         // Every operation runs with the credentials as they are now.
-        self.authenticated().await?;
+        self.authenticated(false).await?;
         let Some(viewer) = self.viewer.clone() else {
             return Err(Closing::new(4401, "Unauthorized: send connection_init first"));
         };
@@ -161,6 +168,14 @@ impl Connection {
                 let errors = errors.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect();
                 return Ok(failure(self.protocol, &id, errors).into_iter().map(|t| Message::Text(t.into())).collect());
             }
+        };
+        // A mutation is authenticated from the database, as over HTTP: a token revoked a
+        // moment ago changes nothing, whatever the cache still holds.
+        let viewer = if operation.as_ref().is_some_and(|o| o.ty == OperationType::Mutation) {
+            self.authenticated(true).await?;
+            self.viewer.clone().unwrap_or(viewer)
+        } else {
+            viewer
         };
         let subscription = operation.as_ref().is_some_and(|o| o.ty == OperationType::Subscription);
         if subscription && !operation.as_ref().is_some_and(|o| o.single_root_field) {
