@@ -27,20 +27,29 @@ impl InputProblem {
 
     /// The problem with `text` in `field` if it holds a control character: NUL, which
     /// PostgreSQL cannot store and SQLite cuts text at, or any other C0 or C1 control
-    /// (invisible in the page, a trap in logs and exported files). `Lines` text (a command,
-    /// an environment value) may hold tabs and line breaks. Refused alike on both
+    /// (invisible in the page, a trap in logs and exported files), or a bidirectional control
+    /// ([`is_bidi_control`]). `Lines` text (a command, an environment value) may hold tabs
+    /// and line breaks. Refused alike on both
     /// databases, before the text reaches either.
     pub fn control_characters(field: &str, text: &str, kind: Text) -> Option<Self> {
         let allowed = |c: char| kind == Text::Lines && matches!(c, '\t' | '\n' | '\r');
-        let found = text.chars().find(|&c| c.is_control() && !allowed(c))?;
+        let found = text.chars().find(|&c| (c.is_control() && !allowed(c)) || is_bidi_control(c))?;
         let (code, what) = if found == '\0' {
             ("NUL_CHARACTER", "a NUL character".to_owned())
+        } else if is_bidi_control(found) {
+            ("CONTROL_CHARACTER", format!("the bidirectional control U+{:04X}", u32::from(found)))
         } else {
             ("CONTROL_CHARACTER", format!("the control character U+{:04X}", u32::from(found)))
         };
         let allowed = if kind == Text::Lines { " (tabs and line breaks are allowed)" } else { "" };
         Some(Self::new(code, Some(field.to_owned()), format!("text may not contain {what}{allowed}")))
     }
+}
+
+/// Whether `c` reorders how the text around it shows (embeddings, overrides, isolates and
+/// marks): a name holding one can read as another name, or hide what a command does.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// What control characters a text field may hold: see [`InputProblem::control_characters`].
@@ -252,6 +261,9 @@ mod tests {
         assert_eq!(p("\u{1b}[31m", Text::Lines).as_deref(), Some("CONTROL_CHARACTER"));
         assert_eq!(p("\u{7f}", Text::Line).as_deref(), Some("CONTROL_CHARACTER"));
         assert_eq!(p("\u{85}", Text::Lines).as_deref(), Some("CONTROL_CHARACTER"));
+        assert_eq!(p("a\u{202E}b", Text::Line).as_deref(), Some("CONTROL_CHARACTER"));
+        assert_eq!(p("a\u{2067}b\n", Text::Lines).as_deref(), Some("CONTROL_CHARACTER"));
+        assert_eq!(p("\u{200F}", Text::Line).as_deref(), Some("CONTROL_CHARACTER"));
         let message = InputProblem::control_characters("f", "\u{1b}", Text::Line).expect("a problem").message;
         assert!(message.contains("U+001B"), "{message}");
     }

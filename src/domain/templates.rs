@@ -124,11 +124,15 @@ pub async fn save(
     limits: LaunchLimits,
 ) -> DomainResult<Template> {
     let length = name.chars().count();
-    if !(1..=MAX_NAME).contains(&length) || name.chars().any(char::is_control) || name.trim() != name {
+    let controls = InputProblem::control_characters("template", name, super::error::Text::Line);
+    if !(1..=MAX_NAME).contains(&length) || controls.is_some() || name.trim() != name {
         return Err(DomainError::bad_input(
             "INVALID_NAME",
             Some("template".to_owned()),
-            format!("a template's name has 1–{MAX_NAME} characters, no control characters, no space at either end"),
+            format!(
+                "a template's name has 1–{MAX_NAME} characters, no control characters (bidirectional ones \
+                 included), no space at either end"
+            ),
         ));
     }
     let one_run: Vec<InputProblem> = [

@@ -66,6 +66,9 @@ async fn templates_are_kept_shared_and_launched_from(app: TestApp) {
     assert_eq!(resp["errors"][0]["extensions"]["field"], "input.image", "{resp}");
     assert_eq!(error_codes(&save(&app, "demo-alice", "ours", input("expt"), true).await), ["FORBIDDEN"]);
     assert_eq!(error_codes(&save(&app, "demo-alice", " padded", input("expt"), false).await), ["BAD_USER_INPUT"]);
+    // A right-to-left override makes "safe\u{202E}txt.exe" show as "safeexe.txt".
+    let resp = save(&app, "demo-alice", "safe\u{202E}txt.exe", input("expt"), false).await;
+    assert_eq!(error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
     let resp = save(&app, "demo-admin", "team default", input("team"), true).await;
     let shared = resp["data"]["saveSessionTemplate"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
     assert_eq!(names(&app, "demo-bob").await, [("team default".to_owned(), true)]);
