@@ -499,8 +499,8 @@ pub struct ShareLimits {
     #[arg(long, env = "SESSIOND_MAX_REPLAYS_PER_USER", default_value_t = 4)]
     pub max_replays_per_user: usize,
     /// Operations a user starts per second over WebSockets (subscriptions, queries,
-    /// mutations; opening a terminal counts 10), twice as many at once; past it their
-    /// connections are read more slowly.
+    /// mutations; opening a terminal counts 10), twice as many at once; past it an
+    /// operation is refused (`LIMIT_EXCEEDED`).
     #[arg(long, env = "SESSIOND_OPERATIONS_PER_SECOND_PER_USER", default_value_t = 20)]
     pub operations_per_second_per_user: u32,
     /// WebSocket connections not yet authenticated, over all clients; one more is closed

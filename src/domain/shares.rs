@@ -89,21 +89,31 @@ impl Shares {
         Self(Arc::new(Inner { limits, held: Mutex::default(), pace: Mutex::default() }))
     }
 
-    /// Counts `operations` that `user` starts now; returns how long they must wait first
-    /// to keep within their rate (zero within it). The caller waits before doing the work
-    /// (a WebSocket connection is then read more slowly: the user slows only themselves).
-    pub fn pace(&self, user: Uuid, operations: u32) -> std::time::Duration {
+    /// Counts `operations` that `user` starts now, within their rate: twice a second's
+    /// worth may come at once (at least a terminal's), and past that `LIMIT_EXCEEDED`,
+    /// counting nothing, until time has paid for them. Refused rather than waited for: a
+    /// connection that waited was not read meanwhile, so a client's close, queued behind
+    /// its own operations, went unnoticed and its share stayed held.
+    pub fn pace(&self, user: Uuid, operations: u32) -> DomainResult<()> {
         let rate = f64::from(self.0.limits.operations_per_second.max(1));
-        let burst = 2.0 * rate;
+        let burst = (2.0 * rate).max(f64::from(TERMINAL_OPERATIONS));
         let now = std::time::Instant::now();
         let mut pace = self.0.pace.lock().unwrap_or_else(PoisonError::into_inner);
         if pace.len() >= MAX_PACED {
             pace.retain(|_, (left, at)| *left + now.duration_since(*at).as_secs_f64() * rate < burst);
         }
         let (left, at) = pace.entry(user).or_insert((burst, now));
-        *left = (*left + now.duration_since(*at).as_secs_f64() * rate).min(burst) - f64::from(operations);
+        *left = (*left + now.duration_since(*at).as_secs_f64() * rate).min(burst);
         *at = now;
-        if *left >= 0.0 { std::time::Duration::ZERO } else { std::time::Duration::from_secs_f64(-*left / rate) }
+        let needed = f64::from(operations);
+        if *left < needed {
+            return Err(DomainError::LimitExceeded(format!(
+                "at most {rate} operations a second per user ({burst} at once); try again in {:.1} s",
+                (needed - *left) / rate
+            )));
+        }
+        *left -= needed;
+        Ok(())
     }
 
     pub fn limits(&self) -> PerUser {
@@ -180,17 +190,23 @@ mod tests {
     }
 
     #[test]
-    fn a_user_past_their_rate_waits_and_others_do_not() {
+    fn a_user_past_their_rate_is_refused_and_others_are_not() {
         let shares = Shares::new(PerUser { operations_per_second: 10, ..limits() });
         let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
-        // Twice the rate at once, then each one waits a tenth of a second more.
+        // Twice the rate at once, then refused, counting nothing.
         for _ in 0..20 {
-            assert_eq!(shares.pace(a, 1), std::time::Duration::ZERO);
+            assert!(shares.pace(a, 1).is_ok());
         }
-        let waits: Vec<u128> = (0..3).map(|_| shares.pace(a, 1).as_millis()).collect();
-        assert!(waits[0] >= 95 && waits[0] <= 105 && waits[2] >= 295 && waits[2] <= 305, "{waits:?}");
-        assert_eq!(shares.pace(b, 1), std::time::Duration::ZERO, "another user is not slowed");
-        assert!(shares.pace(b, TERMINAL_OPERATIONS * 3) > std::time::Duration::ZERO, "a burst of terminals waits");
+        for _ in 0..3 {
+            let refused = shares.pace(a, 1).expect_err("past the rate");
+            assert_eq!(crate::domain::error::code_of(&refused), "LIMIT_EXCEEDED");
+        }
+        assert!(shares.pace(b, 1).is_ok(), "another user is not refused");
+        assert!(shares.pace(b, TERMINAL_OPERATIONS).is_ok());
+        assert!(shares.pace(b, TERMINAL_OPERATIONS).is_err(), "a burst of terminals is refused");
+        // A terminal fits even under the slowest rate.
+        let slow = Shares::new(PerUser { operations_per_second: 1, ..limits() });
+        assert!(slow.pace(a, TERMINAL_OPERATIONS).is_ok());
     }
 
     fn limits() -> PerUser {

@@ -97,11 +97,8 @@ async fn serve(state: &AppState, id: &str, socket: &mut WebSocket) -> Result<(),
     })?;
     let _connection = state.live.shares.take(viewer.user_id, Share::Connection).map_err(busy)?;
     let _terminal = state.live.shares.take(viewer.user_id, Share::Terminal).map_err(busy)?;
-    // Opening terminals faster than the user's rate waits (it starts processes).
-    let wait = state.live.shares.pace(viewer.user_id, crate::domain::shares::TERMINAL_OPERATIONS);
-    if !wait.is_zero() {
-        tokio::time::sleep(wait).await;
-    }
+    // Opening terminals faster than the user's rate is refused (each starts processes).
+    state.live.shares.pace(viewer.user_id, crate::domain::shares::TERMINAL_OPERATIONS).map_err(busy)?;
     let not_found = || (4404, "session not found".to_owned());
     let session = decode_uuid(id, NodeKind::Session).ok_or_else(not_found)?;
     let (cols, rows) = (dimension(&first, "cols", 80), dimension(&first, "rows", 24));

@@ -183,6 +183,58 @@ async fn each_user_has_a_share_of_connections_and_subscriptions(app: TestApp) {
     assert_eq!(ids, ["s3", "s4"]);
 }
 
+/// Finding (D53): past their rate, a user's operations waited on the connection, which
+/// was not read meanwhile: a close queued behind them went unnoticed for seconds, and the
+/// closed connection held the user's share. Now they are refused at once, counting nothing.
+async fn operations_past_the_rate_are_refused_at_once(app: TestApp) {
+    let limits = shares(ShareLimits {
+        max_ws_connections_per_user: 1,
+        operations_per_second_per_user: 2,
+        ..ShareLimits::default()
+    });
+    let mut app = app.reopen_with(limits).await;
+    let addr = app.serve().await;
+    let mut ws = Ws::open(addr, "demo-alice").await;
+    const SENT: usize = 60;
+    for i in 0..SENT {
+        ws.subscribe(&format!("q{i}"), "{ __typename }", json!({})).await;
+    }
+    let (mut answered, mut refused) = (0, 0);
+    while answered + refused < SENT {
+        let m = ws.recv().await;
+        match m["type"].as_str() {
+            Some("next") => assert!(m["payload"].get("errors").is_none(), "{m}"),
+            Some("complete") => answered += 1,
+            Some("error") => {
+                let errors = m["payload"].as_array().expect("errors");
+                assert_eq!(codes(errors), ["LIMIT_EXCEEDED"], "{m}");
+                refused += 1;
+            }
+            _ => panic!("{m}"),
+        }
+    }
+    // Ten at once (twice the rate, and at least a terminal's), then about two a second.
+    assert!(answered >= 10, "the burst is answered: {answered}");
+    assert!(refused >= 20, "past the rate, refused: {refused} of {SENT}");
+    // More at once, and her one connection closed at once: its share comes back, and a
+    // new one is let in.
+    for i in 0..SENT {
+        ws.subscribe(&format!("r{i}"), "{ __typename }", json!({})).await;
+    }
+    drop(ws);
+    let mut reopened = false;
+    for _ in 0..100 {
+        let mut again = Ws::connect(addr, Some(TRANSPORT_WS)).await;
+        again.send(json!({"type": "connection_init", "payload": {"authorization": "Bearer demo-alice"}})).await;
+        if again.recv().await["type"] == "connection_ack" {
+            reopened = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reopened, "the closed connection gave its share back");
+}
+
 /// Finding: each subscriber loaded each event's relations itself. Now an event's owner,
 /// project, group and image are read once for every subscriber: twenty-one subscribers
 /// cost the statements of one.
@@ -250,7 +302,9 @@ async fn an_events_relations_are_read_once_for_every_subscriber(app: TestApp) {
 /// and one statement a look for all of them.
 async fn followed_logs_are_read_once_for_every_follower(app: TestApp) {
     use entity::session_log;
-    let mut app = app;
+    // Fifty followers at once: more than the default rate lets one user start.
+    let mut app =
+        app.reopen_with(shares(ShareLimits { operations_per_second_per_user: 50, ..ShareLimits::default() })).await;
     let addr = app.serve().await;
     let row = session_row("alice@example.com", "default/default", "logged", "RUNNING", json!({"cpu": 1}));
     let session = row.insert(&app.db).await.expect("a running session");
@@ -445,6 +499,7 @@ async fn finished_logs_are_retired(app: TestApp) {
 db_tests!(
     replays_read_on_a_budget_of_their_own,
     each_user_has_a_share_of_connections_and_subscriptions,
+    operations_past_the_rate_are_refused_at_once,
     an_events_relations_are_read_once_for_every_subscriber,
     followed_logs_are_read_once_for_every_follower,
     aggregates_are_capped_per_request,

@@ -146,11 +146,9 @@ impl Connection {
         let Some(viewer) = self.viewer.clone() else {
             return Err(Closing::new(4401, "Unauthorized: send connection_init first"));
         };
-        // A user starting operations faster than their rate waits here: this connection
-        // is not read meanwhile, and nobody else notices.
-        let wait = self.state.live.shares.pace(viewer.user_id, 1);
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+        // Past the user's rate, refused at once: the connection goes on being read.
+        if let Err(e) = self.state.live.shares.pace(viewer.user_id, 1) {
+            return Ok(self.refuse(&id, e));
         }
         let max = self.state.limits.ws.max_subscriptions_per_connection;
         if self.operations.len() >= max {
