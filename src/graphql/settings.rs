@@ -1,4 +1,5 @@
-//! The viewer's page settings: which resource panel shows, and the session table's columns.
+//! The viewer's own settings: which resource panel shows, the session table's columns,
+//! and the key that signs their callbacks.
 
 use async_graphql::{Context, InputObject, Object};
 
@@ -36,5 +37,14 @@ impl SettingsMutation {
         let columns: Vec<ColumnSetting> =
             columns.into_iter().map(|c| ColumnSetting { column: c.column.into(), visible: c.visible }).collect();
         Ok(UserSettings(settings::update_session_list_columns(db(ctx)?, viewer(ctx)?.user_id, &columns).await?))
+    }
+
+    /// Replaces the key that signs the viewer's completion callbacks with a new random one,
+    /// and returns it (`Viewer.callbackSigningKey` from now on). For a day the old key goes
+    /// on signing too, in `X-Sessiond-Signature-256-Previous`, so a receiver that checks
+    /// either signature refuses no callback while it switches; a second rotation within
+    /// that day ends the first key's at once.
+    async fn rotate_callback_signing_key(&self, ctx: &Context<'_>) -> ApiResult<String> {
+        Ok(crate::domain::callbacks::rotate_key(db(ctx)?, viewer(ctx)?.user_id).await?)
     }
 }

@@ -54,7 +54,7 @@ impl Viewer {
     /// The key that signs the completion callbacks of the viewer's sessions: a receiver
     /// checks that the `X-Sessiond-Signature-256` header is `sha256=` and the hex
     /// HMAC-SHA256 of the request's body keyed with this text's bytes. The same on every
-    /// call; keep it secret.
+    /// call until `rotateCallbackSigningKey`; keep it secret.
     #[graphql(complexity = "STATEMENT_COST")]
     async fn callback_signing_key(&self, ctx: &Context<'_>) -> ApiResult<String> {
         Ok(crate::domain::callbacks::owner_key(db(ctx)?, viewer(ctx)?.user_id).await?)

@@ -175,6 +175,7 @@ async fn a_receiver_gets_one_signed_post_per_event(mut app: TestApp) {
         assert_eq!(g.uri, "/hook?token=receiver-secret");
         let signature = g.headers["x-sessiond-signature-256"].to_str().expect("present");
         assert_eq!(signature, format!("sha256={}", hmac_hex(&key, &g.body)), "{g:?}");
+        assert!(g.headers.get("x-sessiond-signature-256-previous").is_none(), "never rotated: {g:?}");
         assert_eq!(g.headers["content-type"], "application/json");
         let body: Value = serde_json::from_slice(&g.body).expect("a JSON body");
         assert_eq!(
@@ -211,6 +212,70 @@ async fn a_receiver_gets_one_signed_post_per_event(mut app: TestApp) {
     // Bob sees no callbacks of Alice's: her session does not exist for him.
     let resp = app.gql(Some("demo-bob"), CALLBACKS, json!({"id": both})).await;
     assert!(resp["data"]["session"].is_null(), "{resp}");
+}
+
+const ROTATE: &str = "mutation { rotateCallbackSigningKey }";
+
+async fn rotate(app: &TestApp, token: &str) -> String {
+    let resp = app.gql(Some(token), ROTATE, json!({})).await;
+    resp["data"]["rotateCallbackSigningKey"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned()
+}
+
+/// Finding (D52): the callback key could not be rotated. Now its owner replaces it; for a
+/// day the old key signs beside the new one, so a receiver switches without refusing one.
+async fn a_callback_key_is_rotated_without_a_refused_callback(mut app: TestApp) {
+    let receiver = Receiver::start(ANSWER_OK).await;
+    let port = receiver.addr.port();
+    app.start_callbacks(&args(&format!("127.0.0.1:{port}"), 100, 5_000));
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let (old, bobs) = (signing_key(&app, "demo-alice").await, signing_key(&app, "demo-bob").await);
+    let new = rotate(&app, "demo-alice").await;
+    assert_eq!(new.len(), 64);
+    assert_ne!(new, old);
+    assert_eq!(signing_key(&app, "demo-alice").await, new, "the key from now on");
+    assert_eq!(signing_key(&app, "demo-bob").await, bobs, "nobody else's");
+
+    // A callback after the rotation: signed with the new key, and with the old beside it.
+    let signatures = |n: usize| {
+        let got = receiver.got();
+        assert_eq!(got.len(), n, "{got:?}");
+        let g = &got[n - 1];
+        let header = |name: &str| g.headers.get(name).map(|v| v.to_str().expect("text").to_owned());
+        (g.body.clone(), header("x-sessiond-signature-256"), header("x-sessiond-signature-256-previous"))
+    };
+    let cancel = |name: &'static str| {
+        let app = &app;
+        let url = url.clone();
+        async move {
+            let id = launch(app, "demo-alice", with_callback(name, &url, false)).await;
+            let resp = app
+                .gql(
+                    Some("demo-alice"),
+                    "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
+                    json!({"ids": [id]}),
+                )
+                .await;
+            assert!(resp["errors"].is_null(), "{resp}");
+            callbacks_when(app, &id, all_delivered(1)).await;
+        }
+    };
+    cancel("after-rotation").await;
+    let (body, current, previous) = signatures(1);
+    assert_eq!(current, Some(format!("sha256={}", hmac_hex(&new, &body))));
+    assert_eq!(previous, Some(format!("sha256={}", hmac_hex(&old, &body))));
+
+    // Rotated again within the day: the first key signs no more.
+    let newer = rotate(&app, "demo-alice").await;
+    cancel("after-two").await;
+    let (body, current, previous) = signatures(2);
+    assert_eq!(current, Some(format!("sha256={}", hmac_hex(&newer, &body))));
+    assert_eq!(previous, Some(format!("sha256={}", hmac_hex(&new, &body))));
+
+    // A day on, the key rotated out signs nothing; the new one stays, on every replica.
+    let alice = sessiond::domain::seed::demo_user_id("alice@example.com");
+    let later = chrono::Utc::now() + chrono::Duration::hours(25);
+    let keys = sessiond::domain::callbacks::owner_keys(&app.db, alice, later).await.expect("the keys");
+    assert_eq!((keys.current, keys.previous), (newer, None));
 }
 
 async fn a_receiver_down_gets_its_retries_across_a_restart(mut app: TestApp) {
@@ -525,6 +590,7 @@ db_tests!(
     one_owners_hanging_receivers_delay_no_one_else,
     callbacks_reach_only_the_addresses_checked,
     a_receiver_gets_one_signed_post_per_event,
+    a_callback_key_is_rotated_without_a_refused_callback,
     a_receiver_down_gets_its_retries_across_a_restart,
     hosts_not_allowed_are_refused,
     a_receiver_that_never_answers_holds_up_nothing,

@@ -15,7 +15,9 @@ use uuid::Uuid;
 use entity::session_callback as callback;
 
 use super::allow::{self, Allow, Allowed, Target};
-use super::{DELIVERY_HEADER, EVENT_HEADER, Outcome, Retry, SIGNATURE_HEADER, Tried};
+use super::{
+    DELIVERY_HEADER, EVENT_HEADER, Outcome, OwnerKeys, PREVIOUS_SIGNATURE_HEADER, Retry, SIGNATURE_HEADER, Tried,
+};
 use crate::domain::clock;
 use crate::domain::events::EventBus;
 
@@ -39,16 +41,6 @@ const AGAIN: Duration = Duration::from_millis(50);
 /// Delivers callbacks until the task is aborted.
 pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
     let token = Uuid::new_v4();
-    // Read once: every owner's key derives from it.
-    let server_key = loop {
-        match super::server_key(&db).await {
-            Ok(key) => break Arc::new(key),
-            Err(e) => {
-                tracing::error!(error = ?e, "reading the callbacks' key failed; trying again");
-                tokio::time::sleep(IDLE).await;
-            }
-        }
-    };
     // Past a try's longest (the lookup's and the call's timeouts), with room to record it.
     let hold = options.timeout * 2 + Duration::from_secs(5);
     let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
@@ -70,10 +62,18 @@ pub async fn run(db: DatabaseConnection, bus: EventBus, options: Options) {
                     for c in claimed.due {
                         let Ok(permit) = slots.clone().acquire_owned().await else { return };
                         let (db, options, freed) = (db.clone(), options.clone(), freed.clone());
-                        let key = super::derive_key(&server_key, c.owner_id);
+                        // Read for each try: an owner may have rotated the key meanwhile.
+                        let keys = match super::owner_keys(&db, c.owner_id, clock::now()).await {
+                            Ok(keys) => keys,
+                            Err(e) => {
+                                // Its hold lapses, and it is tried again then.
+                                tracing::error!(error = ?e, callback = %c.id, "reading a callback's keys failed");
+                                continue;
+                            }
+                        };
                         let running = Running::start(&running, c.owner_id);
                         tokio::spawn(async move {
-                            deliver(&db, &c, token, &key, &options).await;
+                            deliver(&db, &c, token, &keys, &options).await;
                             drop(running);
                             drop(permit);
                             freed.notify_one();
@@ -160,9 +160,9 @@ impl Drop for Running {
 }
 
 /// One try of `c`, recorded.
-async fn deliver(db: &DatabaseConnection, c: &callback::Model, token: Uuid, key: &str, options: &Options) {
+async fn deliver(db: &DatabaseConnection, c: &callback::Model, token: Uuid, keys: &OwnerKeys, options: &Options) {
     let started = Instant::now();
-    let tried = match call(c, key, options).await {
+    let tried = match call(c, keys, options).await {
         Ok(status) if status.is_success() => Tried {
             outcome: Outcome::Delivered,
             status_code: Some(status.as_u16()),
@@ -186,7 +186,11 @@ async fn deliver(db: &DatabaseConnection, c: &callback::Model, token: Uuid, key:
 }
 
 /// Calls `c`'s receiver once: its HTTP status, or how it failed.
-async fn call(c: &callback::Model, key: &str, options: &Options) -> Result<reqwest::StatusCode, (Outcome, String)> {
+async fn call(
+    c: &callback::Model,
+    keys: &OwnerKeys,
+    options: &Options,
+) -> Result<reqwest::StatusCode, (Outcome, String)> {
     let blocked = |why: String| (Outcome::Blocked, why);
     let target = Target::parse(&c.url).map_err(blocked)?;
     let how = options
@@ -206,10 +210,14 @@ async fn call(c: &callback::Model, key: &str, options: &Options) -> Result<reqwe
         .user_agent(concat!("sessiond-callbacks/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|_| (Outcome::Unreachable, "no HTTP client could be made".to_owned()))?;
-    let sent = client
+    let mut request = client
         .post(target.url.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header(SIGNATURE_HEADER, super::signature(key, &body))
+        .header(SIGNATURE_HEADER, super::signature(&keys.current, &body));
+    if let Some(previous) = &keys.previous {
+        request = request.header(PREVIOUS_SIGNATURE_HEADER, super::signature(previous, &body));
+    }
+    let sent = request
         .header(DELIVERY_HEADER, c.id.to_string())
         .header(EVENT_HEADER, c.event.as_str())
         .body(body)

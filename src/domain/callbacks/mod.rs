@@ -12,7 +12,9 @@
 //!   delivery id.
 //! - **Signed.** The body is signed with HMAC-SHA256 under its owner's callback key
 //!   ([`owner_key`]; `Viewer.callbackSigningKey`), in the header [`SIGNATURE_HEADER`]:
-//!   `sha256=` and the hex digest of the exact body bytes.
+//!   `sha256=` and the hex digest of the exact body bytes. An owner rotates the key
+//!   ([`rotate_key`]); for a day after, the old key signs too, in
+//!   [`PREVIOUS_SIGNATURE_HEADER`].
 //! - **Where allowed.** Only hosts the server's `--callback-allow` lists, and only public
 //!   addresses unless the list names the host ([`allow`]).
 //! - **Never in the way.** Nothing waits for a receiver: requests and the scheduler only
@@ -39,13 +41,16 @@ use entity::{session, session_callback as callback, session_callback_attempt as 
 
 pub use allow::{Allow, Allowed, Target};
 
-use super::DomainResult;
 use super::ids::{self, NodeKind};
 use super::secrets::{self, hex};
 use super::status::SessionStatus;
+use super::{DomainError, DomainResult, clock};
 
 /// The header holding the body's signature: `sha256=<hex HMAC-SHA256>`.
 pub const SIGNATURE_HEADER: &str = "x-sessiond-signature-256";
+/// The header holding the body's signature under the owner's previous key, for a while
+/// after a rotation ([`rotate_key`]).
+pub const PREVIOUS_SIGNATURE_HEADER: &str = "x-sessiond-signature-256-previous";
 /// The header naming the delivery (the same on every try of it).
 pub const DELIVERY_HEADER: &str = "x-sessiond-delivery";
 /// The header naming the event: the status the session reached.
@@ -205,11 +210,63 @@ pub fn payload(delivery: Uuid, s: &session::Model, to: SessionStatus, at: DateTi
     })
 }
 
-/// The key that signs `owner`'s callbacks: derived from the server's callback key, so it is
-/// the same on every replica and never stored. As hex; receivers key HMAC-SHA256 with the
-/// bytes of that text.
+/// How long an owner's key, once rotated out, goes on signing beside the new one (in
+/// [`PREVIOUS_SIGNATURE_HEADER`]): a receiver switches keys without refusing a callback.
+pub const PREVIOUS_KEY_GRACE: Duration = Duration::from_secs(24 * 3600);
+
+/// The keys that sign an owner's callbacks now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerKeys {
+    pub current: String,
+    /// The key rotated out less than [`PREVIOUS_KEY_GRACE`] ago.
+    pub previous: Option<String>,
+}
+
+fn current_name(owner: Uuid) -> String {
+    format!("callback-key:{owner}")
+}
+
+fn previous_name(owner: Uuid) -> String {
+    format!("callback-key-previous:{owner}")
+}
+
+/// The key that signs `owner`'s callbacks: until the owner first rotates it, derived from
+/// the server's callback key (the same on every replica, never stored); after, the random
+/// key the rotation made. As hex; receivers key HMAC-SHA256 with the bytes of that text.
 pub async fn owner_key(db: &impl ConnectionTrait, owner: Uuid) -> DomainResult<String> {
-    Ok(derive_key(&server_key(db).await?, owner))
+    Ok(owner_keys(db, owner, clock::now()).await?.current)
+}
+
+/// The keys that sign `owner`'s callbacks at `now`.
+pub async fn owner_keys(db: &impl ConnectionTrait, owner: Uuid, now: DateTime<Utc>) -> DomainResult<OwnerKeys> {
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).map_err(DomainError::internal);
+    let current = match secrets::find(db, &current_name(owner)).await? {
+        Some((bytes, _)) => text(bytes)?,
+        None => derive_key(&server_key(db).await?, owner),
+    };
+    let grace = chrono::Duration::from_std(PREVIOUS_KEY_GRACE).map_err(DomainError::internal)?;
+    let previous = match secrets::find(db, &previous_name(owner)).await? {
+        Some((bytes, at)) if now - at < grace => Some(text(bytes)?),
+        _ => None,
+    };
+    Ok(OwnerKeys { current, previous })
+}
+
+/// Replaces `owner`'s callback key with a new random one, and returns it. Callbacks sent
+/// from now on are signed with it; the key it replaces goes on signing them too, in
+/// [`PREVIOUS_SIGNATURE_HEADER`], for [`PREVIOUS_KEY_GRACE`] (a second rotation within it
+/// ends the first key's at once).
+pub async fn rotate_key(db: &sea_orm::DatabaseConnection, owner: Uuid) -> DomainResult<String> {
+    let now = clock::now();
+    let mut secret = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut secret);
+    let new = hex(&secret);
+    let txn = db.begin().await?;
+    let old = owner_keys(&txn, owner, now).await?.current;
+    secrets::set(&txn, &previous_name(owner), old.as_bytes(), now).await?;
+    secrets::set(&txn, &current_name(owner), new.as_bytes(), now).await?;
+    txn.commit().await?;
+    Ok(new)
 }
 
 /// The server key owners' keys derive from.
