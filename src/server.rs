@@ -83,6 +83,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         args.retention.retention(),
         Duration::from_secs(3600),
     )));
+    workers.push(tokio::spawn(crate::domain::sessions::tally::fold_forever(background.clone())));
     let connections = ConnectionLimits::of(&args.http);
     let delivery = args.callbacks.delivery();
     if !delivery.allow.is_empty() {

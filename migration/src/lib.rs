@@ -20,6 +20,7 @@ mod m20261202_000015_starts_at;
 mod m20261202_000016_dependencies;
 mod m20261202_000017_callbacks;
 mod m20261202_000018_pending_digest;
+mod m20261204_000019_session_tallies;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000016_dependencies::Migration),
             Box::new(m20261202_000017_callbacks::Migration),
             Box::new(m20261202_000018_pending_digest::Migration),
+            Box::new(m20261204_000019_session_tallies::Migration),
         ]
     }
 }

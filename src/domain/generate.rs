@@ -303,6 +303,9 @@ pub async fn generate(db: &DatabaseConnection, opts: &GenerateOptions) -> Domain
         transition::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
     txn.commit().await?;
+    // Counted by the triggers as they went in; folded now, so that the counts read a few
+    // rows at once.
+    super::sessions::tally::fold(db).await?;
     Ok(report)
 }
 

@@ -34,6 +34,7 @@ mod sessions_paging;
 mod slurm;
 mod storage;
 mod subscriptions;
+mod tallies;
 mod templates;
 mod utilization;
 mod web_page;

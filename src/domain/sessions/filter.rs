@@ -12,7 +12,7 @@ use entity::{session, user};
 
 use crate::domain::error::Text;
 use crate::domain::ids::{self, NodeKind};
-use crate::domain::model::{Vocabulary, string_enum};
+use crate::domain::model::{SessionType, Vocabulary, string_enum};
 use crate::domain::status::SessionStatus;
 use crate::domain::visibility::SessionScope;
 use crate::domain::{DomainError, DomainResult, InputProblem};
@@ -231,6 +231,36 @@ pub(super) fn check(scope: SessionScope, filter: &SessionFilter) -> DomainResult
         ));
     }
     if problems.is_empty() { Ok(()) } else { Err(DomainError::BadInput(problems)) }
+}
+
+/// Whether `f` narrows by type and status alone, so that its counts can be read from the
+/// tallies ([`super::tally`]). Every field is named: a new one must say.
+pub(super) fn by_type_and_status_only(f: &SessionFilter) -> bool {
+    let SessionFilter {
+        types: _,
+        tab: _,
+        statuses: _,
+        name_contains,
+        resource_group,
+        owner_email,
+        launch_group_id,
+        created_after,
+        created_before,
+    } = f;
+    name_contains.as_deref().is_none_or(str::is_empty)
+        && resource_group.is_none()
+        && owner_email.is_none()
+        && launch_group_id.is_none()
+        && created_after.is_none()
+        && created_before.is_none()
+}
+
+/// Whether sessions of type `ty` in `status` pass `f`'s type and status fields, as
+/// [`condition`] makes them.
+pub(super) fn admits_kind(f: &SessionFilter, ty: SessionType, status: SessionStatus) -> bool {
+    f.types.as_ref().is_none_or(|types| types.contains(&ty))
+        && f.tab.is_none_or(|tab| tab.statuses().contains(&status))
+        && f.statuses.as_ref().is_none_or(|statuses| statuses.contains(&status))
 }
 
 pub(super) fn condition(f: &SessionFilter) -> Condition {

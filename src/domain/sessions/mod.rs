@@ -14,6 +14,7 @@
 mod facts;
 mod filter;
 mod order;
+pub mod tally;
 
 pub use facts::*;
 #[cfg(test)]
@@ -170,6 +171,25 @@ pub struct SessionCounts {
     pub by_type: Vec<(SessionType, u64)>,
 }
 
+impl SessionCounts {
+    /// The counts of sessions in groups of one type and status each.
+    fn of(groups: impl IntoIterator<Item = (SessionType, SessionStatus, u64)>) -> Self {
+        let mut counts = SessionCounts::default();
+        let mut by_type: BTreeMap<SessionType, u64> = SessionType::ALL.iter().map(|t| (*t, 0)).collect();
+        for (ty, status, n) in groups {
+            if status.is_terminal() {
+                counts.finished += n;
+            } else {
+                counts.running += n;
+            }
+            counts.all += n;
+            *by_type.entry(ty).or_default() += n;
+        }
+        counts.by_type = SessionType::ALL.iter().map(|t| (*t, by_type[t])).collect();
+        counts
+    }
+}
+
 /// The sessions a viewer may see, narrowed by a filter.
 #[derive(Clone, Debug)]
 pub struct SessionSet {
@@ -177,6 +197,9 @@ pub struct SessionSet {
     /// The project every session of the set belongs to, when there is one: already read, so
     /// a page that shows it needs no statement for it.
     project: Option<entity::project::Model>,
+    /// A project's sessions (an owner's, if given) narrowed by type and status alone: the
+    /// set's counts are then the tallies' ([`tally`]).
+    tallied: Option<(Uuid, Option<Uuid>, SessionFilter)>,
 }
 
 /// The sessions of a project in `scope`, filtered: every check of the list's arguments.
@@ -190,13 +213,14 @@ pub async fn project_sessions(
 ) -> DomainResult<SessionSet> {
     filter::check(scope, filter)?;
     let (scope, project) = visibility::scoped_project(db, inline, viewer, project_id, scope).await?;
-    Ok(SessionSet { condition: scope.condition().add(filter::condition(filter)), project: Some(project) })
+    let tallied = filter::by_type_and_status_only(filter).then(|| (scope.project_id, scope.owner_id, filter.clone()));
+    Ok(SessionSet { condition: scope.condition().add(filter::condition(filter)), project: Some(project), tallied })
 }
 
 impl SessionSet {
     /// The sessions of a launch group the viewer may see.
     pub fn of_launch_group(group: &entity::launch_group::Model) -> Self {
-        Self { condition: visibility::launch_group_scope(group), project: None }
+        Self { condition: visibility::launch_group_scope(group), project: None, tallied: None }
     }
 
     /// The project every session of the set belongs to, if the set is one project's.
@@ -218,8 +242,15 @@ impl SessionSet {
         Ok(n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0))
     }
 
-    /// Running, finished, all and per-type counts in one grouped statement.
+    /// Running, finished, all and per-type counts in one statement: over the tallies when
+    /// the set is a project's narrowed by type and status alone, else grouped over the
+    /// sessions.
     pub async fn counts(&self, db: &impl ConnectionTrait) -> DomainResult<SessionCounts> {
+        if let Some((project, owner, filter)) = &self.tallied {
+            let tallies = tally::read(db, *project, *owner).await?;
+            let kept = tallies.into_iter().filter(|t| filter::admits_kind(filter, t.session_type, t.status));
+            return Ok(SessionCounts::of(kept.map(|t| (t.session_type, t.status, t.n))));
+        }
         #[derive(FromQueryResult)]
         struct Group {
             session_type: String,
@@ -237,22 +268,14 @@ impl SessionSet {
             .into_model::<Group>()
             .all(db)
             .await?;
-        let mut counts = SessionCounts::default();
-        let mut by_type: BTreeMap<SessionType, u64> = SessionType::ALL.iter().map(|t| (*t, 0)).collect();
-        for g in groups {
-            let n = u64::try_from(g.n).unwrap_or(0);
-            let status = SessionStatus::stored(&g.status)?;
-            let ty = SessionType::stored(&g.session_type)?;
-            if status.is_terminal() {
-                counts.finished += n;
-            } else {
-                counts.running += n;
-            }
-            counts.all += n;
-            *by_type.entry(ty).or_default() += n;
-        }
-        counts.by_type = SessionType::ALL.iter().map(|t| (*t, by_type[t])).collect();
-        Ok(counts)
+        let groups = groups
+            .into_iter()
+            .map(|g| {
+                let n = u64::try_from(g.n).unwrap_or(0);
+                Ok((SessionType::stored(&g.session_type)?, SessionStatus::stored(&g.status)?, n))
+            })
+            .collect::<DomainResult<Vec<_>>>()?;
+        Ok(SessionCounts::of(groups))
     }
 
     /// One page in `orders` (then by id), after or before a position of the same ordering,
