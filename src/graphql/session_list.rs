@@ -242,7 +242,7 @@ impl SessionQuery {
         let set = project_session_set(ctx, &project_id, scope, filter).await?;
         let c = super::limits::aggregate(ctx, async {
             let c = set.counts(db(ctx)?).await?;
-            let scanned = c.all;
+            let scanned = c.scanned;
             Ok((c, scanned))
         })
         .await?;

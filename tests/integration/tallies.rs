@@ -44,7 +44,7 @@ async fn full_count(app: &TestApp) -> BTreeMap<(Uuid, Uuid), Counted> {
 }
 
 async fn tallied(app: &TestApp, project: Uuid, owner: Option<Uuid>) -> Counted {
-    let tallies = tally::read(&app.db, project, owner).await.expect("the tallies");
+    let (tallies, _) = tally::read(&app.db, project, owner).await.expect("the tallies");
     tallies.into_iter().map(|t| ((t.session_type.as_str().to_owned(), t.status.as_str().to_owned()), t.n)).collect()
 }
 

@@ -169,6 +169,8 @@ pub struct SessionCounts {
     pub all: u64,
     /// Every type, zero counts included, in the order of [`SessionType::ALL`].
     pub by_type: Vec<(SessionType, u64)>,
+    /// The rows the count read: sessions, or tallies.
+    pub scanned: u64,
 }
 
 impl SessionCounts {
@@ -247,9 +249,12 @@ impl SessionSet {
     /// sessions.
     pub async fn counts(&self, db: &impl ConnectionTrait) -> DomainResult<SessionCounts> {
         if let Some((project, owner, filter)) = &self.tallied {
-            let tallies = tally::read(db, *project, *owner).await?;
+            let (tallies, read) = tally::read(db, *project, *owner).await?;
             let kept = tallies.into_iter().filter(|t| filter::admits_kind(filter, t.session_type, t.status));
-            return Ok(SessionCounts::of(kept.map(|t| (t.session_type, t.status, t.n))));
+            return Ok(SessionCounts {
+                scanned: read,
+                ..SessionCounts::of(kept.map(|t| (t.session_type, t.status, t.n)))
+            });
         }
         #[derive(FromQueryResult)]
         struct Group {
@@ -275,7 +280,8 @@ impl SessionSet {
                 Ok((SessionType::stored(&g.session_type)?, SessionStatus::stored(&g.status)?, n))
             })
             .collect::<DomainResult<Vec<_>>>()?;
-        Ok(SessionCounts::of(groups))
+        let counts = SessionCounts::of(groups);
+        Ok(SessionCounts { scanned: counts.all, ..counts })
     }
 
     /// One page in `orders` (then by id), after or before a position of the same ordering,

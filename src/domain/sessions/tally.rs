@@ -29,8 +29,9 @@ pub struct Tally {
 pub const FOLD_EVERY: Duration = Duration::from_secs(1);
 
 /// The counts of `project`'s sessions (of `owner`'s only, if given) by type and status:
-/// one statement over the tallies and the changes not folded yet.
-pub async fn read(db: &impl ConnectionTrait, project: Uuid, owner: Option<Uuid>) -> DomainResult<Vec<Tally>> {
+/// one statement over the tallies and the changes not folded yet. With them, how many rows
+/// the statement read.
+pub async fn read(db: &impl ConnectionTrait, project: Uuid, owner: Option<Uuid>) -> DomainResult<(Vec<Tally>, u64)> {
     let backend = db.get_database_backend();
     let mut values: Vec<Value> = Vec::new();
     let mut at = |v: Uuid| {
@@ -51,12 +52,14 @@ pub async fn read(db: &impl ConnectionTrait, project: Uuid, owner: Option<Uuid>)
     let tallies = scope("session_tallies", "n");
     let changes = scope("session_tally_changes", "delta");
     let sql = format!(
-        "SELECT session_type, status, CAST(SUM(n) AS BIGINT) AS n FROM ({tallies} UNION ALL {changes}) AS t \
+        "SELECT session_type, status, CAST(SUM(n) AS BIGINT) AS n, COUNT(*) AS read FROM ({tallies} UNION ALL {changes}) AS t \
          GROUP BY session_type, status"
     );
     let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
     let mut out = Vec::with_capacity(rows.len());
+    let mut read = 0;
     for row in rows {
+        read += row.try_get::<i64>("", "read")?.unsigned_abs();
         let n: i64 = row.try_get("", "n")?;
         if n <= 0 {
             continue;
@@ -65,7 +68,7 @@ pub async fn read(db: &impl ConnectionTrait, project: Uuid, owner: Option<Uuid>)
         let status = SessionStatus::stored(&row.try_get::<String>("", "status")?)?;
         out.push(Tally { session_type, status, n: n.unsigned_abs() });
     }
-    Ok(out)
+    Ok((out, read))
 }
 
 /// Moves the changes written so far into the tallies, in one transaction: what is taken
