@@ -48,6 +48,8 @@ pub struct SessionEvent {
     pub to: SessionStatus,
     pub reason: Option<String>,
     pub at: DateTime<Utc>,
+    /// Who made the change: a user's id, or the system's rule.
+    pub actor: (Option<Uuid>, Option<String>),
     /// The session as read with the event: its state then (possibly already further on).
     pub session: Arc<session::Model>,
     /// The records the sessions of the same read refer to, loaded once for all of them and
@@ -108,6 +110,7 @@ impl SessionEvent {
             to: SessionStatus::parse(&t.to_status)?,
             reason: t.reason,
             at: t.occurred_at,
+            actor: (t.actor_user_id, t.actor_rule),
             session: s,
             related,
         })

@@ -277,18 +277,16 @@ pub async fn extend(
     let now = clock::now();
     let after = session::Entity::find_by_id(s.id).one(&txn).await?.ok_or(DomainError::NotFound("session"))?;
     let until = of(&after)?.map(|e| e.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
-    history::record(
-        &txn,
-        vec![history::Entry::note(
-            s.id,
-            "extend",
-            format!("{} extended the session by {by} s, until {until}", viewer.email),
-            Actor::User(viewer.user_id),
-        )],
-        now,
-    )
-    .await?;
-    lifecycle::commit(txn, Transitions::default(), bus).await?;
+    let modified = lifecycle::Modified {
+        session_id: s.id,
+        status: SessionStatus::Running,
+        phase: "extend",
+        message: format!("{} extended the session by {by} s, until {until}", viewer.email),
+        actor: Actor::User(viewer.user_id),
+    };
+    let mut transitions = Transitions::default();
+    lifecycle::record_modified(&txn, vec![modified], now, &mut transitions).await?;
+    lifecycle::commit(txn, transitions, bus).await?;
     Ok(after)
 }
 

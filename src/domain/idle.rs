@@ -24,9 +24,9 @@ use entity::{keypair_resource_policy as policy, session};
 use super::actor::Actor;
 use super::auth::Viewer;
 use super::events::EventBus;
-use super::history;
 use super::lifecycle::{self, Transitions};
 use super::model::{SessionType, string_enum};
+use super::status::SessionStatus;
 use super::usage::{self, Sample};
 use super::{DomainError, DomainResult, clock, visibility};
 
@@ -201,6 +201,7 @@ pub async fn exempt(
     if !viewer.administers_domain(s.domain_id) {
         return Err(DomainError::Forbidden("only an administrator exempts a session from idle checks".into()));
     }
+    let mut transitions = Transitions::default();
     if s.exempt_idle != exempt {
         session::Entity::update_many()
             .col_expr(session::Column::ExemptIdle, Expr::value(exempt))
@@ -215,15 +216,17 @@ pub async fn exempt(
         } else {
             format!("{} put the session back under idle checks", viewer.email)
         };
-        history::record(
-            &txn,
-            vec![history::Entry::note(s.id, "idle-exemption", message, Actor::User(viewer.user_id))],
-            clock::now(),
-        )
-        .await?;
+        let modified = lifecycle::Modified {
+            session_id: s.id,
+            status: SessionStatus::stored(&s.status)?,
+            phase: "idle-exemption",
+            message,
+            actor: Actor::User(viewer.user_id),
+        };
+        lifecycle::record_modified(&txn, vec![modified], clock::now(), &mut transitions).await?;
     }
     let after = session::Entity::find_by_id(s.id).one(&txn).await?.ok_or(DomainError::NotFound("session"))?;
-    lifecycle::commit(txn, Transitions::default(), bus).await?;
+    lifecycle::commit(txn, transitions, bus).await?;
     Ok(after)
 }
 

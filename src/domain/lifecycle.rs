@@ -142,6 +142,41 @@ pub fn warning_row(
     }
 }
 
+/// A change of a session other than of its status: a rename, a new priority, an extension,
+/// an exemption from idle checks.
+#[derive(Clone, Debug)]
+pub struct Modified {
+    pub session_id: uuid::Uuid,
+    /// Its status, which stays.
+    pub status: SessionStatus,
+    /// The history's phase for it (`modified`, `extend`, `idle-exemption`).
+    pub phase: &'static str,
+    /// What changed and who changed it, in words.
+    pub message: String,
+    pub actor: Actor,
+}
+
+/// Records `modified` inside the caller's transaction: each its history line with who made
+/// it, and a MODIFIED event row added to `transitions`, sent with the status changes when
+/// the caller commits them ([`commit`]). Every change of a session that is not of its
+/// status goes through here, as every status change goes through [`apply`].
+pub async fn record_modified(
+    txn: &impl ConnectionTrait,
+    modified: Vec<Modified>,
+    now: DateTime<Utc>,
+    transitions: &mut Transitions,
+) -> DomainResult<()> {
+    let mut notes = Vec::with_capacity(modified.len());
+    for m in modified {
+        transitions.push(transition::ActiveModel {
+            kind: Set(EventKind::Modified.as_str().to_owned()),
+            ..transition_row(m.session_id, Some(m.status), m.status, Some(m.message.clone()), now, &m.actor)
+        });
+        notes.push(super::history::Entry::note(m.session_id, m.phase, m.message, m.actor));
+    }
+    super::history::record(txn, notes, now).await
+}
+
 /// What happened to one requested change.
 #[derive(Clone, Debug)]
 pub enum Applied {

@@ -116,9 +116,10 @@ impl SessionColumnKey {
 }
 
 string_enum!(
-    /// What a session's event says: its status changed, or it will be reclaimed soon (its
-    /// status stays; the reason says when and why).
-    EventKind { StatusChange = "STATUS", ExpiryWarning = "EXPIRY_WARNING" }
+    /// What a session's event says: its status changed; it will be reclaimed soon (its
+    /// status stays; the reason says when and why); or something else of it changed (a
+    /// rename, its priority, an extension, an exemption: the reason says what, and who).
+    EventKind { StatusChange = "STATUS", ExpiryWarning = "EXPIRY_WARNING", Modified = "MODIFIED" }
 );
 
 #[cfg(test)]

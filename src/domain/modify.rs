@@ -16,9 +16,9 @@ use entity::session;
 
 use super::actor::Actor;
 use super::auth::Viewer;
-use super::history::{self, Entry};
 use super::launch::admission::live_name_taken;
 use super::launch::validate::{PRIORITY_RANGE, valid_name};
+use super::lifecycle::{self, Transitions};
 use super::status::SessionStatus;
 use super::{DomainError, DomainResult, InputProblem, clock, visibility};
 
@@ -51,6 +51,7 @@ pub enum ModifyOutcome {
 /// refused session is left exactly as it was.
 pub async fn modify(
     db: &DatabaseConnection,
+    bus: &super::events::EventBus,
     viewer: &Viewer,
     ids: &[Option<Uuid>],
     m: &Modification,
@@ -82,12 +83,13 @@ pub async fn modify(
             Ok(change) => {
                 let outcome = write(&txn, s, &change).await?;
                 if outcome == ModifyOutcome::Modified {
-                    notes.push(Entry::note(
-                        s.id,
-                        "modified",
-                        change.described(&viewer.email, s),
-                        Actor::User(viewer.user_id),
-                    ));
+                    notes.push(lifecycle::Modified {
+                        session_id: s.id,
+                        status: SessionStatus::stored(&s.status)?,
+                        phase: "modified",
+                        message: change.described(&viewer.email, s),
+                        actor: Actor::User(viewer.user_id),
+                    });
                     if let Some(name) = &change.name {
                         s.name.clone_from(name);
                     }
@@ -100,8 +102,9 @@ pub async fn modify(
         };
         outcomes.insert(s.id, outcome);
     }
-    history::record(&txn, notes, now).await?;
-    txn.commit().await?;
+    let mut transitions = Transitions::default();
+    lifecycle::record_modified(&txn, notes, now, &mut transitions).await?;
+    lifecycle::commit(txn, transitions, bus).await?;
     Ok(ids
         .iter()
         .map(|id| match id.and_then(|id| Some((outcomes.get(&id)?, visible.get(&id)?))) {

@@ -447,7 +447,7 @@ impl LaunchMutation {
         let uuids: Vec<Option<uuid::Uuid>> = ids.iter().map(|id| decode_uuid(id, NodeKind::Session)).collect();
         let m = crate::domain::modify::Modification { name: input.name, priority: input.priority };
         let max = limits(ctx)?.max_count;
-        let outcomes = crate::domain::modify::modify(db(ctx)?, viewer(ctx)?, &uuids, &m, max)
+        let outcomes = crate::domain::modify::modify(db(ctx)?, bus(ctx)?, viewer(ctx)?, &uuids, &m, max)
             .await
             .map_err(|e| with_paths(e, modify_path))?;
         Ok(ModifySessionsPayload {

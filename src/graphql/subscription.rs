@@ -68,6 +68,11 @@ impl SessionEvent {
     async fn occurred_at(&self) -> DateTime<Utc> {
         self.0.at
     }
+    /// Who made the change: the user, or the system's rule (the scheduler, an engine, a
+    /// timeout, an idle check).
+    async fn actor(&self) -> super::actor::Actor {
+        super::actor::Actor::stored(self.0.actor.0, self.0.actor.1.clone())
+    }
     /// The session as it was when the event was read (it may have moved on since the
     /// change): enough to update a row of the list without asking again. Its owner,
     /// project, resource group and image are read once per change for every subscriber.

@@ -98,6 +98,10 @@ pub enum SessionEventKind {
     /// It will be reclaimed soon (see `session { expiry }`); its status stays, and the
     /// reason says when and why.
     ExpiryWarning,
+    /// Something other than its status changed: its name, its priority, its lifetime (an
+    /// extension) or its idle exemption. The status stays; the reason says what changed and
+    /// who changed it, and `session` is as it now is.
+    Modified,
 }
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]

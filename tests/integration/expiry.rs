@@ -169,4 +169,87 @@ async fn an_extension_moves_the_expiry_within_the_policy(mut app: TestApp) {
 
 use chrono::Timelike;
 
-db_tests!(a_lifetime_is_an_expiry_warned_of_before_it_ends, an_extension_moves_the_expiry_within_the_policy);
+/// Finding (issue 46): renames, priorities, extensions and exemptions recorded history but
+/// sent no event, so live clients never saw them. Each is now a MODIFIED event, once, with
+/// who made it, and the session as it now is.
+async fn every_change_of_a_session_is_an_event_with_its_actor(mut app: TestApp) {
+    use crate::support::ws::Ws;
+    policy(&app, 600, 60, 1).await;
+    let addr = app.serve().await;
+    let from = app.last_cursor().await;
+    let mut ws = Ws::open(addr, "demo-admin").await;
+    ws.subscribe(
+        "e",
+        "subscription($p: ID!, $after: String) { sessionEvents(projectId: $p, scope: PROJECT, after: $after) {
+           kind sessionId toStatus reason actor { kind user { email } } session { name priority exemptIdle } } }",
+        json!({"p": project("default/default"), "after": from}),
+    )
+    .await;
+    const MODIFY: &str = "mutation($ids: [ID!]!, $m: ModifySessionInput!) {
+      modifySessions(ids: $ids, input: $m) { results { outcome } } }";
+    // A waiting session reprioritised (no workers yet: it waits).
+    let waiting = launch(&app, "demo-alice", input("waits", 1.0)).await;
+    let resp = app.gql(Some("demo-alice"), MODIFY, json!({"ids": [waiting], "m": {"priority": -5}})).await;
+    assert_eq!(resp["data"]["modifySessions"]["results"][0]["outcome"], "MODIFIED", "{resp}");
+    // A running one renamed, extended and exempted.
+    app.start_workers();
+    let id = launch(&app, "demo-alice", input("runs", 1.0)).await;
+    detail_when(&app, &id, |s| s["status"] == "RUNNING").await;
+    let resp = app.gql(Some("demo-alice"), MODIFY, json!({"ids": [id], "m": {"name": "renamed"}})).await;
+    assert_eq!(resp["data"]["modifySessions"]["results"][0]["outcome"], "MODIFIED", "{resp}");
+    let resp = app.gql(Some("demo-alice"), EXTEND, json!({"id": id, "s": 30})).await;
+    assert!(resp["errors"].is_null(), "{resp}");
+    let resp = app
+        .gql(
+            Some("demo-admin"),
+            "mutation($id: ID!) { exemptFromIdle(id: $id, exempt: true) { id } }",
+            json!({"id": id}),
+        )
+        .await;
+    assert!(resp["errors"].is_null(), "{resp}");
+    // The same again changes nothing, and says nothing.
+    let resp = app.gql(Some("demo-alice"), MODIFY, json!({"ids": [id], "m": {"name": "renamed"}})).await;
+    assert_eq!(resp["data"]["modifySessions"]["results"][0]["outcome"], "UNCHANGED", "{resp}");
+    // A last status change closes the feed's part of the test.
+    crate::support::terminate(&app, "demo-alice", &id).await;
+    let mut modified = Vec::new();
+    loop {
+        let e = ws.next_event("e").await;
+        if e["kind"] == "MODIFIED" {
+            modified.push(e.clone());
+        }
+        if e["sessionId"] == json!(id) && e["toStatus"] == "TERMINATING" {
+            break;
+        }
+    }
+    let said: Vec<(String, String, String)> = modified
+        .iter()
+        .map(|e| {
+            let reason = e["reason"].as_str().unwrap_or_default();
+            let what = ["priority", "renamed", "extended", "exempted"].iter().find(|w| reason.contains(*w));
+            (
+                what.map(|w| (*w).to_owned()).unwrap_or_else(|| reason.to_owned()),
+                e["actor"]["user"]["email"].as_str().unwrap_or_default().to_owned(),
+                e["toStatus"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("priority", "alice@example.com", "PENDING"),
+        ("renamed", "alice@example.com", "RUNNING"),
+        ("extended", "alice@example.com", "RUNNING"),
+        ("exempted", "admin@example.com", "RUNNING"),
+    ]
+    .map(|(a, b, c)| (a.to_owned(), b.to_owned(), c.to_owned()));
+    assert_eq!(said, expected, "{modified:#?}");
+    assert!(modified.iter().all(|e| e["actor"]["kind"] == "USER"), "{modified:#?}");
+    assert_eq!(modified[0]["session"]["priority"], -5, "the session as it now is");
+    assert_eq!(modified[1]["session"]["name"], "renamed");
+    assert_eq!(modified[3]["session"]["exemptIdle"], true);
+}
+
+db_tests!(
+    a_lifetime_is_an_expiry_warned_of_before_it_ends,
+    an_extension_moves_the_expiry_within_the_policy,
+    every_change_of_a_session_is_an_event_with_its_actor,
+);
