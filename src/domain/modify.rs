@@ -75,7 +75,7 @@ pub async fn modify(
     };
     let now = clock::now();
     let mut outcomes: HashMap<Uuid, ModifyOutcome> = HashMap::new();
-    let mut notes = Vec::new();
+    let mut modified = Vec::new();
     for s in visible.values_mut() {
         let outcome = match decide(viewer, s, m, &ceilings) {
             Err(refused) => refused,
@@ -83,7 +83,7 @@ pub async fn modify(
             Ok(change) => {
                 let outcome = write(&txn, s, &change).await?;
                 if outcome == ModifyOutcome::Modified {
-                    notes.push(lifecycle::Modified {
+                    modified.push(lifecycle::Modified {
                         session_id: s.id,
                         status: SessionStatus::stored(&s.status)?,
                         phase: "modified",
@@ -103,7 +103,7 @@ pub async fn modify(
         outcomes.insert(s.id, outcome);
     }
     let mut transitions = Transitions::default();
-    lifecycle::record_modified(&txn, notes, now, &mut transitions).await?;
+    lifecycle::record_modified(&txn, modified, now, &mut transitions).await?;
     lifecycle::commit(txn, transitions, bus).await?;
     Ok(ids
         .iter()

@@ -21,18 +21,8 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// The 32-byte key named `name`, made now if there is none yet.
 pub async fn key(db: &impl ConnectionTrait, name: &str) -> DomainResult<Vec<u8>> {
-    let backend = db.get_database_backend();
-    let select = Query::select()
-        .column(Alias::new("secret"))
-        .from(Alias::new("signing_keys"))
-        .and_where(ExprTrait::eq(Expr::col(Alias::new("name")), name))
-        .to_owned();
-    let read = |row: sea_orm::QueryResult| -> DomainResult<Vec<u8>> {
-        let text: String = row.try_get("", "secret")?;
-        base64::engine::general_purpose::STANDARD.decode(text).map_err(DomainError::internal)
-    };
-    if let Some(row) = db.query_one_raw(backend.build(&select)).await? {
-        return read(row);
+    if let Some((secret, _)) = find(db, name).await? {
+        return Ok(secret);
     }
     let mut secret = [0u8; 32];
     rand::RngCore::fill_bytes(&mut rand::rng(), &mut secret);
@@ -47,9 +37,10 @@ pub async fn key(db: &impl ConnectionTrait, name: &str) -> DomainResult<Vec<u8>>
         // Two replicas starting at once: the first key stays, both read it back.
         .on_conflict(OnConflict::column(Alias::new("name")).do_nothing().to_owned())
         .to_owned();
-    db.execute_raw(backend.build(&insert)).await?;
-    let row = db.query_one_raw(backend.build(&select)).await?;
-    read(row.ok_or_else(|| DomainError::invariant(format!("the key {name} vanished")))?)
+    db.execute_raw(db.get_database_backend().build(&insert)).await?;
+    let (secret, _) =
+        find(db, name).await?.ok_or_else(|| DomainError::invariant(format!("the key {name} vanished")))?;
+    Ok(secret)
 }
 
 /// The secret named `name` and when it was set, if there is one.

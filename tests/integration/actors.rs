@@ -66,14 +66,7 @@ async fn every_change_names_who_made_it(mut app: TestApp) {
     assert!(lines(&s).contains(&("schedule".to_owned(), system("scheduler"))), "{s}");
 
     // An administrator ends it: its owner sees who, with e-mail and role.
-    let resp = app
-        .gql(
-            Some("demo-admin"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
-            json!({"ids": [id]}),
-        )
-        .await;
-    assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "TERMINATED", "{resp}");
+    assert_eq!(crate::support::force_terminate(&app, "demo-admin", &id).await, "TERMINATED");
     let s = app.gql(Some("demo-alice"), &detail(), json!({"id": id})).await["data"]["session"].clone();
     assert_eq!(s["statusInfo"], "force-terminated");
     assert_eq!(transitions(&s).last(), Some(&("TERMINATED".to_owned(), user("admin@example.com", "ADMIN"))));

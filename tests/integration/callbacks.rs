@@ -152,14 +152,7 @@ async fn a_receiver_gets_one_signed_post_per_event(mut app: TestApp) {
 
     // Told of its end only: a session cancelled before it ran.
     let end = launch(&app, "demo-alice", with_callback("told-once", &url, false)).await;
-    let resp = app
-        .gql(
-            Some("demo-alice"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
-            json!({"ids": [end]}),
-        )
-        .await;
-    assert!(resp["errors"].is_null(), "{resp}");
+    crate::support::force_terminate(&app, "demo-alice", &end).await;
     let shown = callbacks_when(&app, &end, all_delivered(1)).await;
     assert!(["TERMINATED", "CANCELLED"].contains(&shown[0]["event"].as_str().expect("present")), "{shown}");
 
@@ -248,14 +241,7 @@ async fn a_callback_key_is_rotated_without_a_refused_callback(mut app: TestApp) 
         let url = url.clone();
         async move {
             let id = launch(app, "demo-alice", with_callback(name, &url, false)).await;
-            let resp = app
-                .gql(
-                    Some("demo-alice"),
-                    "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
-                    json!({"ids": [id]}),
-                )
-                .await;
-            assert!(resp["errors"].is_null(), "{resp}");
+            crate::support::force_terminate(app, "demo-alice", &id).await;
             callbacks_when(app, &id, all_delivered(1)).await;
         }
     };

@@ -324,14 +324,7 @@ async fn a_forced_end_leaves_no_cgroup(mut app: TestApp) {
     }
     let id = launch(&app, "demo-alice", interactive("forced")).await;
     until(&app, &id, |s| s["status"] == "RUNNING").await;
-    let resp = app
-        .gql(
-            Some("demo-alice"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
-            json!({"ids": [id]}),
-        )
-        .await;
-    assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "TERMINATED", "{resp}");
+    assert_eq!(crate::support::force_terminate(&app, "demo-alice", &id).await, "TERMINATED");
     assert_eq!(cgroups_left(&id).await, Vec::<std::path::PathBuf>::new());
 }
 

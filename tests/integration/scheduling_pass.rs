@@ -134,14 +134,7 @@ async fn fifo_and_lifo_take_the_band_in_opposite_orders(app: TestApp) {
 
     // LIFO, a3 freed, and a newer session: the newest goes first.
     set_strategy(&app, "LIFO").await;
-    let resp = app
-        .gql(
-            Some("demo-alice"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
-            json!({"ids": [f_old]}),
-        )
-        .await;
-    assert_eq!(resp["data"]["terminateSessions"]["results"][0]["outcome"], "TERMINATED", "{resp}");
+    assert_eq!(crate::support::force_terminate(&app, "demo-alice", &f_old).await, "TERMINATED");
     let l_new = launch(&app, "demo-admin", "lifo-newest", 12.0, 0, 0).await;
     assert_eq!(run_pass(&app).await.scheduled, 1);
     assert_eq!(state(&app, &l_new).await, scheduled_on("a3"), "LIFO: the newest first");

@@ -122,14 +122,7 @@ async fn the_use_is_followed_live_by_its_owner_alone(mut app: TestApp) {
     }
     assert!(times.windows(2).all(|w| w[0] < w[1]), "each sample newer than the last: {times:?}");
 
-    let end = app
-        .gql(
-            Some("demo-alice"),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }",
-            json!({"ids": [id]}),
-        )
-        .await;
-    assert!(end.get("errors").is_none(), "{end}");
+    crate::support::force_terminate(&app, "demo-alice", &id).await;
     loop {
         let m = ws.recv().await;
         match m["type"].as_str() {

@@ -261,7 +261,7 @@ pub async fn rotate_key(db: &sea_orm::DatabaseConnection, owner: Uuid) -> Domain
     let mut secret = [0u8; 32];
     rand::RngCore::fill_bytes(&mut rand::rng(), &mut secret);
     let new = hex(&secret);
-    let txn = db.begin().await?;
+    let txn = super::begin_write(db).await?;
     let old = owner_keys(&txn, owner, now).await?.current;
     secrets::set(&txn, &previous_name(owner), old.as_bytes(), now).await?;
     secrets::set(&txn, &current_name(owner), new.as_bytes(), now).await?;

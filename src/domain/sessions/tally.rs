@@ -71,7 +71,8 @@ pub async fn read(db: &impl ConnectionTrait, project: Uuid, owner: Option<Uuid>)
     Ok((out, read))
 }
 
-/// Moves the changes written so far into the tallies, in one transaction: what is taken
+/// Moves the changes written so far into the tallies, in one transaction (none when there
+/// are none): what is taken
 /// from the changes is exactly what is added to the tallies. Safe on several replicas at
 /// once (each change is taken once; the tallies are written in one order).
 pub async fn fold(db: &DatabaseConnection) -> DomainResult<()> {
@@ -79,6 +80,11 @@ pub async fn fold(db: &DatabaseConnection) -> DomainResult<()> {
     const ADD: &str = "ON CONFLICT (project_id, owner_id, session_type, status) \
                        DO UPDATE SET n = session_tallies.n + excluded.n";
     let backend = db.get_database_backend();
+    // Nothing written since the last fold (an idle server): no write lock, no statement more.
+    let pending = Statement::from_string(backend, "SELECT 1 AS one FROM session_tally_changes LIMIT 1");
+    if db.query_one_raw(pending).await?.is_none() {
+        return Ok(());
+    }
     let txn = crate::domain::begin_write(db).await?;
     match backend {
         // The rows deleted are the rows added: one statement, whatever commits meanwhile.

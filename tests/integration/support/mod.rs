@@ -542,11 +542,20 @@ pub fn launch_input(name: &str, cpu: f64) -> Value {
 
 /// Ends session `id` as `token` (`terminateSessions`, not forced): its outcome.
 pub async fn terminate(app: &TestApp, token: &str, id: &str) -> String {
+    terminate_with(app, token, id, false).await
+}
+
+/// Ends session `id` as `token` at once (`terminateSessions` with `force`): its outcome.
+pub async fn force_terminate(app: &TestApp, token: &str, id: &str) -> String {
+    terminate_with(app, token, id, true).await
+}
+
+async fn terminate_with(app: &TestApp, token: &str, id: &str, force: bool) -> String {
     let resp = app
         .gql(
             Some(token),
-            "mutation($ids: [ID!]!) { terminateSessions(ids: $ids) { results { outcome } } }",
-            json!({"ids": [id]}),
+            "mutation($ids: [ID!]!, $force: Boolean) { terminateSessions(ids: $ids, force: $force) { results { outcome } } }",
+            json!({"ids": [id], "force": force}),
         )
         .await;
     resp["data"]["terminateSessions"]["results"][0]["outcome"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned()
