@@ -21,6 +21,12 @@ pub struct Model {
     /// Who made it: a user, or (none) the system by `actor_rule`.
     pub actor_user_id: Option<Uuid>,
     pub actor_rule: Option<String>,
+    /// While the session still waits on this decision: the number of the scheduling pass
+    /// (of its resource group) that wrote it; each pass since is one more attempt. Cleared,
+    /// the count kept in `attempts`, once the line stops counting.
+    pub pass: Option<i64>,
+    /// The last attempt `attempts` counts, when it is not `updated_at`.
+    pub last_tried_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -21,6 +21,7 @@ mod m20261202_000016_dependencies;
 mod m20261202_000017_callbacks;
 mod m20261202_000018_pending_digest;
 mod m20261204_000019_session_tallies;
+mod m20261205_000020_scheduler_passes;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -48,6 +49,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000017_callbacks::Migration),
             Box::new(m20261202_000018_pending_digest::Migration),
             Box::new(m20261204_000019_session_tallies::Migration),
+            Box::new(m20261205_000020_scheduler_passes::Migration),
         ]
     }
 }

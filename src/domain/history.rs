@@ -3,13 +3,19 @@
 //! `updated_at` bumped, the latest message and sub-steps kept. Past [`MERGE_ANY_PAST`]
 //! lines, a repeating decision merges into the last line of its phase and target status
 //! whatever its code, so however long a session waits, and however its reasons alternate,
-//! its history stays bounded. (The scheduler writes a waiting session's line only when its
-//! reasons change: a pass that changes nothing writes nothing.)
+//! its history stays bounded.
+//!
+//! A waiting session's line is written only when its reasons change: a pass that changes
+//! nothing writes no line. Its attempts are counted all the same: the line keeps the number
+//! of the pass that wrote it (`pass`), each resource group counts its passes
+//! (`scheduler_passes`, moved once per pass), and the passes since are attempts of the same
+//! decision ([`counted`]). When the line stops counting (a new decision, or the session
+//! leaves PENDING) the count is kept in the line ([`stop_counting`]).
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, ExprTrait, Query};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{
     ActiveValue::NotSet, ColumnTrait, ConnectionTrait, EntityTrait, Order, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
@@ -103,7 +109,130 @@ pub async fn page(
     if let Some(id) = request.before {
         query = query.filter(history::Column::Id.gt(id));
     }
-    Ok(HistoryPage { page: request.finish(query.all(db).await?), total })
+    let mut page = request.finish(query.all(db).await?);
+    if page.rows.iter().any(|line| line.pass.is_some()) {
+        let passes = passes_of(db, session_id).await?;
+        for line in &mut page.rows {
+            counted(line, passes.as_ref());
+        }
+    }
+    Ok(HistoryPage { page, total })
+}
+
+/// Where the scheduling passes of a session's resource group stand: how many have run, and
+/// when the last one did; `None` unless the session still waits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Passes {
+    pub completed: i64,
+    pub last_at: Option<DateTime<Utc>>,
+}
+
+/// The passes of session `session_id`'s resource group, if it is PENDING (one statement).
+async fn passes_of(db: &impl ConnectionTrait, session_id: Uuid) -> DomainResult<Option<Passes>> {
+    let select = Query::select()
+        .column((Alias::new("sp"), Alias::new("passes")))
+        .column((Alias::new("sp"), Alias::new("last_pass_at")))
+        .from_as(entity::session::Entity, Alias::new("s"))
+        .join_as(
+            sea_orm::sea_query::JoinType::InnerJoin,
+            Alias::new(PASSES_TABLE),
+            Alias::new("sp"),
+            Expr::col((Alias::new("sp"), Alias::new("resource_group")))
+                .equals((Alias::new("s"), entity::session::Column::ResourceGroup)),
+        )
+        .and_where(Expr::col((Alias::new("s"), entity::session::Column::Id)).eq(session_id))
+        .and_where(Expr::col((Alias::new("s"), entity::session::Column::Status)).eq(SessionStatus::Pending.as_str()))
+        .take();
+    let Some(row) = db.query_one_raw(db.get_database_backend().build(&select)).await? else { return Ok(None) };
+    Ok(Some(Passes { completed: row.try_get("", "passes")?, last_at: row.try_get("", "last_pass_at")? }))
+}
+
+/// `line` as it counts now: a line that still counts (its session waits on its decision)
+/// has one more attempt for each pass of its group since the pass that wrote it, the last
+/// of them its last try. A line whose session no longer waits counts no more.
+pub fn counted(line: &mut history::Model, passes: Option<&Passes>) {
+    let (Some(written), Some(passes)) = (line.pass, passes) else { return };
+    if passes.completed > written {
+        let since = i32::try_from(passes.completed - written).unwrap_or(i32::MAX);
+        line.attempts = line.attempts.saturating_add(since);
+        line.last_tried_at = passes.last_at.or(line.last_tried_at);
+    }
+}
+
+/// The table of each resource group's scheduling passes (`passes`, `last_pass_at`).
+pub const PASSES_TABLE: &str = "scheduler_passes";
+
+/// How many scheduling passes each resource group has completed (a group not listed: none).
+pub async fn passes_completed(db: &impl ConnectionTrait) -> DomainResult<HashMap<String, i64>> {
+    let select = Query::select()
+        .columns([Alias::new("resource_group"), Alias::new("passes")])
+        .from(Alias::new(PASSES_TABLE))
+        .take();
+    let rows = db.query_all_raw(db.get_database_backend().build(&select)).await?;
+    rows.iter().map(|r| Ok((r.try_get("", "resource_group")?, r.try_get("", "passes")?))).collect()
+}
+
+/// Counts a pass of every resource group, ending at `now`: the last statement of a pass
+/// before its status changes, one row per group whatever the queue.
+pub async fn count_pass(db: &impl ConnectionTrait, now: DateTime<Utc>) -> DomainResult<()> {
+    use sea_orm::sea_query::OnConflict;
+    let (group, passes, last_at) = (Alias::new("resource_group"), Alias::new("passes"), Alias::new("last_pass_at"));
+    let every_group = Query::select()
+        .column(entity::resource_group::Column::Name)
+        .expr(Expr::val(1_i64))
+        .expr(Expr::val(now))
+        .from(entity::resource_group::Entity)
+        // SQLite reads `ON CONFLICT` after a SELECT without WHERE as a join's ON.
+        .and_where(Expr::cust("TRUE"))
+        .take();
+    let insert = Query::insert()
+        .into_table(Alias::new(PASSES_TABLE))
+        .columns([group.clone(), passes.clone(), last_at.clone()])
+        .select_from(every_group)
+        .map_err(super::DomainError::internal)?
+        .on_conflict(
+            OnConflict::column(group)
+                .value(passes, Expr::cust(format!("{PASSES_TABLE}.passes + 1")))
+                .update_column(last_at)
+                .to_owned(),
+        )
+        .take();
+    db.execute_raw(db.get_database_backend().build(&insert)).await?;
+    Ok(())
+}
+
+/// Stops the counting lines of `sessions` (those that leave PENDING, or wait on a new
+/// decision): each keeps the attempts and the last try counted so far. One statement per
+/// [`SESSIONS_PER_ROUND`] sessions; none for none.
+pub async fn stop_counting(db: &impl ConnectionTrait, sessions: &[Uuid]) -> DomainResult<()> {
+    // The passes of the line's session's group, read in the statement: the group's counter
+    // is moved only at the end of a pass, so inside one it still says the passes before it.
+    let completed = format!(
+        "(SELECT sp.passes FROM sessions s JOIN {PASSES_TABLE} sp ON sp.resource_group = s.resource_group \
+         WHERE s.id = scheduling_history.session_id)"
+    );
+    let last_at = format!(
+        "(SELECT sp.last_pass_at FROM sessions s JOIN {PASSES_TABLE} sp ON sp.resource_group = s.resource_group \
+         WHERE s.id = scheduling_history.session_id)"
+    );
+    for ids in sessions.chunks(SESSIONS_PER_ROUND) {
+        let update = Query::update()
+            .table(history::Entity)
+            .value(
+                history::Column::Attempts,
+                Expr::cust(format!("attempts + COALESCE(CASE WHEN {completed} > pass THEN {completed} - pass END, 0)")),
+            )
+            .value(
+                history::Column::LastTriedAt,
+                Expr::cust(format!("CASE WHEN {completed} > pass THEN {last_at} ELSE last_tried_at END")),
+            )
+            .value(history::Column::Pass, Expr::value(Option::<i64>::None))
+            .and_where(history::Column::Pass.is_not_null())
+            .and_where(history::Column::SessionId.is_in(super::padded(ids.iter().copied())))
+            .take();
+        db.execute_raw(db.get_database_backend().build(&update)).await?;
+    }
+    Ok(())
 }
 
 /// One decision to record.
@@ -124,6 +253,9 @@ pub struct Entry {
     pub repeats: bool,
     /// Who made the decision.
     pub actor: Actor,
+    /// For a decision that a session still waits, the number of the scheduling pass that
+    /// made it: the line then counts that pass's successors as attempts while it waits.
+    pub pass: Option<i64>,
 }
 
 impl Entry {
@@ -142,6 +274,7 @@ impl Entry {
             // Each note says who did what: none stands for another.
             repeats: false,
             actor,
+            pass: None,
         }
     }
 }
@@ -166,7 +299,7 @@ pub async fn record(db: &impl ConnectionTrait, mut entries: Vec<Entry>, now: Dat
 
 async fn record_round(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateTime<Utc>) -> DomainResult<()> {
     use sea_orm::FromQueryResult;
-    use sea_orm::sea_query::{Alias, Asterisk, JoinType};
+    use sea_orm::sea_query::{Asterisk, JoinType};
     if entries.is_empty() {
         return Ok(());
     }
@@ -199,6 +332,7 @@ async fn record_round(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateT
         last.insert(h.session_id, (h, n));
     }
     let mut inserts = Vec::new();
+    let mut superseded = Vec::new();
     for e in entries {
         let to = e.to.map(|s| s.as_str().to_owned());
         match last.get(&e.session_id) {
@@ -208,8 +342,15 @@ async fn record_round(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateT
                     && prev.to_status == to
                     && (prev.error_code == e.error_code || *lines >= MERGE_ANY_PAST) =>
             {
+                // A line that still counted: the passes it waited through, this one included.
+                let more = match (prev.pass, e.pass) {
+                    (Some(written), Some(now_at)) => i32::try_from(Ord::max(now_at - written, 1)).unwrap_or(i32::MAX),
+                    _ => 1,
+                };
                 history::Entity::update_many()
-                    .col_expr(history::Column::Attempts, Expr::col(history::Column::Attempts).add(1))
+                    .col_expr(history::Column::Attempts, Expr::col(history::Column::Attempts).add(more))
+                    .col_expr(history::Column::Pass, Expr::value(e.pass))
+                    .col_expr(history::Column::LastTriedAt, Expr::value(Option::<DateTime<Utc>>::None))
                     .col_expr(history::Column::UpdatedAt, Expr::value(now))
                     .col_expr(history::Column::ErrorCode, Expr::value(e.error_code))
                     .col_expr(history::Column::Message, Expr::value(e.message))
@@ -219,24 +360,33 @@ async fn record_round(db: &impl ConnectionTrait, entries: Vec<Entry>, now: DateT
                     .exec(db)
                     .await?;
             }
-            _ => inserts.push(history::ActiveModel {
-                id: NotSet,
-                session_id: Set(e.session_id),
-                phase: Set(e.phase.to_owned()),
-                from_status: Set(e.from.map(|s| s.as_str().to_owned())),
-                to_status: Set(to),
-                result: Set(e.result.as_str().to_owned()),
-                error_code: Set(e.error_code),
-                message: Set(e.message),
-                sub_steps: Set(e.sub_steps),
-                attempts: Set(1),
-                created_at: Set(now),
-                updated_at: Set(now),
-                actor_user_id: Set(e.actor.user_id()),
-                actor_rule: Set(e.actor.rule()),
-            }),
+            _ => {
+                if e.pass.is_some() {
+                    // A new decision it waits on: the one before stops counting.
+                    superseded.push(e.session_id);
+                }
+                inserts.push(history::ActiveModel {
+                    id: NotSet,
+                    session_id: Set(e.session_id),
+                    phase: Set(e.phase.to_owned()),
+                    from_status: Set(e.from.map(|s| s.as_str().to_owned())),
+                    to_status: Set(to),
+                    result: Set(e.result.as_str().to_owned()),
+                    error_code: Set(e.error_code),
+                    message: Set(e.message),
+                    sub_steps: Set(e.sub_steps),
+                    attempts: Set(1),
+                    created_at: Set(now),
+                    updated_at: Set(now),
+                    actor_user_id: Set(e.actor.user_id()),
+                    actor_rule: Set(e.actor.rule()),
+                    pass: Set(e.pass),
+                    last_tried_at: Set(None),
+                });
+            }
         }
     }
+    stop_counting(db, &superseded).await?;
     // One statement of one parameter whatever the count.
     super::rows::insert_all(db, inserts, None).await?;
     Ok(())

@@ -203,6 +203,8 @@ pub async fn apply(
     // A session scheduled or ended waits for nothing: no reasons, and their digest.
     let (no_reasons, no_reasons_digest) = super::occupancy::PendingReason::stored(&[]);
     let mut applied = Vec::with_capacity(changes.len());
+    // Sessions that stop waiting: their scheduling history stops counting attempts.
+    let mut left_pending = Vec::new();
     for c in changes {
         let from = SessionStatus::stored(&c.session.status)?;
         if !from.can_become(c.to) {
@@ -254,6 +256,9 @@ pub async fn apply(
             .await?
             .ok_or_else(|| DomainError::invariant(format!("session {} vanished", c.session.id)))?;
         if result.rows_affected == 1 {
+            if from == SessionStatus::Pending {
+                left_pending.push(c.session.id);
+            }
             transitions.push(transition_row(c.session.id, Some(from), c.to, c.reason, now, &c.actor));
             transitions.callbacks.extend(super::callbacks::outbox_row(&current, c.to, now));
             applied.push(Applied::Changed(current));
@@ -261,5 +266,6 @@ pub async fn apply(
             applied.push(Applied::Moved(current));
         }
     }
+    super::history::stop_counting(txn, &left_pending).await?;
     Ok(applied)
 }

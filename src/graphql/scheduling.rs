@@ -84,14 +84,20 @@ impl SchedulingHistoryEntry {
         SubStep::list_from_json(&self.0.sub_steps).into_iter().map(Into::into).collect()
     }
     /// How many decisions in a row this entry stands for: the same phase, code and target
-    /// status (past 16 lines, any code). A waiting session's line is written when its
-    /// reasons change, so passes that change nothing are not counted.
+    /// status (past 16 lines, any code). A waiting session's line counts every scheduling
+    /// pass it waited through on this decision, though a pass that changes nothing writes
+    /// nothing.
     async fn attempts(&self) -> i32 {
         self.0.attempts
+    }
+    /// When this decision was last made: the latest pass it counts.
+    async fn last_tried_at(&self) -> DateTime<Utc> {
+        self.0.last_tried_at.unwrap_or(self.0.updated_at)
     }
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.created_at
     }
+    /// When the line was last written.
     async fn updated_at(&self) -> DateTime<Utc> {
         self.0.updated_at
     }

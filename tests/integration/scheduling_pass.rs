@@ -484,8 +484,9 @@ async fn history_lines(app: &TestApp) -> Vec<(uuid::Uuid, i32, Option<String>, c
         .collect()
 }
 
-/// A pass that changes nothing writes nothing: the same statements whatever the queue's
-/// length, no line of history touched, however many passes.
+/// A pass that changes nothing writes no session and no line of history (only its count of
+/// passes, a row per resource group): the same statements whatever the queue's length, no
+/// line of history touched, however many passes.
 async fn a_pass_that_changes_nothing_writes_nothing(app: TestApp) {
     only_a3(&app).await;
     held(&app, "alice@example.com", "a3", 16.0).await;
@@ -512,6 +513,81 @@ async fn a_pass_that_changes_nothing_writes_nothing(app: TestApp) {
     assert_eq!(history_lines(&app).await, before, "1 000 passes later, the history is as it was");
 }
 
+/// The waiting lines of `id`'s history, oldest first: (error code, attempts, last tried,
+/// written), as the API shows them.
+async fn wait_lines(app: &TestApp, id: &str) -> Vec<(String, i64, String, String)> {
+    let resp = app
+        .gql(
+            Some("demo-admin"),
+            "query($id: ID!) { session(id: $id) { schedulingHistory(first: 50) { edges { node {
+              phase toStatus errorCode attempts lastTriedAt updatedAt } } } } }",
+            json!({"id": id}),
+        )
+        .await;
+    let edges = resp["data"]["session"]["schedulingHistory"]["edges"].as_array().unwrap_or_else(|| panic!("{resp}"));
+    let mut lines: Vec<_> = edges
+        .iter()
+        .map(|e| &e["node"])
+        .filter(|n| n["phase"] == "schedule" && n["toStatus"] == "PENDING")
+        .map(|n| {
+            let text = |k: &str| n[k].as_str().unwrap_or_default().to_owned();
+            (text("errorCode"), n["attempts"].as_i64().expect("attempts"), text("lastTriedAt"), text("updatedAt"))
+        })
+        .collect();
+    lines.reverse();
+    lines
+}
+
+/// A waiting session's history counts every pass it waited through on a decision, though
+/// a pass that changes nothing writes no line: the same statements pass after pass, the
+/// count going up; a new decision, or the session's end, keeps the count where it stood.
+async fn waiting_lines_count_the_passes_they_waited_through(app: TestApp) {
+    only_a3(&app).await;
+    held(&app, "alice@example.com", "a3", 16.0).await;
+    let head = launch(&app, "demo-bob", "count-head", 1.0, 0, 100).await;
+    let behind = launch(&app, "demo-bob", "count-behind", 1.0, 0, 50).await;
+    run_pass(&app).await;
+    assert_eq!(wait_lines(&app, &head).await.iter().map(|l| l.1).collect::<Vec<_>>(), [1]);
+    let stored = history_lines(&app).await;
+    let mut counts = Vec::new();
+    for _ in 0..5 {
+        let (statements, report) = app.count_statements(run_pass(&app)).await;
+        assert_eq!((report.scheduled, report.waiting), (0, 2));
+        counts.push(statements);
+    }
+    assert!(counts.windows(2).all(|w| w[0] == w[1]), "the same statements every pass: {counts:?}");
+    assert_eq!(history_lines(&app).await, stored, "no line written or merged");
+    let lines = wait_lines(&app, &behind).await;
+    assert_eq!(lines.iter().map(|l| (l.0.as_str(), l.1)).collect::<Vec<_>>(), [("QUEUED_BEHIND", 6)]);
+    assert!(lines[0].2 > lines[0].3, "tried after it was written: {lines:?}");
+
+    // The head goes: the one behind waits on another decision; its old line keeps its 6.
+    assert_eq!(crate::support::terminate(&app, "demo-bob", &head).await, "CANCELLED");
+    run_pass(&app).await;
+    run_pass(&app).await;
+    let lines = wait_lines(&app, &behind).await;
+    assert_eq!(
+        lines.iter().map(|l| (l.0.as_str(), l.1)).collect::<Vec<_>>(),
+        [("QUEUED_BEHIND", 6), ("NO_CAPACITY", 2)]
+    );
+    // The cancelled head's count stopped with it.
+    let head_lines = wait_lines(&app, &head).await;
+    assert_eq!(head_lines.iter().map(|l| (l.0.as_str(), l.1)).collect::<Vec<_>>(), [("NO_CAPACITY", 6)]);
+
+    // Ended, it counts no more, however many passes follow.
+    assert_eq!(crate::support::terminate(&app, "demo-bob", &behind).await, "CANCELLED");
+    launch(&app, "demo-bob", "count-other", 1.0, 0, 0).await;
+    for _ in 0..3 {
+        run_pass(&app).await;
+    }
+    let lines = wait_lines(&app, &behind).await;
+    assert_eq!(
+        lines.iter().map(|l| (l.0.as_str(), l.1)).collect::<Vec<_>>(),
+        [("QUEUED_BEHIND", 6), ("NO_CAPACITY", 2)]
+    );
+    assert_eq!(wait_lines(&app, &head).await, head_lines);
+}
+
 /// However a waiting session's reasons alternate, its history stays bounded.
 async fn history_stays_bounded_however_reasons_alternate(app: TestApp) {
     use sessiond::domain::actor::{Actor, rules};
@@ -532,6 +608,7 @@ async fn history_stays_bounded_however_reasons_alternate(app: TestApp) {
             sub_steps: json!([]),
             repeats: true,
             actor: Actor::system(rules::SCHEDULER),
+            pass: None,
         };
         record(&app.db, vec![line], Utc::now()).await.expect("record");
     }
@@ -543,6 +620,7 @@ async fn history_stays_bounded_however_reasons_alternate(app: TestApp) {
 
 db_tests!(
     a_pass_that_changes_nothing_writes_nothing,
+    waiting_lines_count_the_passes_they_waited_through,
     history_stays_bounded_however_reasons_alternate,
     an_unknown_strategy_schedules_nothing_in_its_group,
     higher_priority_goes_first,

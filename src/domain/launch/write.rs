@@ -173,6 +173,8 @@ pub async fn write(
         updated_at: Set(now),
         actor_user_id: Set(Some(viewer.user_id)),
         actor_rule: Set(None),
+        pass: Set(None),
+        last_tried_at: Set(None),
     });
     rows::insert_all(&txn, enqueued.collect(), None).await?;
     let launched = Launched { launch_group: group, sessions };

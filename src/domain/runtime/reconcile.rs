@@ -185,6 +185,7 @@ pub async fn write<A>(
                 sub_steps: Value::Array(Vec::new()),
                 repeats: true,
                 actor: actor(engine, reason.as_deref()),
+                pass: None,
             });
         }
     }

@@ -72,8 +72,9 @@ pub fn not_yet(at: chrono::DateTime<chrono::Utc>) -> PendingReason {
     }
 }
 
-/// The history line of a session that still waits, and why.
-fn wait_line(session_id: Uuid, reasons: &[PendingReason], sub_steps: Value) -> Entry {
+/// The history line of a session that still waits, and why, written by pass number `pass`
+/// of its group: the passes after it count as attempts while the session waits on it.
+fn wait_line(session_id: Uuid, reasons: &[PendingReason], sub_steps: Value, pass: i64) -> Entry {
     Entry {
         session_id,
         phase: "schedule",
@@ -85,6 +86,7 @@ fn wait_line(session_id: Uuid, reasons: &[PendingReason], sub_steps: Value) -> E
         sub_steps,
         repeats: true,
         actor: Actor::system(rules::SCHEDULER),
+        pass: Some(pass),
     }
 }
 
@@ -142,6 +144,9 @@ pub async fn pass_reading(
         }
     }
     let groups = resource_group::Entity::find().all(&txn).await?;
+    // This pass's number in each group: what the waiting sessions' lines count from.
+    let completed = history::passes_completed(&txn).await?;
+    let pass_of = |group: &str| completed.get(group).copied().unwrap_or(0) + 1;
     let pending = waiting(&txn, inline, None).await?;
 
     // Pending too long: cancelled.
@@ -173,6 +178,7 @@ pub async fn pass_reading(
                 sub_steps: json!([]),
                 repeats: true,
                 actor: Actor::system(rules::PENDING_TIMEOUT),
+                pass: None,
             },
         );
         changes.push(Planned {
@@ -206,6 +212,7 @@ pub async fn pass_reading(
                         sub_steps: json!([]),
                         repeats: true,
                         actor: Actor::system(rules::DEPENDENCY),
+                        pass: None,
                     },
                 );
                 changes.push(Planned {
@@ -232,7 +239,8 @@ pub async fn pass_reading(
             (None, names) => dependency(names.map(Vec::as_slice).unwrap_or_default()),
         };
         let reasons = [reason];
-        still_waits(s, &reasons, reasons_digest(&reasons), || json!([]), None, &mut entries, &mut waits);
+        let at = Place { position: None, pass: pass_of(&s.resource_group) };
+        still_waits(s, &reasons, reasons_digest(&reasons), || json!([]), at, &mut entries, &mut waits);
     }
 
     let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
@@ -255,6 +263,7 @@ pub async fn pass_reading(
                         sub_steps: sub_steps(&d.checks),
                         repeats: true,
                         actor: Actor::system(rules::SCHEDULER),
+                        pass: None,
                     },
                 );
                 changes.push(Planned {
@@ -269,7 +278,8 @@ pub async fn pass_reading(
                 report.waiting += 1;
                 let position = i32::try_from(position).ok();
                 let (digest, reasons) = (reasons.digest, &reasons.reasons);
-                still_waits(s, reasons, digest, || sub_steps(&d.checks), position, &mut entries, &mut waits);
+                let at = Place { position, pass: pass_of(&s.resource_group) };
+                still_waits(s, reasons, digest, || sub_steps(&d.checks), at, &mut entries, &mut waits);
             }
         }
     }
@@ -288,6 +298,7 @@ pub async fn pass_reading(
         }
     }
     history::record(&txn, entries, now).await?;
+    history::count_pass(&txn, now).await?;
     lifecycle::commit(txn, transitions, bus).await?;
     Ok(report)
 }
@@ -296,8 +307,15 @@ pub async fn pass_reading(
 /// place in the queue: what the pass, and an engine for the sessions waiting in it, write.
 pub(crate) type Wait = (Uuid, (Value, i64), Option<i32>);
 
-/// `s` waits, for `reasons` (of `digest`), at `position`: what did not change is not
-/// written (no row, no line of history). The stored digest says whether the reasons
+/// Where a waiting session stands in a pass: its place in the queue, and the pass's number
+/// in its group.
+struct Place {
+    position: Option<i32>,
+    pass: i64,
+}
+
+/// `s` waits, for `reasons` (of `digest`), at `at`: what did not change is not written (no
+/// row, no line of history). The stored digest says whether the reasons
 /// changed, without reading or building any JSON; the line of history (its sub-steps built
 /// only then) is written only when they did, the row when they or the place did.
 fn still_waits(
@@ -305,16 +323,16 @@ fn still_waits(
     reasons: &[PendingReason],
     digest: i64,
     sub_steps: impl FnOnce() -> Value,
-    position: Option<i32>,
+    at: Place,
     entries: &mut Vec<Entry>,
     waits: &mut Vec<Wait>,
 ) {
     let changed = s.pending_digest != digest;
     if changed {
-        entries.push(wait_line(s.id, reasons, sub_steps()));
+        entries.push(wait_line(s.id, reasons, sub_steps(), at.pass));
     }
-    if changed || s.queue_position != position {
-        waits.push((s.id, (PendingReason::list_to_json(reasons), digest), position));
+    if changed || s.queue_position != at.position {
+        waits.push((s.id, (PendingReason::list_to_json(reasons), digest), at.position));
     }
 }
 
