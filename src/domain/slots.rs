@@ -141,6 +141,17 @@ fn amount_to_json(amount: f64) -> Value {
 mod tests {
     use super::*;
 
+    /// A number stored in a JSON column reads back as the number written: serde_json's
+    /// default parser was one unit in the last place off for one stored value in eight.
+    #[test]
+    fn stored_amounts_read_back_exactly() {
+        for text in ["1717119834.1373699", "0.30000000000000004", "2.2250738585072014e-308", "17179869184.000002"] {
+            let exact: f64 = text.parse().expect("a number");
+            let read: serde_json::Value = serde_json::from_str(&format!("{{\"cpu\": {text}}}")).expect("JSON");
+            assert_eq!(read["cpu"].as_f64().map(f64::to_bits), Some(exact.to_bits()), "{text}");
+        }
+    }
+
     #[test]
     fn arithmetic() {
         let a = ResourceSlots::from_pairs([(CPU, 2.0), (MEM, 1024.0)]);
