@@ -76,8 +76,9 @@ pub enum DomainError {
     NameTaken(String),
     #[error("{0}")]
     QuotaExceeded(String),
+    /// Why, and the slot no agent can ever hold (none: no agent holds all of it at once).
     #[error("{0}")]
-    NeverFits(String),
+    NeverFits(String, Option<String>),
     #[error("{0}")]
     LimitExceeded(String),
     /// A session's expiry that may not be pushed back (further).
@@ -236,7 +237,7 @@ pub fn code_of(err: &DomainError) -> &'static str {
         DomainError::BadInput(_) => BAD_USER_INPUT,
         DomainError::NameTaken(_) => NAME_TAKEN,
         DomainError::QuotaExceeded(_) => QUOTA_EXCEEDED,
-        DomainError::NeverFits(_) => NEVER_FITS,
+        DomainError::NeverFits(..) => NEVER_FITS,
         DomainError::LimitExceeded(_) => LIMIT_EXCEEDED,
         DomainError::ExtensionLimit(_) => EXTENSION_LIMIT,
         DomainError::Lagged(_) => LAGGED,

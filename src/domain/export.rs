@@ -29,7 +29,8 @@ pub struct ExportRequest {
     pub scope: SessionScope,
     pub filter: SessionFilter,
     pub orders: Vec<SessionOrder>,
-    /// `None`: the viewer's visible list columns, in their order.
+    /// `None`: the columns the viewer's list of this scope shows, in their order
+    /// ([`settings::UserSettings::columns_shown`]).
     pub columns: Option<Vec<SessionColumnKey>>,
 }
 
@@ -225,7 +226,7 @@ pub async fn prepare(
         }
         None => settings::user_settings(db, viewer.user_id)
             .await?
-            .session_list_columns
+            .columns_shown(request.scope)
             .into_iter()
             .filter(|c| c.visible)
             .map(|c| c.column)

@@ -262,9 +262,12 @@ pub async fn follow(
     // Before the check: a change of credentials from here on is seen, and checked again.
     let mut changes = credentials.changes();
     changes.mark_unchanged();
-    super::visibility::session_to_work_on(db, viewer, session_id).await?;
-    // Subscribe first: every line committed after the tail below reaches the receiver.
+    // Subscribe first: every line committed after the tail below reaches the receiver, and
+    // an end after the check below is heard.
     let mut news = feed.subscribe(session_id);
+    let session = super::visibility::session_to_work_on(db, viewer, session_id).await?;
+    // Ended already: its tail is all there will be.
+    let ended = super::status::SessionStatus::stored(&session.status)?.is_terminal();
     let mut first: Vec<session_log::Model> = session_log::Entity::find()
         .filter(session_log::Column::SessionId.eq(session_id))
         .order_by_desc(session_log::Column::Id)
@@ -280,6 +283,9 @@ pub async fn follow(
     let credentials = credentials.clone();
     let keypair = viewer.keypair_id;
     let new_lines = produced(move |out| async move {
+        if ended {
+            return;
+        }
         let mut seen = shown_to;
         loop {
             let item = tokio::select! {

@@ -327,11 +327,17 @@ pub fn quota_failures(
             let remaining = (cap - used.get(slot)).max(0.0);
             (amount > remaining + 1e-9 && amount > 0.0).then(|| PendingReason {
                 code: "QUOTA_EXCEEDED",
-                message: format!(
-                    "the {} limit of `{slot}` is {cap}: {} in use, {remaining} left, {amount} requested",
-                    layer.as_str().to_lowercase(),
-                    used.get(slot)
-                ),
+                message: {
+                    let shown = |v: f64| super::slots::shown(slot, v);
+                    format!(
+                        "the {} limit of `{slot}` is {}: {} in use, {} left, {} requested",
+                        layer.as_str().to_lowercase().replace('_', " "),
+                        shown(cap),
+                        shown(used.get(slot)),
+                        shown(remaining),
+                        shown(amount)
+                    )
+                },
                 layer: Some(layer),
                 slot: Some(slot.to_owned()),
                 requested: Some(amount),

@@ -30,9 +30,9 @@ pub struct LayerUsage {
 pub struct SlotUsage {
     pub slot: String,
     pub used: f64,
-    /// The binding layer's ceiling on `used`: `used + remaining`, or, over a limit (one
-    /// lowered under running sessions), below `used` by how far it is over. `None` when
-    /// every layer is unlimited.
+    /// The binding layer's own limit, which `remaining` is left of (its use is in
+    /// `layers`): a figure of one layer, never a sum of figures of different ones. `None`
+    /// when every layer is unlimited.
     pub limit: Option<f64>,
     pub remaining: Option<f64>,
     pub binding_layer: Option<LimitLayer>,
@@ -50,17 +50,20 @@ fn layer(layer: LimitLayer, limit: Option<f64>, used: f64) -> LayerUsage {
     LayerUsage { layer, limit, used, remaining: limit.map(|l| (l - used).max(0.0)) }
 }
 
-/// The strictest-limit rule for one slot. Nothing remains below zero; a layer over its
-/// limit binds by how far it is over, and the ceiling shown is that far below `used`.
+/// The strictest-limit rule for one slot: the layer that leaves the least binds, and its
+/// limit and what it leaves are the slot's. Nothing remains below zero; a layer over its
+/// limit binds by how far it is over.
 pub fn strictest(slot: &str, used: f64, layers: Vec<LayerUsage>) -> SlotUsage {
-    let binding =
-        layers.iter().filter_map(|l| l.limit.map(|limit| (l.layer, limit - l.used))).min_by(|a, b| a.1.total_cmp(&b.1));
+    let binding = layers
+        .iter()
+        .filter_map(|l| l.limit.map(|limit| (l.layer, limit, limit - l.used)))
+        .min_by(|a, b| a.2.total_cmp(&b.2));
     SlotUsage {
         slot: slot.to_owned(),
         used,
-        limit: binding.map(|(_, r)| used + r),
-        remaining: binding.map(|(_, r)| r.max(0.0)),
-        binding_layer: binding.map(|(l, _)| l),
+        limit: binding.map(|(_, limit, _)| limit),
+        remaining: binding.map(|(_, _, r)| r.max(0.0)),
+        binding_layer: binding.map(|(l, _, _)| l),
         layers,
     }
 }
@@ -73,7 +76,7 @@ fn group_layer(capacity: f64, used: f64) -> LayerUsage {
 /// A slot of TOTAL_IN_RESOURCE_GROUP: the group's own figures. Its capacity is the limit,
 /// even when it is over-committed (agents drained or shrunk under running sessions).
 pub fn group_figures(slot: &str, capacity: f64, used: f64) -> SlotUsage {
-    SlotUsage { limit: Some(capacity), ..strictest(slot, used, vec![group_layer(capacity, used)]) }
+    strictest(slot, used, vec![group_layer(capacity, used)])
 }
 
 /// The resource panel of `view` for the viewer in a project. `resource_group` defaults to
@@ -184,7 +187,22 @@ mod tests {
                 layer(LimitLayer::Domain, Some(48.0), 40.0),
             ],
         );
-        assert_eq!((s.remaining, s.binding_layer, s.limit), (Some(8.0), Some(LimitLayer::Domain), Some(11.0)));
+        assert_eq!((s.remaining, s.binding_layer, s.limit), (Some(8.0), Some(LimitLayer::Domain), Some(48.0)));
+    }
+
+    /// With a second keypair, the user's own use (all keypairs) is not the keypair layer's:
+    /// the limit shown is the keypair's, not that use plus what the keypair leaves.
+    #[test]
+    fn the_limit_is_the_binding_layers_own() {
+        let s = strictest(
+            "cpu",
+            7.0,
+            vec![layer(LimitLayer::Keypair, Some(16.0), 0.0), layer(LimitLayer::Domain, Some(48.0), 7.0)],
+        );
+        assert_eq!(
+            (s.used, s.limit, s.remaining, s.binding_layer),
+            (7.0, Some(16.0), Some(16.0), Some(LimitLayer::Keypair))
+        );
     }
 
     #[test]

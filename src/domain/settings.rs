@@ -56,6 +56,24 @@ pub fn complete_columns(columns: impl IntoIterator<Item = ColumnSetting>) -> Vec
     out
 }
 
+impl UserSettings {
+    /// The list's columns as a list of `scope` shows them: the settings, and in everyone's
+    /// sessions (scope PROJECT) OWNER shown right after NAME, whatever they say (whose each
+    /// session is). The page and the export without columns both show this.
+    pub fn columns_shown(&self, scope: super::visibility::SessionScope) -> Vec<ColumnSetting> {
+        let mut columns = self.session_list_columns.clone();
+        if scope == super::visibility::SessionScope::Project {
+            let owner = ColumnSetting { column: SessionColumnKey::Owner, visible: true };
+            columns.retain(|c| c.column != SessionColumnKey::Owner || c.visible);
+            if !columns.contains(&owner) {
+                let after_name = columns.iter().position(|c| c.column == SessionColumnKey::Name).map_or(0, |i| i + 1);
+                columns.insert(after_name, owner);
+            }
+        }
+        columns
+    }
+}
+
 pub fn columns_to_json(columns: &[ColumnSetting]) -> Value {
     Value::Array(columns.iter().map(|c| json!({"column": c.column.as_str(), "visible": c.visible})).collect())
 }
@@ -157,6 +175,26 @@ pub async fn update_session_list_columns(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn everyones_sessions_show_their_owner_after_the_name() {
+        use crate::domain::visibility::SessionScope;
+        let settings = UserSettings::default();
+        let shown = |scope| -> Vec<&str> {
+            settings.columns_shown(scope).into_iter().filter(|c| c.visible).map(|c| c.column.as_str()).collect()
+        };
+        assert_eq!(shown(SessionScope::Mine), ["NAME", "STATUS", "ACCELERATORS", "CPU", "MEMORY", "ELAPSED"]);
+        assert_eq!(
+            shown(SessionScope::Project),
+            ["NAME", "OWNER", "STATUS", "ACCELERATORS", "CPU", "MEMORY", "ELAPSED"]
+        );
+        assert_eq!(settings.columns_shown(SessionScope::Project).len(), SessionColumnKey::ALL.len(), "once each");
+        // Placed by the settings already: left where it is.
+        let mut moved = UserSettings::default();
+        moved.session_list_columns.retain(|c| c.column != SessionColumnKey::Owner);
+        moved.session_list_columns.push(ColumnSetting { column: SessionColumnKey::Owner, visible: true });
+        assert_eq!(moved.columns_shown(SessionScope::Project), moved.session_list_columns);
+    }
 
     #[test]
     fn name_left_out_is_still_shown() {

@@ -137,9 +137,40 @@ fn amount_to_json(amount: f64) -> Value {
     if amount.fract() == 0.0 && amount.abs() < 9.0e15 { Value::from(amount as i64) } else { Value::from(amount) }
 }
 
+/// An amount of `slot` as a person reads it: memory in binary units (`2 GiB`, `1.5 GiB`,
+/// `512 MiB`), anything else as a plain number (`2`, `0.5`). For messages; the API's numbers
+/// stay numbers.
+pub fn shown(slot: &str, amount: f64) -> String {
+    fn trimmed(v: f64) -> String {
+        let text = format!("{:.2}", v);
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+    if slot != MEM {
+        return trimmed(amount);
+    }
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = amount;
+    let mut unit = 0;
+    while v.abs() >= 1024.0 && unit < units.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{} {}", trimmed(v), units[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn amounts_read_as_people_write_them() {
+        assert_eq!(shown(MEM, 2.0 * 1024.0 * 1024.0 * 1024.0), "2 GiB");
+        assert_eq!(shown(MEM, 1536.0 * 1024.0 * 1024.0), "1.5 GiB");
+        assert_eq!(shown(MEM, 512.0 * 1024.0 * 1024.0), "512 MiB");
+        assert_eq!(shown(MEM, 100.0), "100 bytes");
+        assert_eq!(shown(CPU, 0.5), "0.5");
+        assert_eq!(shown("cuda.device", 2.0), "2");
+    }
 
     /// A number stored in a JSON column reads back as the number written: serde_json's
     /// default parser was one unit in the last place off for one stored value in eight.

@@ -221,6 +221,37 @@ pub async fn scoped_project(
     Ok((ScopedSessions { project_id: access.project.id, owner_id }, access.project))
 }
 
+/// The session lists of a project the viewer may read: its own (MINE) as a member, and
+/// everyone's (PROJECT) as an administrator of its domain; the rule [`scoped_project`]
+/// enforces, for a client to offer only what will be answered.
+pub fn scopes_in(viewer: &Viewer, project: &project::Model, is_member: bool) -> Vec<SessionScope> {
+    let mut scopes = Vec::with_capacity(2);
+    if is_member {
+        scopes.push(SessionScope::Mine);
+    }
+    if viewer.administers_domain(project.domain_id) {
+        scopes.push(SessionScope::Project);
+    }
+    scopes
+}
+
+/// Which of `projects` `user_id` is a member of (one statement).
+pub async fn member_of(
+    db: &impl ConnectionTrait,
+    user_id: Uuid,
+    projects: &[Uuid],
+) -> DomainResult<std::collections::HashSet<Uuid>> {
+    let found: Vec<Uuid> = project_member::Entity::find()
+        .select_only()
+        .column(project_member::Column::ProjectId)
+        .filter(project_member::Column::UserId.eq(user_id))
+        .filter(project_member::Column::ProjectId.is_in(super::padded(projects.iter().copied())))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(found.into_iter().collect())
+}
+
 /// Whether the viewer may see one session: its owner, an ADMIN of its domain, a SUPERADMIN.
 pub fn may_see_session(viewer: &Viewer, owner_id: Uuid, domain_id: Uuid) -> bool {
     owner_id == viewer.user_id || viewer.administers_domain(domain_id)

@@ -311,7 +311,7 @@ impl LaunchQuery {
         if let Some(refusal) = check.refusal {
             problems.push(InputProblem {
                 code: code_of(&refusal).to_owned(),
-                field: None,
+                field: check.refusal_field.as_deref().map(launch_path),
                 message: refusal.to_string(),
             });
         }

@@ -179,6 +179,9 @@ pub struct DependentsOf(pub Uuid);
 pub struct ResourceGroupName(pub String);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ImageName(pub String);
+/// Whether a user is a member of a project: (user, project).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemberOf(pub Uuid, pub Uuid);
 /// The extension limits of a keypair's policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ExtensionLimitsOf(pub Uuid);
@@ -290,5 +293,21 @@ impl Loader<TransitionsOf> for DbLoader {
     async fn load(&self, keys: &[TransitionsOf]) -> LoadResult<TransitionsOf, Vec<session_status_transition::Model>> {
         let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
         keyed(relations::transitions(&self.db, &ids).await, TransitionsOf)
+    }
+}
+
+impl Loader<MemberOf> for DbLoader {
+    type Value = bool;
+    type Error = Arc<DomainError>;
+
+    async fn load(&self, keys: &[MemberOf]) -> LoadResult<MemberOf, bool> {
+        let mut out = HashMap::with_capacity(keys.len());
+        let users: std::collections::BTreeSet<Uuid> = keys.iter().map(|k| k.0).collect();
+        for user in users {
+            let projects: Vec<Uuid> = keys.iter().filter(|k| k.0 == user).map(|k| k.1).collect();
+            let member = crate::domain::visibility::member_of(&self.db, user, &projects).await.map_err(Arc::new)?;
+            out.extend(projects.into_iter().map(|p| (MemberOf(user, p), member.contains(&p))));
+        }
+        Ok(out)
     }
 }

@@ -1,11 +1,15 @@
 //! The people and projects the API names: `User` (a person with an account) and `Project`.
 
-use async_graphql::{Enum, ID, Object};
+use async_graphql::{Context, Enum, ID, Object};
 use uuid::Uuid;
 
-use crate::domain::{self, auth, model};
+use crate::domain::{self, auth, model, visibility};
 
+use super::context::{loaders, viewer};
+use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
+use super::loaders::MemberOf;
+use super::session_list::SessionScope;
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "Role", remote = "crate::domain::model::Role")]
@@ -64,5 +68,12 @@ impl Project {
     /// Unique within its domain; the page's URL is `/project/<name>/session`.
     async fn name(&self) -> &str {
         &self.0.name
+    }
+    /// The session lists of it the viewer may read: MINE as a member, PROJECT as an
+    /// administrator of its domain (a superadmin's). `sessions` refuses any other.
+    async fn session_scopes(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionScope>> {
+        let viewer = viewer(ctx)?;
+        let member = loaders(ctx)?.load_one(MemberOf(viewer.user_id, self.0.id)).await?.unwrap_or(false);
+        Ok(visibility::scopes_in(viewer, &self.0, member).into_iter().map(Into::into).collect())
     }
 }

@@ -102,7 +102,8 @@ pub struct LayerUsage {
 pub struct SlotUsage {
     pub slot: String,
     pub used: f64,
-    /// `used + remaining`; null when every layer is unlimited.
+    /// The binding layer's own limit, which `remaining` is left of (that layer's use is
+    /// in `layers`; `used` is the view's own); null when every layer is unlimited.
     pub limit: Option<f64>,
     pub remaining: Option<f64>,
     /// The layer that leaves the least.

@@ -14,7 +14,7 @@ use crate::domain::status::SessionStatus as DomStatus;
 use crate::domain::{DomainError, clock, expiry, logs};
 
 use super::actor::Actor;
-use super::context::{db, loaders};
+use super::context::{db, loaders, viewer};
 use super::cursor;
 use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
@@ -359,8 +359,8 @@ impl Session {
     }
     /// The applications of its image, once RUNNING. The `terminal` of an interactive
     /// session that really runs where this server reaches it (its own machine, or a Slurm
-    /// job it can join with `srun`) has a `url`: a WebSocket for its owner
-    /// (`/sessions/<id>/terminal`).
+    /// job it can join with `srun`) has a `url` for its owner: a WebSocket
+    /// (`/sessions/<id>/terminal`). Anyone else sees no `url`: it would refuse them.
     async fn apps(&self, ctx: &Context<'_>) -> ApiResult<Vec<SessionApp>> {
         if !dom::offers_apps(&self.0)? {
             return Ok(Vec::new());
@@ -371,7 +371,7 @@ impl Session {
         };
         let apps = image.as_ref().map(dom::image_apps).unwrap_or_default();
         let local = ctx.data_opt::<crate::domain::runtime::RuntimeInfo>().and_then(|r| r.local.as_ref());
-        let terminal = crate::domain::runtime::terminal::offered(local, &self.0)
+        let terminal = crate::domain::runtime::terminal::offered_to(local, &self.0, viewer(ctx)?)
             .then(|| format!("/sessions/{}/terminal", encode(NodeKind::Session, self.0.id).0));
         Ok(apps
             .into_iter()

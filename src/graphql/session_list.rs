@@ -38,6 +38,15 @@ impl From<SessionScope> for DomScope {
     }
 }
 
+impl From<DomScope> for SessionScope {
+    fn from(s: DomScope) -> Self {
+        match s {
+            DomScope::Mine => SessionScope::Mine,
+            DomScope::Project => SessionScope::Project,
+        }
+    }
+}
+
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::sessions::SessionTab")]
 pub enum SessionTab {

@@ -7,6 +7,7 @@ use crate::domain::{settings, visibility};
 use super::context::{db, viewer};
 use super::errors::ApiResult;
 use super::limits::STATEMENT_COST;
+use super::session_list::SessionScope;
 use super::types::{ResourcePanelView, SessionColumnKey};
 
 use super::people::{Project, User};
@@ -27,13 +28,15 @@ impl UserSettings {
     async fn resource_panel_view(&self) -> ResourcePanelView {
         self.0.resource_panel_view.into()
     }
-    /// Every column exactly once, in display order.
-    async fn session_list_columns(&self) -> Vec<SessionColumn> {
-        self.0
-            .session_list_columns
-            .iter()
-            .map(|c| SessionColumn { column: c.column.into(), visible: c.visible })
-            .collect()
+    /// Every column exactly once, in display order: as set, or (with `scope`) as a list
+    /// of that scope shows them: everyone's sessions (PROJECT) show OWNER right after NAME
+    /// whatever the settings say. The CSV export without `columns` has the same.
+    async fn session_list_columns(&self, scope: Option<SessionScope>) -> Vec<SessionColumn> {
+        let columns = match scope {
+            Some(scope) => self.0.columns_shown(scope.into()),
+            None => self.0.session_list_columns.clone(),
+        };
+        columns.iter().map(|c| SessionColumn { column: c.column.into(), visible: c.visible }).collect()
     }
 }
 

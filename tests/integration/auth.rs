@@ -35,6 +35,44 @@ async fn every_demo_user_authenticates(app: TestApp) {
     }
 }
 
+/// Each project says which session lists the viewer may read there, and exactly those
+/// answer: MINE for a member, PROJECT for an administrator of its domain.
+async fn each_project_says_which_lists_the_viewer_may_read(app: TestApp) {
+    let expected = [
+        ("demo-alice", vec![("default", vec!["MINE"]), ("research", vec!["MINE"])]),
+        ("demo-admin", vec![("default", vec!["MINE", "PROJECT"]), ("research", vec!["MINE", "PROJECT"])]),
+        ("demo-root", vec![("default", vec!["PROJECT"]), ("other", vec!["PROJECT"]), ("research", vec!["PROJECT"])]),
+        ("demo-carol", vec![("other", vec!["MINE"])]),
+    ];
+    for (token, projects) in expected {
+        let resp = app.gql(Some(token), "{ viewer { projects { id name sessionScopes } } }", json!({})).await;
+        let shown = resp["data"]["viewer"]["projects"].as_array().unwrap_or_else(|| panic!("{resp}")).clone();
+        let named: Vec<(&str, Vec<&str>)> = shown
+            .iter()
+            .map(|p| {
+                let scopes =
+                    p["sessionScopes"].as_array().expect("scopes").iter().map(|s| s.as_str().expect("a scope"));
+                (p["name"].as_str().expect("name"), scopes.collect())
+            })
+            .collect();
+        assert_eq!(named, projects, "{token}");
+        for p in &shown {
+            for scope in ["MINE", "PROJECT"] {
+                let list = app
+                    .gql(
+                        Some(token),
+                        "query($p: ID!, $s: SessionScope) { sessions(projectId: $p, scope: $s, first: 1) { totalCount } }",
+                        json!({"p": p["id"], "s": scope}),
+                    )
+                    .await;
+                let offered = p["sessionScopes"].as_array().expect("scopes").contains(&json!(scope));
+                let refused = error_codes(&list) == ["FORBIDDEN"];
+                assert_eq!((offered, refused), (offered, !offered), "{token} {} {scope}: {list}", p["name"]);
+            }
+        }
+    }
+}
+
 async fn bad_and_missing_tokens_are_refused(app: TestApp) {
     for token in [None, Some("demo-mallory"), Some(""), Some("DEMO-ALICE")] {
         let (status, resp) = app.gql_full(token, "{ viewer { user { email } } }", json!({})).await;
@@ -126,6 +164,7 @@ async fn node_lookup_reveals_only_what_is_visible(app: TestApp) {
 
 db_tests!(
     every_demo_user_authenticates,
+    each_project_says_which_lists_the_viewer_may_read,
     bad_and_missing_tokens_are_refused,
     tokens_created_later_work_and_are_stored_hashed,
     node_lookup_reveals_only_what_is_visible,

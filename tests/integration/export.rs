@@ -141,6 +141,24 @@ async fn columns_come_from_the_settings_or_the_request(app: TestApp) {
     // `columns` wins over the settings.
     let (_, _, body) = export(&app, Some("demo-alice"), &format!("projectId={p}&columns=STATUS,PRIORITY")).await;
     assert_eq!(records(&body)[0], ["Status", "Priority"]);
+    // Everyone's sessions show whose each is, right after the name, as the page's list does.
+    let (_, _, body) = export(&app, Some("demo-admin"), &format!("projectId={p}&scope=PROJECT")).await;
+    assert_eq!(&records(&body)[0][..3], ["Name", "Owner", "Status"]);
+    let shown = app
+        .gql(
+            Some("demo-admin"),
+            "{ viewer { settings { sessionListColumns(scope: PROJECT) { column visible } } } }",
+            json!({}),
+        )
+        .await;
+    let visible: Vec<&str> = shown["data"]["viewer"]["settings"]["sessionListColumns"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{shown}"))
+        .iter()
+        .filter(|c| c["visible"] == true)
+        .map(|c| c["column"].as_str().expect("a column"))
+        .collect();
+    assert_eq!(visible, ["NAME", "OWNER", "STATUS", "ACCELERATORS", "CPU", "MEMORY", "ELAPSED"]);
 }
 
 async fn cells_are_quoted_and_formulas_neutralised(app: TestApp) {

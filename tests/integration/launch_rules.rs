@@ -107,7 +107,8 @@ async fn check_launch_verdicts(app: TestApp) {
     // Refusals are problems: never fits, over the pending limit, bad input, bad count, name taken.
     assert_eq!(
         check(&app, "demo-alice", input("probe", 32.0), 1).await,
-        refused(json!([{"code": "NEVER_FITS", "field": null}]))
+        refused(json!([{"code": "NEVER_FITS", "field": "input.resources[0]"}])),
+        "at the amount no agent holds"
     );
     assert_eq!(
         check(&app, "demo-alice", input("probe", 1.0), 21).await,
@@ -136,7 +137,7 @@ async fn check_launch_verdicts(app: TestApp) {
     launch(&app, "demo-alice", input("taken", 1.0)).await;
     assert_eq!(
         check(&app, "demo-alice", input("taken", 1.0), 1).await,
-        refused(json!([{"code": "NAME_TAKEN", "field": null}]))
+        refused(json!([{"code": "NAME_TAKEN", "field": "input.name"}]))
     );
     assert_eq!(session_count(&app).await, 2, "a dry run writes nothing: bob's row and `taken`");
 }

@@ -406,6 +406,22 @@ async fn session_logs_streams_lines_printed_after_subscribing(mut app: TestApp) 
     assert!(seen.iter().any(|l| l == "late-line"), "{seen:?}");
     assert!(!seen.iter().any(|l| l == "early"), "only new lines after the tail: {seen:?}");
     assert!(seen.last().is_some_and(|l| l.contains("session ended: exit 0")), "ends after the last line: {seen:?}");
+
+    // Once it has ended, a follower gets its tail and the feed completes (it waited for
+    // lines that could not come before).
+    let mut late = crate::support::ws::Ws::open(addr, "demo-alice").await;
+    late.subscribe("2", follow, json!({"id": id, "tail": 2})).await;
+    let mut tail = Vec::new();
+    loop {
+        let m = late.recv().await;
+        match m["type"].as_str() {
+            Some("next") => tail.push(m["payload"]["data"]["sessionLogs"].as_str().unwrap_or_default().to_owned()),
+            Some("complete") => break,
+            _ => panic!("unexpected {m}"),
+        }
+    }
+    assert_eq!(tail.len(), 2, "{tail:?}");
+    assert!(tail[1].contains("session ended: exit 0"), "{tail:?}");
 }
 
 /// Opens the terminal at `url` (a path) as `token`; the socket after `connection_ack`, or
@@ -534,6 +550,12 @@ async fn the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only(mut app: Te
         "bob cannot open alice's terminal"
     );
     assert_eq!(terminal(addr, &url, "demo-admin").await.err().map(|e| e.0), Some(4404), "nor her administrator");
+    // Who may not open it is not offered it: her administrator sees the app, no address.
+    let apps = app
+        .gql(Some("demo-admin"), "query($id: ID!) { session(id: $id) { apps { name url } } }", json!({"id": id}))
+        .await;
+    let shown = apps["data"]["session"]["apps"].as_array().unwrap_or_else(|| panic!("{apps}"));
+    assert!(shown.iter().any(|a| a["name"] == "terminal" && a["url"].is_null()), "{apps}");
     assert_eq!(terminal(addr, &url, "not-a-token").await.err().map(|e| e.0), Some(4403));
 
     let mut ws = terminal(addr, &url, "demo-alice").await.expect("alice opens her terminal");

@@ -103,7 +103,7 @@ async fn each_layer_binds_in_turn(app: TestApp) {
         (gpu["bindingLayer"].as_str(), gpu["remaining"].as_f64(), gpu["used"].as_f64()),
         (Some("PROJECT"), Some(0.0), Some(1.0))
     );
-    assert_eq!(gpu["limit"].as_f64(), Some(1.0), "limit = used + remaining");
+    assert_eq!(gpu["limit"].as_f64(), Some(2.0), "the binding layer's own limit");
 
     // DOMAIN: the domain's 48 CPUs are nearly all held by others.
     hold(&app, "bob@example.com", "default/default", Running, 15.0, 0.0).await;

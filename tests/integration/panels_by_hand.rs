@@ -118,7 +118,7 @@ async fn panel_figures_by_hand(app: TestApp) {
             su(
                 "cpu",
                 6.5,
-                Some(17.5),
+                Some(16.0),
                 Some(11.0),
                 Some("KEYPAIR"),
                 vec![
@@ -130,7 +130,7 @@ async fn panel_figures_by_hand(app: TestApp) {
             su(
                 "mem",
                 g(8.0),
-                Some(g(67.0)),
+                Some(g(64.0)),
                 Some(g(59.0)),
                 Some("KEYPAIR"),
                 vec![
@@ -162,7 +162,7 @@ async fn panel_figures_by_hand(app: TestApp) {
         &su(
             "cpu",
             6.5,
-            Some(21.0),
+            Some(16.0),
             Some(14.5),
             Some("KEYPAIR"),
             vec![
@@ -175,7 +175,7 @@ async fn panel_figures_by_hand(app: TestApp) {
     assert_eq!(slot(&p, "cuda.device")["layers"][0], lu("KEYPAIR", Some(4.0), 0.0, Some(4.0)));
     assert_eq!(
         (slot(&p, "cuda.device")["limit"].as_f64(), slot(&p, "mem")["limit"].as_f64()),
-        (Some(5.0), Some(g(69.0)))
+        (Some(4.0), Some(g(64.0)))
     );
 
     // MY_IN_RESOURCE_GROUP `second`: alice holds s2 there (cpu 1, mem 2 GiB); the group
@@ -188,7 +188,7 @@ async fn panel_figures_by_hand(app: TestApp) {
             su(
                 "cpu",
                 1.0,
-                Some(2.0),
+                Some(4.0),
                 Some(1.0),
                 Some("RESOURCE_GROUP"),
                 vec![
@@ -201,7 +201,7 @@ async fn panel_figures_by_hand(app: TestApp) {
             su(
                 "mem",
                 g(2.0),
-                Some(g(14.0)),
+                Some(g(16.0)),
                 Some(g(12.0)),
                 Some("RESOURCE_GROUP"),
                 vec![
@@ -241,9 +241,9 @@ async fn panel_figures_by_hand(app: TestApp) {
             s["bindingLayer"].as_str().map(str::to_owned),
         )
     };
-    assert_eq!(figures(slot(&p, "cpu")), (Some(5.5), Some(16.5), Some(11.0), Some("KEYPAIR".into())));
-    assert_eq!(figures(slot(&p, "mem")), (Some(g(6.0)), Some(g(65.0)), Some(g(59.0)), Some("KEYPAIR".into())));
-    assert_eq!(figures(slot(&p, "cuda.device")), (Some(1.0), Some(3.0), Some(2.0), Some("RESOURCE_GROUP".into())));
+    assert_eq!(figures(slot(&p, "cpu")), (Some(5.5), Some(16.0), Some(11.0), Some("KEYPAIR".into())));
+    assert_eq!(figures(slot(&p, "mem")), (Some(g(6.0)), Some(g(64.0)), Some(g(59.0)), Some("KEYPAIR".into())));
+    assert_eq!(figures(slot(&p, "cuda.device")), (Some(1.0), Some(4.0), Some(2.0), Some("RESOURCE_GROUP".into())));
     assert_eq!(slot(&p, "cpu")["layers"][3], lu("RESOURCE_GROUP", Some(32.0), 10.5, Some(21.5)));
 
     // TOTAL_IN_RESOURCE_GROUP: everyone's figures of one group.
@@ -294,7 +294,7 @@ async fn panel_figures_by_hand(app: TestApp) {
         &su(
             "cuda.device",
             1.0,
-            Some(1.0),
+            Some(2.0),
             Some(0.0),
             Some("PROJECT"),
             vec![

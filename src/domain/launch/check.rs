@@ -17,6 +17,9 @@ pub struct LaunchCheck {
     pub problems: Vec<InputProblem>,
     /// A refusal that is not about the input: NEVER_FITS, QUOTA_EXCEEDED, NAME_TAKEN.
     pub refusal: Option<DomainError>,
+    /// The input the refusal is about, as problems name fields: `name` for a name taken,
+    /// `resources[i]` for the amount no agent can ever hold.
+    pub refusal_field: Option<String>,
     pub fits_now: bool,
     pub pending_reasons: Vec<occupancy::PendingReason>,
 }
@@ -32,11 +35,24 @@ pub async fn check(
     let plan = match validate(db, viewer, req, count, limits).await {
         Ok(plan) => plan,
         Err(DomainError::BadInput(problems)) => {
-            return Ok(LaunchCheck { problems, refusal: None, fits_now: false, pending_reasons: Vec::new() });
+            return Ok(LaunchCheck {
+                problems,
+                refusal: None,
+                refusal_field: None,
+                fits_now: false,
+                pending_reasons: Vec::new(),
+            });
         }
-        Err(e @ DomainError::NeverFits(_)) => {
+        Err(e @ DomainError::NeverFits(..)) => {
+            let field = match &e {
+                DomainError::NeverFits(_, Some(slot)) => {
+                    req.resources.iter().position(|(s, _)| s == slot).map(|i| format!("resources[{i}]"))
+                }
+                _ => None,
+            };
             return Ok(LaunchCheck {
                 problems: Vec::new(),
+                refusal_field: field.or_else(|| Some("resources".to_owned())),
                 refusal: Some(e),
                 fits_now: false,
                 pending_reasons: Vec::new(),
@@ -46,16 +62,26 @@ pub async fn check(
     };
     if let Err(e) = admissible(db, viewer, &plan).await {
         return match e {
-            DomainError::QuotaExceeded(_) | DomainError::NameTaken(_) => {
-                Ok(LaunchCheck { problems: Vec::new(), refusal: Some(e), fits_now: false, pending_reasons: Vec::new() })
-            }
+            DomainError::QuotaExceeded(_) | DomainError::NameTaken(_) => Ok(LaunchCheck {
+                problems: Vec::new(),
+                refusal_field: matches!(e, DomainError::NameTaken(_)).then(|| "name".to_owned()),
+                refusal: Some(e),
+                fits_now: false,
+                pending_reasons: Vec::new(),
+            }),
             other => Err(other),
         };
     }
     // Set to start later: it waits for that, whatever else.
     if let Some(at) = plan.launch.starts_at.filter(|t| *t > clock::now()) {
         let reasons = vec![scheduling::not_yet(at)];
-        return Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now: false, pending_reasons: reasons });
+        return Ok(LaunchCheck {
+            problems: Vec::new(),
+            refusal: None,
+            refusal_field: None,
+            fits_now: false,
+            pending_reasons: reasons,
+        });
     }
     // Waiting for others that have not ended yet: it waits for them, whatever else.
     let named: Vec<uuid::Uuid> = plan.launch.depends_on.iter().flatten().copied().collect();
@@ -67,7 +93,13 @@ pub async fn check(
             .await?;
         if let dependencies::Standing::Waiting(names) = dependencies::standing(&found)? {
             let reasons = vec![scheduling::dependency(&names)];
-            return Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now: false, pending_reasons: reasons });
+            return Ok(LaunchCheck {
+                problems: Vec::new(),
+                refusal: None,
+                refusal_field: None,
+                fits_now: false,
+                pending_reasons: reasons,
+            });
         }
     }
     // The new sessions, queued behind what is pending, as the scheduler would see them.
@@ -98,5 +130,5 @@ pub async fn check(
     // A group the scheduler cannot serve decides nothing: that is not fitting.
     let fits_now = decisions.len() == plan.names.len()
         && decisions.iter().all(|d| matches!(d.outcome, scheduler::Outcome::Schedule { .. }));
-    Ok(LaunchCheck { problems: Vec::new(), refusal: None, fits_now, pending_reasons: reasons })
+    Ok(LaunchCheck { problems: Vec::new(), refusal: None, refusal_field: None, fits_now, pending_reasons: reasons })
 }

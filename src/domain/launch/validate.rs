@@ -144,17 +144,27 @@ fn check_resources(req: &LaunchRequest, known: &BTreeSet<String>) -> (ResourceSl
     (per_container, problems)
 }
 
-/// Each container requests at least the image's minimum.
-fn check_image_minimum(image: &image::Model, per_container: &ResourceSlots) -> DomainResult<Problems> {
+/// Each container requests at least the image's minimum: a problem at the amount given
+/// (`resources[i]`), or at `resources` for a slot not given at all.
+fn check_image_minimum(
+    image: &image::Model,
+    per_container: &ResourceSlots,
+    given: &[(String, f64)],
+) -> DomainResult<Problems> {
     let minimum = ResourceSlots::from_json(&image.minimum_slots)?;
     Ok(minimum
         .iter()
         .filter(|(slot, min)| per_container.get(slot) + 1e-9 < *min)
         .map(|(slot, min)| {
+            let at = given.iter().position(|(s, _)| s == slot);
             problem(
                 "BELOW_IMAGE_MINIMUM",
-                "resources",
-                format!("image `{}` needs at least {min} of `{slot}` per container", image.name),
+                at.map_or_else(|| "resources".to_owned(), |i| format!("resources[{i}]")),
+                format!(
+                    "image `{}` needs at least {} of `{slot}` per container",
+                    image.name,
+                    crate::domain::slots::shown(slot, min)
+                ),
             )
         })
         .collect())
@@ -340,27 +350,36 @@ pub fn never_fits(request: &ResourceRequest, agents: &[SchedulableAgent], group:
         return None;
     }
     if agents.is_empty() {
-        return Some(DomainError::NeverFits(format!("resource group `{group}` has no agent")));
+        return Some(DomainError::NeverFits(format!("resource group `{group}` has no agent"), None));
     }
     let containers = request.cluster_size;
+    let amount = crate::domain::slots::shown;
     let shown = |slot: &str| {
+        let all = amount(slot, total.get(slot));
         if containers > 1 {
-            format!("{} ({containers} containers × {})", total.get(slot), request.per_container.get(slot))
+            format!("{all} ({containers} containers × {})", amount(slot, request.per_container.get(slot)))
         } else {
-            total.get(slot).to_string()
+            all
         }
     };
     let over = total
         .iter()
         .map(|(slot, amount)| (slot, amount, agents.iter().map(|a| a.capacity.get(slot)).fold(0.0, f64::max)))
         .find(|(_, amount, largest)| *amount > largest + 1e-9);
-    Some(DomainError::NeverFits(match over {
-        Some((slot, _, largest)) => format!(
-            "no agent of resource group `{group}` can ever hold this request: `{slot}` asks for {} but the largest agent has {largest}",
-            shown(slot)
+    Some(match over {
+        Some((slot, _, largest)) => DomainError::NeverFits(
+            format!(
+                "no agent of resource group `{group}` can ever hold this request: `{slot}` asks for {} but the largest agent has {}",
+                shown(slot),
+                amount(slot, largest)
+            ),
+            Some(slot.to_owned()),
         ),
-        None => format!("no single agent of resource group `{group}` has all the requested slots at once"),
-    }))
+        None => DomainError::NeverFits(
+            format!("no single agent of resource group `{group}` has all the requested slots at once"),
+            None,
+        ),
+    })
 }
 
 /// Every check of a launch; all input problems are reported together.
@@ -385,7 +404,7 @@ pub async fn validate(
     let (per_container, resource_problems) = check_resources(req, &known);
     problems.extend(resource_problems);
     if let Some(i) = &image {
-        problems.extend(check_image_minimum(i, &per_container)?);
+        problems.extend(check_image_minimum(i, &per_container, &req.resources)?);
     }
     let allowed = catalog::project_resource_groups(db, project.id).await?;
     let (group, group_problems) = check_resource_group(req, &project.name, allowed);
@@ -462,12 +481,12 @@ mod tests {
             ResourceRequest::new(ResourceSlots::from_pairs([("cpu", cpu), ("cuda.device", gpu)]), n)
         };
         assert!(never_fits(&request(8.0, 0.0, 2), &agents, "g").is_none(), "2 × 8 CPU fit b");
-        let Some(DomainError::NeverFits(why)) = never_fits(&request(10.0, 0.0, 2), &agents, "g") else {
+        let Some(DomainError::NeverFits(why, _)) = never_fits(&request(10.0, 0.0, 2), &agents, "g") else {
             panic!("2 × 10 CPU fit no agent")
         };
         assert!(why.contains("20 (2 containers × 10)") && why.contains("largest agent has 16"), "{why}");
         assert!(never_fits(&request(17.0, 0.0, 1), &agents, "g").is_some(), "one container too large");
-        let Some(DomainError::NeverFits(why)) = never_fits(&request(9.0, 1.0, 1), &agents, "g") else {
+        let Some(DomainError::NeverFits(why, _)) = never_fits(&request(9.0, 1.0, 1), &agents, "g") else {
             panic!("no agent has both")
         };
         assert!(why.contains("no single agent"), "{why}");

@@ -22,6 +22,12 @@ pub fn offered(local: Option<&LocalAccess>, s: &session::Model) -> bool {
             && slurm::terminal_of(&s.resource_group).is_some())
 }
 
+/// Whether session `s` offers its terminal now to `viewer`: only its owner may open it (an
+/// administrator who sees another's session is not offered one that would refuse him).
+pub fn offered_to(local: Option<&LocalAccess>, s: &session::Model, viewer: &Viewer) -> bool {
+    s.owner_id == viewer.user_id && offered(local, s)
+}
+
 /// Opens a shell in session `id` for `viewer`, `cols` × `rows`. A session the viewer may
 /// not see, or does not own, is not found; one whose terminal is not offered now is
 /// refused.
