@@ -17,6 +17,8 @@ const server = new URL(base);
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const report = { blocked: [], errors: [], axe: {} };
 const WAIT = { timeout: 30000 };
+/** While the test cuts a tab off the server on purpose, its failed loads are expected. */
+let outage = false;
 
 const browser = await launchBrowser();
 
@@ -69,7 +71,7 @@ async function open(token, path) {
   });
   page.on('pageerror', (e) => report.errors.push(`${token}: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error' && !alice) report.errors.push(`${token}: console: ${m.text()}`);
+    if (m.type() === 'error' && !alice && !outage) report.errors.push(`${token}: console: ${m.text()}`);
   });
   await page.goto(new URL(path, base).href);
   return page;
@@ -142,10 +144,13 @@ try {
   await bob.getByRole('button', { name: 'Previous page' }).click();
   await bob.getByRole('button', { name: report.bobPage1[0], exact: true }).waitFor(WAIT);
   report.bobPageBack = await names(bob);
-  await bob.getByRole('button', { name: 'Name', exact: true }).click();
+  // Sorted by keyboard: the focus stays on the heading's button.
+  await bob.getByRole('button', { name: 'Name', exact: true }).focus();
+  await bob.keyboard.press('Enter');
   await bob.locator('th[aria-sort="ascending"]').waitFor(WAIT);
   await bob.waitForTimeout(300);
   report.bobByName = await names(bob);
+  report.sortFocus = await bob.evaluate(() => document.activeElement?.dataset?.sort ?? document.activeElement?.tagName);
   const byName = await call(
     'demo-bob',
     `query($p: ID!) { sessions(projectId: $p, first: 20, filter: { tab: RUNNING }, orderBy: [{ field: NAME, direction: ASC }]) {
@@ -161,6 +166,34 @@ try {
   const refused = await open('demo-bob', '/admin/project/default/session');
   await refused.locator('#notice').waitFor({ state: 'visible', ...WAIT });
   report.bobOnAdminPage = await refused.locator('#notice').innerText();
+  report.refusedShows = {
+    workspace: await refused.locator('#workspace').isVisible(),
+    csv: await refused.locator('#csv-button').isVisible(),
+    launch: await refused.locator('#launch-button').isVisible(),
+    link: (await refused.locator('#view-link').isVisible()) ? await refused.locator('#view-link').getAttribute('href') : null,
+  };
+  // A superadmin, a member of nothing, lands on everyone's sessions of the default project.
+  const root = await open('demo-root', '/');
+  await root.locator('#table tbody tr').first().waitFor(WAIT);
+  report.rootUrl = root.url();
+  report.rootNotice = await root.locator('#notice').isVisible();
+  report.rootLaunch = await root.locator('#launch-button').isVisible();
+  report.rootProjects = await root.locator('#project-switch option').allInnerTexts();
+  await root.context().close();
+
+  // The first click of Launch in an outage: said so; once the server answers, Launch opens.
+  outage = true;
+  await bob.route('**/graphql', (r) => r.abort());
+  await bob.getByRole('button', { name: 'Launch', exact: true }).click();
+  await bob.locator('#status-line').filter({ hasText: 'could not open' }).waitFor(WAIT);
+  report.outageLine = await bob.locator('#status-line').innerText();
+  await bob.unroute('**/graphql');
+  outage = false;
+  await bob.getByRole('button', { name: 'Launch', exact: true }).click();
+  await bob.locator('#launcher').waitFor({ state: 'visible', ...WAIT });
+  report.launcherAfterOutage = true;
+  await bob.keyboard.press('Escape');
+  await bob.locator('#launcher').waitFor({ state: 'hidden', ...WAIT });
 
   // The panel: hovering the cpu bar shows every layer, the binding one named.
   const cpuBar = alice.locator('.bar[data-slot="cpu"]');
@@ -171,15 +204,30 @@ try {
 
   // The launcher: a request that cannot fit shows why before Launch is pressed.
   await alice.getByRole('button', { name: 'Launch', exact: true }).click();
-  // Opened empty: the dry run's problem with the name is shown at the name.
+  // Opened empty: no error yet, Launch not offered, the verdict says what is missing.
+  await alice.locator('#verdict').filter({ hasText: 'Name the session' }).waitFor(WAIT);
+  report.openedClean = {
+    errors: await alice.locator('#launch-form .field-error').count(),
+    launchDisabled: await alice.locator('#launch-submit').isDisabled(),
+  };
+  // A bad name, once typed, is shown at the name.
+  await alice.getByLabel('Name', { exact: true }).fill('ab');
   await alice.locator('#launch-name-error').waitFor(WAIT);
   report.nameError = await alice.locator('#launch-name-error').innerText();
   report.nameInvalid = await alice.locator('#launch-name').getAttribute('aria-invalid');
   await alice.getByLabel('Name', { exact: true }).fill('page-multi');
+  // Too little memory for the image: at the memory, in binary units.
+  await alice.getByLabel('Memory (GiB)').fill('0.25');
+  await alice.locator('#launch-mem-error').waitFor(WAIT);
+  report.memError = await alice.locator('#launch-mem-error').innerText();
+  report.cpuErrorWithMem = await alice.locator('#launch-cpu-error').count();
+  await alice.getByLabel('Memory (GiB)').fill('1');
   await alice.getByLabel('CPU (cores)').fill('100000');
   await alice.locator('#verdict.verdict-bad, #verdict.verdict-wait').filter({ hasText: /cpu/i }).waitFor(WAIT);
   report.verdictTooBig = await alice.locator('#verdict').innerText();
   report.fieldErrors = await alice.locator('#launch-form .field-error').allInnerTexts();
+  report.cpuError = await alice.locator('#launch-cpu-error').count();
+  report.launchDisabledWhenBad = await alice.locator('#launch-submit').isDisabled();
   await alice.screenshot({ path: join(artifacts, 'sessions-page-launcher.png') });
   await axe(alice, 'launcher');
   // Three at once.
@@ -215,6 +263,30 @@ try {
   // Bob's page, open all along, never shows them.
   await bob.waitForTimeout(500);
   report.bobNames = await names(bob);
+  // The admin's CSV has whose each session is, as the admin's list does.
+  const [adminCsv] = await Promise.all([admin.waitForEvent('download', WAIT), admin.getByRole('button', { name: 'Download CSV' }).click()]);
+  report.adminCsvHeader = readFileSync(await adminCsv.path(), 'utf8').split('\n')[0];
+  report.adminHeaders = await admin.locator('#table thead th').allInnerTexts();
+
+  // Focus on a row's name stays there while live updates move the list.
+  await (await row(alice, 'page-multi-1')).getByRole('button', { name: 'page-multi-1' }).focus();
+  const aliceP = (await call('demo-alice', '{ viewer { projects { id name } } }', {})).viewer.projects.find((p) => p.name === 'default').id;
+  await call(
+    'demo-alice',
+    `mutation($p: ID!) { launchSession(input: { projectId: $p, name: "page-moves", image: "python:3.12",
+      resources: [{ slot: "cpu", amount: 0.5 }, { slot: "mem", amount: 536870912 }] }) { session { id } } }`,
+    { p: aliceP },
+  );
+  await (await row(alice, 'page-moves')).locator('td[data-column="STATUS"]:has-text("RUNNING")').waitFor(WAIT);
+  await alice.waitForTimeout(600);
+  report.focusAfterLive = await alice.evaluate(() => {
+    const a = document.activeElement;
+    return { tag: a?.tagName, text: a?.textContent, row: a?.closest('tr')?.rowIndex ?? null };
+  });
+  await call('demo-alice', 'mutation($ids: [ID!]!) { terminateSessions(ids: $ids, force: true) { results { outcome } } }', {
+    ids: [(await call('demo-alice', `query($p: ID!) { sessions(projectId: $p, filter: { nameContains: "page-moves" }) { edges { node { id } } } }`, { p: aliceP })).sessions.edges[0].node.id],
+  });
+  await (await row(alice, 'page-moves')).waitFor({ state: 'detached', ...WAIT });
   // A minute of elapsed time goes on without a read: the cell ticks.
   const elapsedCell = (await row(alice, 'page-multi-1')).locator('td[data-column="ELAPSED"]');
   const e1 = await elapsedCell.innerText();
@@ -249,12 +321,28 @@ try {
   // Terminate one: it leaves the Running tab and shows under Finished, no reload.
   await alice.getByLabel('Select page-multi-2').check();
   await alice.getByRole('button', { name: /Terminate 1 selected/ }).click();
+  // Asked first; Cancel leaves it running.
+  await alice.locator('#confirm-dialog').waitFor({ state: 'visible', ...WAIT });
+  report.confirmTitle = await alice.locator('#confirm-title').innerText();
+  await alice.locator('#confirm-cancel').click();
+  await alice.waitForTimeout(300);
+  report.cancelledKeepsIt = (await names(alice)).includes('page-multi-2');
+  await alice.getByRole('button', { name: /Terminate 1 selected/ }).click();
+  await alice.locator('#confirm-ok').click();
   await (await row(alice, 'page-multi-2')).waitFor({ state: 'detached', ...WAIT });
+  report.terminateLine = await alice.locator('#status-line').innerText();
   report.runningAfter = await names(alice);
   await alice.getByRole('tab', { name: /Finished/ }).click();
   await (await row(alice, 'page-multi-2')).waitFor(WAIT);
   report.finishedAfter = await names(alice);
   report.countsAfter = { running: await alice.locator('#tab-running').innerText(), finished: await alice.locator('#tab-finished').innerText() };
+
+  // Asked to terminate an ended one: said so, not counted as ended by this.
+  await alice.getByLabel('Select page-multi-2').check();
+  await alice.getByRole('button', { name: /Terminate 1 selected/ }).click();
+  await alice.locator('#confirm-ok').click();
+  await alice.locator('#status-line').filter({ hasText: 'already ended' }).waitFor(WAIT);
+  report.finishedTerminateLine = await alice.locator('#status-line').innerText();
 
   // The CSV of the current view (Finished) holds the view's rows.
   const [download] = await Promise.all([alice.waitForEvent('download', WAIT), alice.getByRole('button', { name: 'Download CSV' }).click()]);
@@ -319,6 +407,10 @@ try {
   await alice.keyboard.press('Space');
   await alice.locator('#terminate-button').focus();
   await alice.keyboard.press('Enter');
+  await alice.locator('#confirm-dialog').waitFor({ state: 'visible', ...WAIT });
+  report.confirmFocus = await alice.evaluate(() => document.activeElement?.id);
+  await alice.keyboard.press('Tab');
+  await alice.keyboard.press('Enter');
   await (await row(alice, 'kbd-one')).waitFor({ state: 'detached', ...WAIT });
   report.keyboardLaunchedAndTerminated = true;
 
@@ -328,6 +420,51 @@ try {
   await alice.reload();
   await alice.locator('#table tbody tr').first().waitFor(WAIT);
   report.panelViewAfterReload = await alice.getByLabel('View').inputValue();
+
+  // The detail panel, left open, follows its session from PENDING (set to start in 3 s)
+  // to TERMINATED (a batch session ends by itself), its log line by line.
+  const later = new Date(Date.now() + 3000).toISOString();
+  const follow = await call(
+    'demo-alice',
+    `mutation($p: ID!, $at: DateTime!) { launchSession(input: { projectId: $p, name: "page-follow", image: "python:3.12",
+      type: BATCH, startupCommand: "echo hi", startsAt: $at,
+      resources: [{ slot: "cpu", amount: 0.5 }, { slot: "mem", amount: 536870912 }] }) { session { id } } }`,
+    { p: aliceP, at: later },
+  );
+  const followId = follow.launchSession.session.id;
+  await (await row(alice, 'page-follow')).getByRole('button', { name: 'page-follow' }).click();
+  const badge = alice.locator('#detail .detail-summary .status');
+  await badge.waitFor(WAIT);
+  const statuses = [];
+  const until = Date.now() + 30000;
+  while (Date.now() < until) {
+    const status = await badge.getAttribute('data-status').catch(() => null);
+    if (status && statuses.at(-1) !== status) statuses.push(status);
+    if (status === 'TERMINATED') break;
+    await alice.waitForTimeout(50);
+  }
+  report.followed = statuses;
+  await alice.locator('#detail .transitions li').filter({ hasText: '→ TERMINATED' }).waitFor(WAIT);
+  report.followedTransitions = await alice.locator('#detail .transitions li').allInnerTexts();
+  await alice.waitForTimeout(500);
+  report.followedLogs = (await alice.locator('#detail pre.logs').innerText()).split('\n').filter((l) => l !== '');
+  report.apiLogs = (await call('demo-alice', 'query($id: ID!) { session(id: $id) { logs(tail: 200) } }', { id: followId })).session.logs;
+  await alice.keyboard.press('Escape');
+
+  // A 390 px phone: every field of the launcher within the screen.
+  await alice.setViewportSize({ width: 390, height: 844 });
+  await alice.getByRole('button', { name: 'Launch', exact: true }).click();
+  await alice.locator('#launcher').waitFor({ state: 'visible', ...WAIT });
+  report.phoneFields = await alice.evaluate(() =>
+    [...document.querySelectorAll('#launch-form input, #launch-form select, #launch-form textarea')]
+      .filter((el) => el.offsetParent !== null)
+      .map((el) => {
+        const r = el.getBoundingClientRect();
+        return { id: el.id, left: Math.round(r.left), right: Math.round(r.right) };
+      }),
+  );
+  await alice.screenshot({ path: join(artifacts, 'sessions-page-phone.png') });
+  await alice.keyboard.press('Escape');
 } catch (e) {
   report.failure = String(e?.stack ?? e);
 } finally {

@@ -142,23 +142,55 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     assert_eq!(r["badToken"], json!({"error": "That token is not valid.", "appShown": false}), "{r}");
     assert!(r["aliceUrl"].as_str().expect("url").ends_with("/project/default/session"), "{r}");
     assert!(r["who"].as_str().expect("who").contains("alice@example.com"), "{r}");
-    // A user on the admin page is refused as the API refuses it.
+    // A user on the admin page is refused as the API refuses it, and shown nothing of a
+    // list he cannot read, only the way to his own.
     assert!(r["bobOnAdminPage"].as_str().expect("notice").starts_with("Refused"), "{r}");
+    assert_eq!(
+        r["refusedShows"],
+        json!({"workspace": false, "csv": false, "launch": false, "link": "/project/default/session"}),
+        "{r}"
+    );
+    // A superadmin, a member of nothing, lands on everyone's sessions, with no Launch.
+    assert!(r["rootUrl"].as_str().expect("url").ends_with("/admin/project/default/session"), "{r}");
+    assert_eq!((&r["rootNotice"], &r["rootLaunch"]), (&json!(false), &json!(false)), "{r}");
+    assert_eq!(r["rootProjects"], json!(["default", "other", "research"]), "{r}");
+    // Launch clicked in an outage says so, and opens once the server answers.
+    assert!(r["outageLine"].as_str().expect("line").contains("could not open"), "{r}");
+    assert_eq!(r["launcherAfterOutage"], true);
+    // Sorting by keyboard keeps the focus on the heading; live updates keep it on a row.
+    assert_eq!(r["sortFocus"], "NAME", "{r}");
+    assert_eq!(r["focusAfterLive"]["tag"], "BUTTON", "{r}");
+    assert_eq!(r["focusAfterLive"]["text"], "page-multi-1", "{r}");
 
-    // The cpu bar's tooltip names the binding layer and shows each layer's limit.
+    // The cpu bar's tooltip names the binding layer and shows each layer's limit, in words.
     let tip = r["cpuTooltip"].as_str().expect("tooltip");
-    let binding = cpu["bindingLayer"].as_str().expect("a binding layer in the demo");
+    let label = |layer: &str| match layer {
+        "KEYPAIR" => "Keypair",
+        "PROJECT" => "Project",
+        "DOMAIN" => "Domain",
+        "RESOURCE_GROUP" => "Resource group",
+        other => panic!("a layer {other}"),
+    };
+    let binding = label(cpu["bindingLayer"].as_str().expect("a binding layer in the demo"));
     assert!(tip.contains(&format!("Binding: {binding}")), "{tip}");
     for layer in cpu["layers"].as_array().expect("layers") {
-        let name = layer["layer"].as_str().expect("layer");
+        let name = label(layer["layer"].as_str().expect("layer"));
         let limit = layer["limit"].as_f64().map_or("unlimited".to_owned(), shown);
         let mark = if name == binding { " (binding)" } else { "" };
         assert!(tip.contains(&format!("{name}{mark}\t{limit}\t")), "{name} {limit} in {tip}");
     }
 
-    // Errors at their fields: the empty name's, at the name.
+    // Opened empty, nothing is marked wrong, and Launch waits for a name; then errors at
+    // their fields: a bad name at the name, too little memory at the memory (in binary
+    // units), too many CPUs at the CPUs, and Launch not offered meanwhile.
+    assert_eq!(r["openedClean"], json!({"errors": 0, "launchDisabled": true}), "{r}");
     assert!(r["nameError"].as_str().expect("name error").contains("name"), "{r}");
     assert_eq!(r["nameInvalid"], "true");
+    let mem = r["memError"].as_str().expect("a memory error");
+    assert!(mem.contains("512 MiB") && mem.contains("`mem`"), "{mem}");
+    assert_eq!(r["cpuErrorWithMem"], 0, "{r}");
+    assert_eq!(r["cpuError"], 1, "{r}");
+    assert_eq!(r["launchDisabledWhenBad"], true, "{r}");
     // The dry run's verdict before Launch: too big says why; the three fit.
     assert!(r["verdictTooBig"].as_str().expect("verdict").contains("`cpu`"), "{r}");
     assert!(r["verdictFits"].as_str().expect("verdict").starts_with("Fits now"), "{r}");
@@ -180,6 +212,9 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     assert_eq!(r["aliceSawRunning"], true);
     assert_eq!(r["adminOwners"], json!(["alice@example.com", "alice@example.com", "alice@example.com"]));
     assert!(!r["bobNames"].to_string().contains("page-multi"), "{r}");
+    // The admin's CSV has the owner, as the admin's list has.
+    assert!(r["adminCsvHeader"].as_str().expect("header").starts_with("Name,Owner,"), "{r}");
+    assert_eq!((&r["adminHeaders"][1], &r["adminHeaders"][2]), (&json!("Name"), &json!("Owner")), "{r}");
     // A waiting session: its status, its place in the resource group's queue, and why.
     let waiting = &r["waiting"];
     assert_eq!(waiting["status"], "PENDING", "{r}");
@@ -194,11 +229,18 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     assert!(running_after.contains("page-multi-1") && running_after.contains("page-multi-3"), "{r}");
     assert!(!running_after.contains("page-multi-2"), "{r}");
     assert!(r["finishedAfter"].to_string().contains("page-multi-2"), "{r}");
+    // Terminate asks first; Cancel leaves the session; the outcome is said as it was.
+    assert_eq!(r["confirmTitle"], "Terminate page-multi-2?", "{r}");
+    assert_eq!(r["cancelledKeepsIt"], true, "{r}");
+    assert_eq!(r["terminateLine"], "1 session asked to terminate.", "{r}");
+    assert_eq!(r["finishedTerminateLine"], "Nothing to terminate. 1 had already ended or is ending.", "{r}");
+    assert_eq!(r["confirmFocus"], "confirm-cancel", "{r}");
     // The tabs' counts, before (as the API gave them) and after: three launched and one of
     // them ended, and the one that waited cancelled.
     let tabs = |r: i64, f: i64| json!({"running": format!("Running ({r})"), "finished": format!("Finished ({f})")});
     assert_eq!(r["countsBefore"], tabs(running, finished));
-    assert_eq!(r["countsAfter"], tabs(running + 2, finished + 2));
+    // (And page-moves, launched to move the list, ended.)
+    assert_eq!(r["countsAfter"], tabs(running + 2, finished + 3));
 
     // The CSV holds the rows of the view it was asked from.
     let csv = r["csv"].as_str().expect("csv");
@@ -214,6 +256,23 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
     let detail = r["detail"].as_str().expect("detail");
     for part in ["Status transitions", "CREATING → RUNNING", "Scheduling history", "Logs"] {
         assert!(detail.contains(part), "{part} in {detail}");
+    }
+
+    // Left open, the detail panel followed its session from PENDING to TERMINATED, each
+    // log line on a line of its own, as the API has them.
+    let followed: Vec<&str> = r["followed"].as_array().expect("statuses").iter().filter_map(Value::as_str).collect();
+    assert_eq!(followed.first(), Some(&"PENDING"), "{r}");
+    assert_eq!(followed.last(), Some(&"TERMINATED"), "{r}");
+    assert!(followed.contains(&"RUNNING"), "{r}");
+    let transitions = r["followedTransitions"].as_array().expect("transitions");
+    assert!(transitions.last().and_then(Value::as_str).is_some_and(|t| t.contains("→ TERMINATED")), "{r}");
+    assert!(!r["apiLogs"].as_array().expect("logs").is_empty(), "{r}");
+    assert_eq!(r["followedLogs"], r["apiLogs"], "{r}");
+    // A 390 px phone: every field of the launcher within the screen.
+    let fields = r["phoneFields"].as_array().expect("fields");
+    assert!(fields.len() >= 10, "{r}");
+    for f in fields {
+        assert!(f["left"].as_i64() >= Some(0) && f["right"].as_i64() <= Some(390), "off the screen: {f}");
     }
 
     // Column settings by keyboard, kept over a reload; NAME cannot be hidden.
@@ -246,7 +305,7 @@ async fn the_sessions_page_works_in_a_real_browser(mut app: TestApp) {
             violations.iter().filter(|v| v["impact"] == "serious" || v["impact"] == "critical").collect();
         assert!(serious.is_empty(), "{view}: {serious:#?}");
     }
-    for shot in ["list", "launcher", "detail"] {
+    for shot in ["list", "launcher", "detail", "phone"] {
         let path = artifacts.join(format!("sessions-page-{shot}.png"));
         assert!(std::fs::metadata(&path).is_ok_and(|m| m.len() > 1000), "a screenshot: {}", path.display());
     }

@@ -49,6 +49,19 @@ export class ApiError extends Error {
   }
 }
 
+/** Called when the server no longer accepts the token (revoked, or deleted). */
+let onRefused: (() => void) | null = null;
+
+/** What to do when the server refuses the signed-in token: back to signing in. */
+export function whenTokenRefused(handler: () => void): void {
+  onRefused = handler;
+}
+
+/** Tells the page that the server refused the token. */
+export function tokenRefused(): void {
+  onRefused?.();
+}
+
 /** Sends one operation and returns its data; any error in the answer throws an ApiError. */
 export async function gql<T>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
@@ -68,7 +81,9 @@ export async function gql<T>(query: string, variables: Record<string, unknown> =
   }
   if (body.errors?.length) {
     const first = body.errors[0];
-    throw new ApiError(first.extensions?.code ?? 'ERROR', first.message, body.errors);
+    const code = first.extensions?.code ?? 'ERROR';
+    if (code === 'UNAUTHENTICATED' && t) tokenRefused();
+    throw new ApiError(code, first.message, body.errors);
   }
   if (body.data === undefined || body.data === null) throw new ApiError('ERROR', 'The answer had no data.', []);
   return body.data;

@@ -1,8 +1,11 @@
-// The detail panel of one session: its scheduling history, status transitions, logs (live
-// while it runs) and, for an interactive session whose engine offers one, a terminal.
+// The detail panel of one session: its status, scheduling history, status transitions, logs
+// and, for an interactive session whose engine offers it to the viewer, a terminal. Left
+// open, it follows the session: each event of it (a status change, a rename, an
+// extension) reads it again, and its log grows line by line until it has ended.
 
 import { ApiError, gql } from './api.js';
 import { byId, fill, h, when } from './dom.js';
+import { typeLabel } from './labels.js';
 import { authorization, subscribe, type Subscription, wsUrl } from './live.js';
 
 interface Detail {
@@ -16,60 +19,125 @@ interface Detail {
   apps: { name: string; url: string | null }[];
   statusTransitions: { fromStatus: string | null; toStatus: string; occurredAt: string; reason: string | null }[];
   schedulingHistory: {
-    edges: { node: { phase: string; result: string; message: string; attempts: number; createdAt: string } }[];
+    edges: {
+      node: { phase: string; result: string; message: string; attempts: number; createdAt: string; lastTriedAt: string };
+    }[];
   };
-  logs: string[];
+}
+
+/** Where the panel's session is listed: its events come through that list's feed. */
+export interface Listed {
+  project: string;
+  scope: 'MINE' | 'PROJECT';
 }
 
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
   pendingReasons { message } apps { name url }
   statusTransitions { fromStatus toStatus occurredAt reason }
-  schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt } } }
-  logs(tail: 200) } }`;
+  schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 
-const LOGS = `subscription PageLogs($id: ID!) { sessionLogs(sessionId: $id, tail: 0) }`;
+/** Its last 200 lines, then each new one until it has ended (at once, if it has). */
+const LOGS = `subscription PageLogs($id: ID!) { sessionLogs(sessionId: $id, tail: 200) }`;
 
-const ENDED = new Set(['TERMINATED', 'CANCELLED', 'ERROR']);
+const EVENTS = `subscription PageSessionEvents($p: ID!, $scope: SessionScope, $id: ID, $after: String) {
+  sessionEvents(projectId: $p, scope: $scope, sessionId: $id, after: $after) { cursor kind toStatus }
+}`;
 
-let following: Subscription | null = null;
-let terminal: WebSocket | null = null;
+/** What the open panel follows; closed with it. */
+let open: { logs: Subscription | null; events: Subscription | null; terminal: WebSocket | null; timer?: number } = {
+  logs: null,
+  events: null,
+  terminal: null,
+};
+/** Reads of the panel asked so far: an answer to an older one is dropped. */
+let asked = 0;
 
 function stop(): void {
-  following?.close();
-  following = null;
-  terminal?.close(1000);
-  terminal = null;
+  open.logs?.close();
+  open.events?.close();
+  open.terminal?.close(1000);
+  window.clearTimeout(open.timer);
+  open = { logs: null, events: null, terminal: null };
+  asked += 1;
 }
 
-/** Opens the panel for session `id`. */
-export async function openDetail(id: string, name: string): Promise<void> {
+/** Opens the panel for session `id`, listed in `listed`, and follows it while open. */
+export async function openDetail(id: string, name: string, listed: Listed): Promise<void> {
   stop();
   const panel = byId<HTMLDialogElement>('detail');
   const body = byId('detail-body');
   fill(byId('detail-title'), name);
-  fill(body, h('p', {}, 'Loading…'));
+  const summary = h('div', { class: 'detail-summary', 'aria-live': 'polite' }, h('p', {}, 'Loading…'));
+  const logs = h('pre', { class: 'logs', tabindex: 0, 'aria-label': 'Logs' });
+  const terminalSlot = h('div', {});
+  fill(body, summary, h('h3', {}, 'Logs'), logs, terminalSlot);
   byId('detail-close').onclick = () => panel.close();
   panel.onclose = stop;
   if (!panel.open) panel.showModal();
-  let s: Detail | null;
-  try {
-    s = (await gql<{ session: Detail | null }>(DETAIL, { id })).session;
-  } catch (e) {
-    fill(body, h('p', {}, e instanceof ApiError ? e.message : String(e)));
-    return;
-  }
-  if (!s) {
-    fill(body, h('p', {}, 'This session does not exist.'));
-    return;
-  }
-  const logs = h('pre', { class: 'logs', tabindex: 0, 'aria-label': 'Logs' }, s.logs.join('\n'));
+
+  const read = async (): Promise<void> => {
+    const ask = ++asked;
+    let s: Detail | null;
+    try {
+      s = (await gql<{ session: Detail | null }>(DETAIL, { id })).session;
+    } catch (e) {
+      if (ask === asked) fill(summary, h('p', {}, e instanceof ApiError ? e.message : String(e)));
+      return;
+    }
+    if (ask !== asked) return;
+    if (!s) {
+      fill(summary, h('p', {}, 'This session does not exist.'));
+      return;
+    }
+    fill(byId('detail-title'), s.name);
+    renderSummary(summary, s);
+    // Once offered (it runs now), the terminal opens; it stays as long as the panel.
+    if (!open.terminal) {
+      const app = s.apps.find((a) => a.name === 'terminal' && a.url);
+      if (app?.url) fill(terminalSlot, terminalView(app.url));
+    }
+  };
+  await read();
+
+  // Each line on a line of its own, whenever it comes.
+  open.logs = subscribe<{ sessionLogs: string }>(LOGS, {
+    variables: () => ({ id }),
+    next: (data) => {
+      const stick = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
+      logs.append(data.sessionLogs.endsWith('\n') ? data.sessionLogs : `${data.sessionLogs}\n`);
+      if (stick) logs.scrollTop = logs.scrollHeight;
+    },
+    // The feed starts again with its tail after a drop: the lines start again too.
+    state: (up) => {
+      if (up) logs.replaceChildren();
+    },
+    error: () => false,
+  });
+  // Every event of this session reads the panel again (a burst, once).
+  let cursor: string | null = null;
+  open.events = subscribe<{ sessionEvents: { cursor: string } }>(EVENTS, {
+    variables: () => ({ p: listed.project, scope: listed.scope, id, after: cursor }),
+    next: (data) => {
+      cursor = data.sessionEvents.cursor;
+      window.clearTimeout(open.timer);
+      open.timer = window.setTimeout(() => void read(), 150);
+    },
+    // Connected (again): what happened meanwhile is read at once.
+    state: (up) => {
+      if (up) void read();
+    },
+    error: (code) => code === 'LAGGED',
+  });
+}
+
+function renderSummary(summary: HTMLElement, s: Detail): void {
   fill(
-    body,
+    summary,
     h(
       'p',
       {},
-      h('span', { class: `status status-${s.status.toLowerCase()}` }, s.status),
-      ` ${s.type}`,
+      h('span', { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status }, s.status),
+      ` ${typeLabel(s.type)}`,
       s.statusInfo ? ` — ${s.statusInfo}` : '',
     ),
     s.status === 'PENDING'
@@ -92,7 +160,11 @@ export async function openDetail(id: string, name: string): Promise<void> {
     h(
       'table',
       { class: 'history' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'When'), h('th', {}, 'Phase'), h('th', {}, 'Result'), h('th', {}, 'Message'))),
+      h(
+        'thead',
+        {},
+        h('tr', {}, h('th', {}, 'When'), h('th', {}, 'Phase'), h('th', {}, 'Result'), h('th', {}, 'Message')),
+      ),
       h(
         'tbody',
         {},
@@ -103,31 +175,17 @@ export async function openDetail(id: string, name: string): Promise<void> {
             h('td', {}, when(e.createdAt)),
             h('td', {}, e.phase),
             h('td', {}, e.result),
-            h('td', {}, e.message, e.attempts > 1 ? ` (×${e.attempts})` : ''),
+            h(
+              'td',
+              {},
+              e.message,
+              e.attempts > 1 ? ` (×${e.attempts}, last ${when(e.lastTriedAt)})` : '',
+            ),
           ),
         ),
       ),
     ),
-    h('h3', {}, 'Logs'),
-    logs,
-    // Only where the engine offers one (the app then has its address).
-    terminalOf(s),
   );
-  if (!ENDED.has(s.status)) {
-    following = subscribe<{ sessionLogs: string }>(LOGS, {
-      variables: () => ({ id }),
-      next: (data) => {
-        logs.append(data.sessionLogs.endsWith('\n') ? data.sessionLogs : `${data.sessionLogs}\n`);
-        logs.scrollTop = logs.scrollHeight;
-      },
-      error: () => false,
-    });
-  }
-}
-
-function terminalOf(s: Detail): HTMLElement | null {
-  const app = s.apps.find((a) => a.name === 'terminal' && a.url);
-  return app?.url ? terminalView(app.url) : null;
 }
 
 /** A line-at-a-time terminal over the app's WebSocket (`/sessions/<id>/terminal`). */
@@ -136,7 +194,7 @@ function terminalView(path: string): HTMLElement {
   const line = h('input', { type: 'text', id: 'terminal-input', autocomplete: 'off' });
   const ws = new WebSocket(wsUrl(path));
   ws.binaryType = 'arraybuffer';
-  terminal = ws;
+  open.terminal = ws;
   const decoder = new TextDecoder();
   ws.onopen = () =>
     ws.send(JSON.stringify({ type: 'connection_init', payload: authorization(), cols: 100, rows: 30 }));

@@ -33,18 +33,36 @@ const LAUNCH_ONE = `mutation PageLaunchOne($input: LaunchSessionInput!) { launch
 const LAUNCH = `mutation PageLaunch($count: Int!, $input: LaunchSessionInput!) {
   launchSessions(count: $count, input: $input) { sessions { id } } }`;
 
-/** The form's fields by the input path the API names in its problems. */
+/** The form's fields by the input path the API names in its problems. The resources go in
+ * the order the form sends them: CPU, memory, then the accelerator. */
 const FIELDS: Record<string, string> = {
   'input.name': 'launch-name',
   'input.image': 'launch-image',
   'input.type': 'launch-type',
   'input.resourceGroup': 'launch-group',
+  'input.resources[0]': 'launch-cpu',
+  'input.resources[1]': 'launch-mem',
+  'input.resources[2]': 'launch-accel',
   'input.resources': 'launch-cpu',
   'input.clusterSize': 'launch-cluster',
   'input.environment': 'launch-env',
   'input.startupCommand': 'launch-command',
   count: 'launch-count',
 };
+
+/** The field a problem is about: its path, or the most specific known prefix of it. */
+function fieldOf(p: Problem): string | null {
+  const path = p.field ?? (p.code === 'NAME_TAKEN' ? 'input.name' : null);
+  if (!path) return null;
+  const keys = Object.keys(FIELDS).sort((a, b) => b.length - a.length);
+  const key = keys.find((f) => path === f || path.startsWith(`${f}[`) || path.startsWith(`${f}.`));
+  return key ? FIELDS[key] : null;
+}
+
+/** Fields the user has changed since the launcher opened: only their problems are marked, so
+ * an empty form does not open full of errors. Pressing Launch marks every field. */
+const touched = new Set<string>();
+let submitted = false;
 
 let checkTimer: number | undefined;
 let asked = 0;
@@ -92,32 +110,56 @@ function input(project: string): { count: number; input: Record<string, unknown>
   };
 }
 
-function showProblems(problems: Problem[]): void {
+/** Marks each problem at its field (of the fields the user has touched, or all once Launch
+ * was pressed); returns the problems shown. */
+function showProblems(problems: Problem[]): Problem[] {
   for (const el of document.querySelectorAll('#launch-form .field-error')) el.remove();
-  for (const id of Object.values(FIELDS)) byId(id).removeAttribute('aria-invalid');
+  for (const id of Object.values(FIELDS)) {
+    byId(id).removeAttribute('aria-invalid');
+    byId(id).removeAttribute('aria-describedby');
+  }
+  const shown: Problem[] = [];
+  const marked = new Set<string>();
   for (const p of problems) {
-    const key = Object.keys(FIELDS).find((f) => p.field === f || p.field?.startsWith(`${f}[`) || p.field?.startsWith(`${f}.`));
-    const id = key ? FIELDS[key] : null;
-    if (!id) continue;
+    const id = fieldOf(p);
+    if (id && !submitted && !touched.has(id)) continue;
+    shown.push(p);
+    if (!id || marked.has(id)) continue;
+    marked.add(id);
     const field = byId(id);
     field.setAttribute('aria-invalid', 'true');
     const note = h('p', { class: 'field-error', id: `${id}-error` }, p.message);
     field.setAttribute('aria-describedby', `${id}-error`);
     field.closest('.field')?.append(note);
   }
+  return shown;
 }
 
 function showVerdict(v: Verdict | null, text?: string): void {
   const el = byId('verdict');
+  const submit = byId<HTMLButtonElement>('launch-submit');
   if (!v) {
     fill(el, text ?? '');
     el.className = '';
+    submit.disabled = false;
     return;
   }
+  // Launch is offered only when the dry run says it can launch.
+  submit.disabled = !v.valid;
   if (!v.valid) {
+    const shown = showProblems(v.problems);
+    if (!shown.length) {
+      // Nothing touched is wrong yet: say what is missing, without alarm.
+      el.className = '';
+      fill(el, v.problems.some((p) => fieldOf(p) === 'launch-name') ? 'Name the session to launch it.' : 'Complete the form to launch.');
+      return;
+    }
     el.className = 'verdict-bad';
-    fill(el, h('strong', {}, 'Cannot launch: '), v.problems.map((p) => p.message).join(' '));
-  } else if (v.fitsNow) {
+    fill(el, h('strong', {}, 'Cannot launch: '), shown.map((p) => p.message).join(' '));
+    return;
+  }
+  showProblems([]);
+  if (v.fitsNow) {
     el.className = 'verdict-good';
     fill(el, h('strong', {}, 'Fits now: '), 'it will start as soon as it is launched.');
   } else {
@@ -131,20 +173,22 @@ async function check(project: string): Promise<void> {
   const ask = ++asked;
   const { count, input: i, local } = input(project);
   if (local.length) {
-    showProblems(local);
     showVerdict({ valid: false, fitsNow: false, problems: local, pendingReasons: [] });
     return;
   }
   try {
     const v = (await gql<{ checkLaunch: Verdict }>(CHECK, { count, input: i })).checkLaunch;
     if (ask !== asked) return;
-    showProblems(v.problems);
     showVerdict(v);
   } catch (e) {
     if (ask !== asked) return;
     const problems = e instanceof ApiError ? e.problems() : [];
-    showProblems(problems);
-    showVerdict({ valid: false, fitsNow: false, problems: problems.length ? problems : [{ code: 'ERROR', field: null, message: String(e instanceof ApiError ? e.message : e) }], pendingReasons: [] });
+    showVerdict({
+      valid: false,
+      fitsNow: false,
+      problems: problems.length ? problems : [{ code: 'ERROR', field: null, message: String(e instanceof ApiError ? e.message : e) }],
+      pendingReasons: [],
+    });
   }
 }
 
@@ -184,23 +228,30 @@ async function loadCatalog(project: string): Promise<void> {
 export function openLauncher(s: LauncherState, launched: () => void): void {
   const dialog = byId<HTMLDialogElement>('launcher');
   const form = byId<HTMLFormElement>('launch-form');
-  catalog ??= loadCatalog(s.project.id);
-  const recheck = (): void => {
+  // A catalog that could not be read (the server away) is asked again at the next click.
+  catalog ??= loadCatalog(s.project.id).catch((e: unknown) => {
+    catalog = null;
+    throw e;
+  });
+  const recheck = (e?: Event): void => {
+    const id = (e?.target as HTMLElement | null)?.id;
+    if (id) touched.add(id === 'launch-accel-slot' ? 'launch-accel' : id);
     window.clearTimeout(checkTimer);
     checkTimer = window.setTimeout(() => void check(s.project.id), 200);
   };
   form.oninput = recheck;
   form.onchange = recheck;
-  byId<HTMLInputElement>('launch-multiple').onchange = () => {
+  byId<HTMLInputElement>('launch-multiple').onchange = (e) => {
     byId('launch-count-field').hidden = !byId<HTMLInputElement>('launch-multiple').checked;
-    recheck();
+    recheck(e);
   };
   byId('launch-cancel').onclick = () => dialog.close();
   form.onsubmit = async (e) => {
     e.preventDefault();
+    submitted = true;
     const { count, input: i, local } = input(s.project.id);
     if (local.length) {
-      showProblems(local);
+      showVerdict({ valid: false, fitsNow: false, problems: local, pendingReasons: [] });
       return;
     }
     const button = byId<HTMLButtonElement>('launch-submit');
@@ -216,21 +267,31 @@ export function openLauncher(s: LauncherState, launched: () => void): void {
       form.reset();
       byId('launch-count-field').hidden = true;
       fillImages();
+      touched.clear();
+      submitted = false;
       showProblems([]);
       showVerdict(null);
       fill(byId('status-line'), made === 1 ? 'Launched 1 session.' : `Launched ${made} sessions.`);
       launched();
     } catch (err) {
       const problems = err instanceof ApiError ? err.problems() : [];
+      if (err instanceof ApiError && err.code === 'NAME_TAKEN' && !problems.length) {
+        problems.push({ code: err.code, field: 'input.name', message: err.message });
+      }
       showProblems(problems);
       showVerdict(null, err instanceof ApiError ? err.message : String(err));
-    } finally {
-      button.disabled = false;
     }
   };
-  void catalog.then(() => {
-    dialog.showModal();
-    byId('launch-name').focus();
-    void check(s.project.id);
-  });
+  catalog.then(
+    () => {
+      touched.clear();
+      submitted = false;
+      if (!dialog.open) dialog.showModal();
+      byId('launch-name').focus();
+      void check(s.project.id);
+    },
+    (e: unknown) => {
+      fill(byId('status-line'), `The launcher could not open: ${e instanceof ApiError ? e.message : String(e)} Try again.`);
+    },
+  );
 }

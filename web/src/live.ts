@@ -1,7 +1,7 @@
 // Subscriptions over `/graphql/ws` (the graphql-transport-ws protocol), each on a socket
 // of its own, that come back after a dropped connection: the caller says where to resume.
 
-import { token } from './api.js';
+import { gql, token } from './api.js';
 
 /** The WebSocket address of `path` on this server (`ws:` or `wss:` as the page is served). */
 export function wsUrl(path: string): URL {
@@ -32,12 +32,22 @@ export interface Handlers<T> {
   complete?(): void;
 }
 
-/** Subscribes to `query`, reconnecting after a drop (1 s, doubling to 30 s) until closed. */
+/** The longest wait between two tries to reconnect: a server back up is seen within it. */
+const MOST_DELAY = 4000;
+
+/** Subscribes to `query`, reconnecting after a drop (0.5 s, doubling to 4 s, and at once
+ * when the browser is back online) until closed. */
 export function subscribe<T>(query: string, handlers: Handlers<T>): Subscription {
   let socket: WebSocket | null = null;
   let closed = false;
-  let delay = 1000;
+  let delay = 500;
   let timer: number | undefined;
+  const now = (): void => {
+    if (closed || socket) return;
+    window.clearTimeout(timer);
+    connect();
+  };
+  window.addEventListener('online', now);
 
   const connect = (): void => {
     if (closed) return;
@@ -51,7 +61,7 @@ export function subscribe<T>(query: string, handlers: Handlers<T>): Subscription
       const message = JSON.parse(String(event.data));
       switch (message.type) {
         case 'connection_ack':
-          delay = 1000;
+          delay = 500;
           handlers.state?.(true);
           ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query, variables: handlers.variables() } }));
           break;
@@ -83,14 +93,18 @@ export function subscribe<T>(query: string, handlers: Handlers<T>): Subscription
     };
     ws.onclose = (event) => {
       if (socket === ws) socket = null;
-      // 4403: the token no longer allows it; retrying would not help.
+      // 4403: the token no longer allows it; retrying would not help. A token revoked
+      // altogether sends the page back to signing in (the probe's refusal does).
       if (closed || finished || event.code === 4403) {
-        if (event.code === 4403) handlers.error?.('FORBIDDEN', 'Your credentials no longer allow this.');
+        if (event.code === 4403) {
+          handlers.error?.('FORBIDDEN', 'Your credentials no longer allow this.');
+          void gql('query PageProbe { viewer { user { email } } }').catch(() => undefined);
+        }
         return;
       }
       handlers.state?.(false);
       timer = window.setTimeout(connect, delay);
-      delay = Math.min(delay * 2, 30000);
+      delay = Math.min(delay * 2, MOST_DELAY);
     };
   };
   connect();
@@ -98,6 +112,7 @@ export function subscribe<T>(query: string, handlers: Handlers<T>): Subscription
     close() {
       closed = true;
       window.clearTimeout(timer);
+      window.removeEventListener('online', now);
       socket?.close(1000);
     },
   };

@@ -1,7 +1,7 @@
 // The Sessions page: sign-in, the resource panel, the list with its tabs, filter, columns
 // and live rows, the launcher, the detail panel. Everything through the public API.
 
-import { ApiError, gql, setToken, token } from './api.js';
+import { ApiError, gql, setToken, token, whenTokenRefused } from './api.js';
 import { type Column, COLUMNS, type Row } from './columns.js';
 import { openDetail } from './detail.js';
 import { byId, fill, h } from './dom.js';
@@ -9,17 +9,25 @@ import { openLauncher } from './launcher.js';
 import { subscribe, type Subscription } from './live.js';
 import { renderPanel } from './panel.js';
 
+type Scope = 'MINE' | 'PROJECT';
+
+interface ColumnSetting {
+  column: string;
+  visible: boolean;
+}
+
 interface Viewer {
   user: { email: string; fullName: string; role: string };
-  projects: { id: string; name: string }[];
-  settings: { resourcePanelView: string; sessionListColumns: { column: string; visible: boolean }[] };
+  projects: { id: string; name: string; sessionScopes: Scope[] }[];
+  /** As set (`sessionListColumns`), and as everyone's sessions show them (`everyone`). */
+  settings: { resourcePanelView: string; sessionListColumns: ColumnSetting[]; everyone: ColumnSetting[] };
 }
 
 /** What the page shows now. */
 export interface State {
   viewer: Viewer;
-  project: { id: string; name: string };
-  scope: 'MINE' | 'PROJECT';
+  project: { id: string; name: string; sessionScopes: Scope[] };
+  scope: Scope;
   tab: 'RUNNING' | 'FINISHED';
   type: string;
   order: { field: string; direction: 'ASC' | 'DESC' };
@@ -32,8 +40,9 @@ export interface State {
 
 const PAGE_SIZE = 20;
 
-const VIEWER = `query PageViewer { viewer { user { email fullName role } projects { id name }
-  settings { resourcePanelView sessionListColumns { column visible } } } }`;
+const VIEWER = `query PageViewer { viewer { user { email fullName role } projects { id name sessionScopes }
+  settings { resourcePanelView sessionListColumns { column visible }
+    everyone: sessionListColumns(scope: PROJECT) { column visible } } } }`;
 
 const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: SessionFilter, $counted: SessionFilter,
   $order: [SessionOrder!], $first: Int, $after: String, $last: Int, $before: String) {
@@ -49,8 +58,17 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
 }`;
 
 const EVENTS = `subscription PageEvents($p: ID!, $scope: SessionScope, $after: String) {
-  sessionEvents(projectId: $p, scope: $scope, after: $after) { cursor kind sessionId toStatus }
+  sessionEvents(projectId: $p, scope: $scope, after: $after) { cursor kind sessionId toStatus session { name statusInfo } }
 }`;
+
+/** An event of the list's feed, as the page reads it. */
+interface ListEvent {
+  cursor: string;
+  kind: string;
+  sessionId: string;
+  toStatus: string;
+  session: { name: string; statusInfo: string | null } | null;
+}
 
 let state: State | null = null;
 let events: Subscription | null = null;
@@ -66,6 +84,12 @@ function route(): { admin: boolean; project: string | null } {
   if (admin) return { admin: true, project: decodeURIComponent(admin[1]) };
   const user = location.pathname.match(/^\/project\/([^/]+)\/session\/?$/);
   return { admin: false, project: user ? decodeURIComponent(user[1]) : null };
+}
+
+/** The page of a project's list in `scope`. */
+function pathOf(project: string, scope: Scope): string {
+  const name = encodeURIComponent(project);
+  return scope === 'PROJECT' ? `/admin/project/${name}/session` : `/project/${name}/session`;
 }
 
 function notice(text: string | null): void {
@@ -88,6 +112,18 @@ async function start(): Promise<void> {
     events?.close();
     location.reload();
   });
+  // A token the server stops accepting (revoked, its user gone): back to signing in, with
+  // nothing of the old view left on screen.
+  whenTokenRefused(() => {
+    if (!token()) return;
+    setToken(null);
+    events?.close();
+    events = null;
+    state = null;
+    fill(byId('table'));
+    fill(byId('bars'));
+    showSignIn('Your token is no longer accepted: sign in again.');
+  });
   if (token()) await signIn();
   else showSignIn(null);
 }
@@ -95,10 +131,36 @@ async function start(): Promise<void> {
 function showSignIn(error: string | null): void {
   byId('signin').hidden = false;
   byId('app').hidden = true;
+  byId('who').textContent = '';
   const el = byId('signin-error');
   el.hidden = !error;
   el.textContent = error ?? '';
   byId<HTMLInputElement>('token').focus();
+}
+
+/** The project switcher and the link between one's own and everyone's sessions. */
+function navigation(viewer: Viewer, project: Viewer['projects'][number] | undefined, scope: Scope): void {
+  const select = byId<HTMLSelectElement>('project-switch');
+  fill(select, viewer.projects.map((p) => h('option', { value: p.name }, p.name)));
+  select.hidden = viewer.projects.length === 0;
+  byId('project-switch-label').hidden = select.hidden;
+  if (project) select.value = project.name;
+  select.onchange = () => {
+    const next = viewer.projects.find((p) => p.name === select.value);
+    if (!next) return;
+    // The same view there when it may be read, else the one that may.
+    const to = next.sessionScopes.includes(scope) ? scope : next.sessionScopes[0];
+    if (to) location.assign(pathOf(next.name, to));
+  };
+  const link = byId<HTMLAnchorElement>('view-link');
+  const other: Scope = scope === 'PROJECT' ? 'MINE' : 'PROJECT';
+  if (project && project.sessionScopes.includes(other)) {
+    link.hidden = false;
+    link.href = pathOf(project.name, other);
+    link.textContent = other === 'PROJECT' ? 'Everyone’s sessions' : 'My sessions';
+  } else {
+    link.hidden = true;
+  }
 }
 
 async function signIn(): Promise<void> {
@@ -115,27 +177,33 @@ async function signIn(): Promise<void> {
   }
   const where = route();
   if (!where.project) {
-    // `/` and anything else: the default project's page.
-    const home = viewer.projects.find((p) => p.name === 'default') ?? viewer.projects[0];
-    if (home) {
-      history.replaceState(null, '', `/project/${encodeURIComponent(home.name)}/session`);
-    }
+    // `/` and anything else: the default project's page, in the view the viewer may read.
+    const home = viewer.projects.find((p) => p.name === 'default' && p.sessionScopes.length) ??
+      viewer.projects.find((p) => p.sessionScopes.length);
+    if (home) history.replaceState(null, '', pathOf(home.name, home.sessionScopes[0]));
   }
-  const name = route().project;
+  const { admin, project: name } = route();
+  const scope: Scope = admin ? 'PROJECT' : 'MINE';
   const project = viewer.projects.find((p) => p.name === name);
   byId('signin').hidden = true;
   byId('app').hidden = false;
   fill(byId('who'), `${viewer.user.fullName || viewer.user.email} (${viewer.user.email}, ${viewer.user.role})`);
-  if (!project) {
+  navigation(viewer, project, scope);
+  if (!project || !project.sessionScopes.includes(scope)) {
+    // Nothing of a list that cannot be read: no panel, no list, no Launch.
     fill(byId('project-name'), 'Sessions');
-    notice(name ? `There is no project “${name}” you may open.` : 'You belong to no project.');
     byId('workspace').hidden = true;
+    if (!name) notice('You belong to no project.');
+    else if (!project) notice(`There is no project “${name}” you may open.`);
+    else if (scope === 'PROJECT') {
+      notice(`Refused: listing everyone’s sessions in ${project.name} needs an administrator of its domain.`);
+    } else notice(`Refused: you are not a member of ${project.name}; its administrators list its sessions for everyone.`);
     return;
   }
   state = {
     viewer,
     project,
-    scope: where.admin ? 'PROJECT' : 'MINE',
+    scope,
     tab: 'RUNNING',
     type: '',
     order: { field: 'CREATED_AT', direction: 'DESC' },
@@ -145,8 +213,10 @@ async function signIn(): Promise<void> {
     fetchedAt: Date.now(),
     selected: new Set(),
   };
-  fill(byId('project-name'), where.admin ? `Sessions of ${project.name} (all users)` : `Sessions of ${project.name}`);
+  fill(byId('project-name'), admin ? `Sessions of ${project.name} (all users)` : `Sessions of ${project.name}`);
   document.title = `${project.name} · Sessions · sessiond`;
+  // Launching is a member's: an administrator who is not one lists, and cannot launch.
+  byId('launch-button').hidden = !project.sessionScopes.includes('MINE');
   wire(state);
   await Promise.all([refresh(), renderPanel(state)]);
   follow(state);
@@ -184,7 +254,7 @@ function wire(s: State): void {
     void refresh();
   });
   byId('launch-button').addEventListener('click', () => openLauncher(s, () => void refresh()));
-  byId('terminate-button').addEventListener('click', () => void terminate(s));
+  byId('terminate-button').addEventListener('click', () => confirmTerminate(s));
   byId('csv-button').addEventListener('click', () => void download(s));
   byId('columns-button').addEventListener('click', () => openColumns(s));
 }
@@ -196,6 +266,10 @@ function filter(s: State, withTab: boolean): Record<string, unknown> {
   return f;
 }
 
+/** A read that failed for want of the server is tried again this soon. */
+const RETRY_MS = 2000;
+let retryTimer: number | undefined;
+
 /** Reads the list and the counts again, as they now are. */
 export async function refresh(): Promise<void> {
   const s = state;
@@ -206,6 +280,7 @@ export async function refresh(): Promise<void> {
   };
   let data: Answer;
   const ask = ++listAsked;
+  window.clearTimeout(retryTimer);
   try {
     data = await gql<Answer>(LIST, {
       p: s.project.id,
@@ -216,11 +291,17 @@ export async function refresh(): Promise<void> {
       ...s.page,
     });
   } catch (e) {
-    if (ask !== listAsked) return;
-    notice(e instanceof ApiError && e.code === 'FORBIDDEN' ? `Refused: ${e.message}` : `The list could not be read: ${String(e)}`);
+    if (ask !== listAsked || state !== s) return;
+    const code = e instanceof ApiError ? e.code : 'ERROR';
+    if (code === 'UNAUTHENTICATED') return;
+    notice(code === 'FORBIDDEN' ? `Refused: ${(e as ApiError).message}` : `The list could not be read: ${String(e)}`);
+    // The server away, or failing for now: read again soon, whatever the live feed does.
+    if (code === 'NETWORK' || code === 'UNAVAILABLE' || code.startsWith('HTTP_')) {
+      retryTimer = window.setTimeout(() => void refresh(), RETRY_MS);
+    }
     return;
   }
-  if (ask !== listAsked) return;
+  if (ask !== listAsked || state !== s) return;
   notice(null);
   s.rows = data.sessions.edges.map((e) => e.node);
   s.pageInfo = data.sessions.pageInfo;
@@ -238,80 +319,194 @@ export async function refresh(): Promise<void> {
   renderTable(s);
 }
 
+/** The columns the list shows, as the API orders them for this list's scope. */
 function visibleColumns(s: State): Column[] {
-  const keys = s.viewer.settings.sessionListColumns.filter((c) => c.visible).map((c) => c.column);
-  // Everyone's sessions: whose each is, right after its name, whatever the settings say.
-  if (s.scope === 'PROJECT' && !keys.includes('OWNER')) keys.splice(keys.indexOf('NAME') + 1, 0, 'OWNER');
-  return keys.map((key) => COLUMNS.find((c) => c.key === key)).filter((c): c is Column => c !== undefined);
+  const settings = s.scope === 'PROJECT' ? s.viewer.settings.everyone : s.viewer.settings.sessionListColumns;
+  return settings
+    .filter((c) => c.visible)
+    .map((c) => COLUMNS.find((k) => k.key === c.column))
+    .filter((c): c is Column => c !== undefined);
 }
 
-function renderTable(s: State): void {
-  const columns = visibleColumns(s);
-  const head = h(
-    'tr',
-    {},
-    h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Select')),
-    columns.map((c) => {
-      const sorted = c.sort && s.order.field === c.sort;
-      const label = c.label;
-      return h(
-        'th',
-        { scope: 'col', 'aria-sort': sorted ? (s.order.direction === 'ASC' ? 'ascending' : 'descending') : null },
-        c.sort
-          ? h(
-              'button',
-              {
-                type: 'button',
-                class: 'sort',
-                onclick: () => {
-                  const field = c.sort as string;
-                  s.order =
-                    s.order.field === field
-                      ? { field, direction: s.order.direction === 'ASC' ? 'DESC' : 'ASC' }
-                      : { field, direction: field === 'NAME' ? 'ASC' : 'DESC' };
-                  s.page = { first: PAGE_SIZE };
-                  void refresh();
-                },
-              },
-              label,
-              sorted ? (s.order.direction === 'ASC' ? ' ▲' : ' ▼') : '',
-            )
-          : label,
-      );
-    }),
-  );
-  const body = s.rows.length
-    ? s.rows.map((r) =>
+/** Moves `node` before `before` in `parent`, keeping its focus and state where the browser
+ * can (`moveBefore`), else putting the focus back. */
+function place(parent: Element, node: Element, before: Element | null): void {
+  const mover = parent as Element & { moveBefore?: (n: Node, b: Node | null) => void };
+  if (node.parentNode === parent && typeof mover.moveBefore === 'function') {
+    mover.moveBefore(node, before);
+    return;
+  }
+  const focused = document.activeElement;
+  parent.insertBefore(node, before);
+  if (focused instanceof HTMLElement && node.contains(focused) && document.activeElement !== focused) focused.focus();
+}
+
+/** The header row, in place: a new one only when the columns change. */
+function renderHead(s: State, table: HTMLTableElement, columns: Column[]): void {
+  const keys = columns.map((c) => c.key).join(',');
+  let head = table.tHead;
+  if (!head || head.dataset.columns !== keys) {
+    const focusedSort = (document.activeElement as HTMLElement | null)?.dataset?.sort;
+    const row = h(
+      'tr',
+      {},
+      h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Select')),
+      columns.map((c) =>
         h(
-          'tr',
-          { 'data-session': r.id, 'data-status': r.status },
-          h(
-            'td',
-            {},
-            h('input', {
-              type: 'checkbox',
-              'aria-label': `Select ${r.name}`,
-              checked: s.selected.has(r.id),
-              onchange: (e: Event) => {
-                if ((e.target as HTMLInputElement).checked) s.selected.add(r.id);
-                else s.selected.delete(r.id);
-                updateSelection(s);
-              },
-            }),
-          ),
-          columns.map((c) =>
-            h(
-              'td',
-              { 'data-column': c.key },
-              c.key === 'NAME'
-                ? h('button', { type: 'button', class: 'link', onclick: () => openDetail(r.id, r.name) }, r.name)
-                : c.render(r),
-            ),
-          ),
+          'th',
+          { scope: 'col', 'data-column': c.key },
+          c.sort
+            ? h(
+                'button',
+                {
+                  type: 'button',
+                  class: 'sort',
+                  'data-sort': c.sort,
+                  onclick: () => {
+                    const field = c.sort as string;
+                    s.order =
+                      s.order.field === field
+                        ? { field, direction: s.order.direction === 'ASC' ? 'DESC' : 'ASC' }
+                        : { field, direction: field === 'NAME' ? 'ASC' : 'DESC' };
+                    s.page = { first: PAGE_SIZE };
+                    void refresh();
+                  },
+                },
+                c.label,
+              )
+            : c.label,
         ),
-      )
-    : [h('tr', {}, h('td', { colspan: columns.length + 1, class: 'empty' }, 'No sessions here.'))];
-  fill(byId('table'), h('thead', {}, head), h('tbody', {}, body));
+      ),
+    );
+    const fresh = h('thead', {}, row);
+    fresh.dataset.columns = keys;
+    if (head) head.replaceWith(fresh);
+    else table.prepend(fresh);
+    head = fresh;
+    if (focusedSort) head.querySelector<HTMLElement>(`button[data-sort="${focusedSort}"]`)?.focus();
+  }
+  for (const c of columns) {
+    const th = head.querySelector<HTMLElement>(`th[data-column="${c.key}"]`);
+    if (!th || !c.sort) continue;
+    const sorted = s.order.field === c.sort;
+    const direction = s.order.direction === 'ASC' ? 'ascending' : 'descending';
+    if (sorted) th.setAttribute('aria-sort', direction);
+    else th.removeAttribute('aria-sort');
+    const button = th.querySelector('button');
+    const text = `${c.label}${sorted ? (s.order.direction === 'ASC' ? ' ▲' : ' ▼') : ''}`;
+    if (button && button.textContent !== text) button.textContent = text;
+  }
+}
+
+/** One row's cells, made once; [`updateRow`] keeps them current. */
+function makeRow(s: State, r: Row, columns: Column[]): HTMLTableRowElement {
+  const tr = h(
+    'tr',
+    { 'data-session': r.id },
+    h(
+      'td',
+      {},
+      h('input', {
+        type: 'checkbox',
+        'aria-label': `Select ${r.name}`,
+        onchange: (e: Event) => {
+          const id = (e.target as HTMLElement).closest('tr')?.dataset.session;
+          if (!id) return;
+          if ((e.target as HTMLInputElement).checked) s.selected.add(id);
+          else s.selected.delete(id);
+          updateSelection(s);
+        },
+      }),
+    ),
+    columns.map((c) =>
+      h(
+        'td',
+        { 'data-column': c.key },
+        c.key === 'NAME'
+          ? h('button', {
+              type: 'button',
+              class: 'link',
+              onclick: (e: Event) => {
+                const row = s.rows.find((x) => x.id === (e.target as HTMLElement).closest('tr')?.dataset.session);
+                if (row) void openDetail(row.id, row.name, { project: s.project.id, scope: s.scope });
+              },
+            })
+          : null,
+      ),
+    ),
+  );
+  return tr;
+}
+
+/** Brings a row's cells up to `r`, touching only what changed (a focused name stays put). */
+function updateRow(s: State, tr: HTMLTableRowElement, r: Row, columns: Column[]): void {
+  const signature = JSON.stringify(r);
+  tr.dataset.status = r.status;
+  const box = tr.querySelector<HTMLInputElement>('input[type=checkbox]');
+  if (box) {
+    box.checked = s.selected.has(r.id);
+    box.setAttribute('aria-label', `Select ${r.name}`);
+  }
+  if (tr.dataset.signature === signature) return;
+  tr.dataset.signature = signature;
+  for (const c of columns) {
+    const cell = tr.querySelector<HTMLElement>(`td[data-column="${c.key}"]`);
+    if (!cell) continue;
+    if (c.key === 'NAME') {
+      const button = cell.querySelector('button');
+      if (button && button.textContent !== r.name) button.textContent = r.name;
+      continue;
+    }
+    fill(cell, c.render(r));
+  }
+}
+
+/** The table as the rows now are, patched in place: rows are kept by session, moved only
+ * when their place changes, and a cell is written only when its session changed, so live
+ * refreshes and sorting by keyboard leave the focus where it was. */
+function renderTable(s: State): void {
+  const table = byId<HTMLTableElement>('table');
+  const columns = visibleColumns(s);
+  const keys = columns.map((c) => c.key).join(',');
+  renderHead(s, table, columns);
+  let body = table.tBodies[0];
+  if (!body || body.dataset.columns !== keys) {
+    const fresh = h('tbody', {});
+    fresh.dataset.columns = keys;
+    if (body) body.replaceWith(fresh);
+    else table.append(fresh);
+    body = fresh;
+  }
+  if (!s.rows.length) {
+    fill(body, h('tr', {}, h('td', { colspan: columns.length + 1, class: 'empty' }, 'No sessions here.')));
+    updateSelection(s);
+    return;
+  }
+  const kept = new Map<string, HTMLTableRowElement>();
+  for (const tr of Array.from(body.rows)) {
+    const id = tr.dataset.session;
+    if (id) kept.set(id, tr);
+    else tr.remove();
+  }
+  const wanted = new Set(s.rows.map((r) => r.id));
+  for (const [id, tr] of kept) {
+    if (wanted.has(id)) continue;
+    // A focused row that goes hands the focus to the list, not to the page's end.
+    if (tr.contains(document.activeElement)) byId('table').focus();
+    tr.remove();
+    kept.delete(id);
+  }
+  let at: Element | null = body.firstElementChild;
+  for (const r of s.rows) {
+    let tr = kept.get(r.id);
+    if (!tr) tr = makeRow(s, r, columns);
+    updateRow(s, tr, r, columns);
+    if (tr === at) {
+      at = at.nextElementSibling;
+    } else {
+      place(body, tr, at);
+    }
+  }
   updateSelection(s);
 }
 
@@ -319,7 +514,8 @@ function updateSelection(s: State): void {
   const n = s.selected.size;
   const button = byId<HTMLButtonElement>('terminate-button');
   button.disabled = n === 0;
-  fill(button, n ? `Terminate ${n} selected` : 'Terminate selected');
+  const text = n ? `Terminate ${n} selected` : 'Terminate selected';
+  if (button.textContent !== text) fill(button, text);
 }
 
 /** The elapsed time of live sessions, ticking between reads. */
@@ -330,16 +526,21 @@ function tick(): void {
   const elapsed = COLUMNS.find((c) => c.key === 'ELAPSED');
   for (const cell of document.querySelectorAll<HTMLElement>('td[data-column="ELAPSED"]')) {
     const row = s.rows.find((r) => r.id === cell.parentElement?.dataset.session);
-    if (row && elapsed) fill(cell, elapsed.render(row, since));
+    if (!row || !elapsed) continue;
+    const text = elapsed.render(row, since);
+    if (cell.textContent !== text) fill(cell, text);
   }
 }
 
-/** Live rows: every change in the list's scope reads the list again (at most every 250 ms). */
+/** Live rows: every change in the list's scope reads the list again (at most every 250 ms);
+ * a session that fails is said so, as it leaves the Running tab. */
 function follow(s: State): void {
-  events = subscribe<{ sessionEvents: { cursor: string } }>(EVENTS, {
+  events = subscribe<{ sessionEvents: ListEvent }>(EVENTS, {
     variables: () => ({ p: s.project.id, scope: s.scope, after: lastCursor }),
     next: (data) => {
-      lastCursor = data.sessionEvents.cursor;
+      const e = data.sessionEvents;
+      lastCursor = e.cursor;
+      if (e.kind === 'STATUS' && e.toStatus === 'ERROR') failed(s, e);
       scheduleRefresh();
     },
     state: (up) => {
@@ -358,6 +559,26 @@ function follow(s: State): void {
   });
 }
 
+/** Says that a session failed, with a way to its detail (it is under Finished now). */
+function failed(s: State, e: ListEvent): void {
+  const name = e.session?.name ?? 'A session';
+  const why = e.session?.statusInfo ? `: ${e.session.statusInfo}` : '';
+  const line = byId('status-line');
+  fill(
+    line,
+    h('span', { class: 'error' }, `${name} failed${why}. `),
+    h(
+      'button',
+      {
+        type: 'button',
+        class: 'link',
+        onclick: () => void openDetail(e.sessionId, name, { project: s.project.id, scope: s.scope }),
+      },
+      'Show it',
+    ),
+  );
+}
+
 function scheduleRefresh(): void {
   if (refreshTimer !== undefined) return;
   refreshTimer = window.setTimeout(() => {
@@ -367,17 +588,44 @@ function scheduleRefresh(): void {
   }, 250);
 }
 
-async function terminate(s: State): Promise<void> {
+/** Asks before ending sessions: their names, and Terminate or Cancel. */
+function confirmTerminate(s: State): void {
   const ids = [...s.selected];
   if (!ids.length) return;
+  const dialog = byId<HTMLDialogElement>('confirm-dialog');
+  const names = ids.map((id) => s.rows.find((r) => r.id === id)?.name ?? id);
+  fill(byId('confirm-title'), ids.length === 1 ? `Terminate ${names[0]}?` : `Terminate ${ids.length} sessions?`);
+  fill(
+    byId('confirm-body'),
+    h('p', {}, 'Their processes are stopped and their resources freed. This cannot be undone.'),
+    ids.length > 1 ? h('ul', {}, names.map((n) => h('li', {}, n))) : null,
+  );
+  byId('confirm-cancel').onclick = () => dialog.close();
+  byId('confirm-ok').onclick = () => {
+    dialog.close();
+    void terminate(s, ids);
+  };
+  dialog.showModal();
+  byId('confirm-cancel').focus();
+}
+
+async function terminate(s: State, ids: string[]): Promise<void> {
   type Answer = { terminateSessions: { results: { id: string; outcome: string }[] } };
   try {
     const answer = await gql<Answer>(
       'mutation PageTerminate($ids: [ID!]!) { terminateSessions(ids: $ids) { results { id outcome } } }',
       { ids },
     );
-    const done = answer.terminateSessions.results.filter((r) => r.outcome !== 'NOT_FOUND').length;
-    fill(byId('status-line'), `${done} of ${ids.length} asked to terminate.`);
+    const by = (outcomes: string[]) => answer.terminateSessions.results.filter((r) => outcomes.includes(r.outcome)).length;
+    const ending = by(['TERMINATING', 'TERMINATED', 'CANCELLED']);
+    const ended = by(['SKIPPED']);
+    const gone = by(['NOT_FOUND']);
+    const parts = [
+      ending ? `${ending === 1 ? '1 session' : `${ending} sessions`} asked to terminate.` : 'Nothing to terminate.',
+      ended ? `${ended} had already ended or is ending.` : '',
+      gone ? `${gone} no longer found.` : '',
+    ];
+    fill(byId('status-line'), parts.filter(Boolean).join(' '));
   } catch (e) {
     notice(`Terminate failed: ${String(e)}`);
   }
@@ -385,13 +633,21 @@ async function terminate(s: State): Promise<void> {
   await refresh();
 }
 
-/** The CSV of the current view, through the signed link (valid a minute, no header needed). */
+/** The CSV of the current view, its columns as the list shows them, through the signed link
+ * (valid a minute, no header needed). */
 async function download(s: State): Promise<void> {
   try {
     const data = await gql<{ sessionExportUrl: string }>(
-      `query PageExport($p: ID!, $scope: SessionScope, $filter: SessionFilter, $order: [SessionOrder!]) {
-        sessionExportUrl(projectId: $p, scope: $scope, filter: $filter, orderBy: $order) }`,
-      { p: s.project.id, scope: s.scope, filter: filter(s, true), order: [s.order] },
+      `query PageExport($p: ID!, $scope: SessionScope, $filter: SessionFilter, $order: [SessionOrder!],
+        $columns: [SessionColumnKey!]) {
+        sessionExportUrl(projectId: $p, scope: $scope, filter: $filter, orderBy: $order, columns: $columns) }`,
+      {
+        p: s.project.id,
+        scope: s.scope,
+        filter: filter(s, true),
+        order: [s.order],
+        columns: visibleColumns(s).map((c) => c.key),
+      },
     );
     const link = h('a', { href: data.sessionExportUrl, download: 'sessions.csv', hidden: true });
     document.body.append(link);
@@ -489,7 +745,8 @@ function openColumns(s: State): void {
       type Answer = { updateSessionListColumns: Viewer['settings'] };
       const answer = await gql<Answer>(
         `mutation PageColumns($columns: [SessionColumnInput!]!) {
-          updateSessionListColumns(columns: $columns) { resourcePanelView sessionListColumns { column visible } } }`,
+          updateSessionListColumns(columns: $columns) { resourcePanelView sessionListColumns { column visible }
+            everyone: sessionListColumns(scope: PROJECT) { column visible } } }`,
         { columns: order.map((c) => ({ column: c.column, visible: c.visible })) },
       );
       s.viewer.settings = answer.updateSessionListColumns;

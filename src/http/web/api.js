@@ -32,6 +32,16 @@ export class ApiError extends Error {
         return out;
     }
 }
+/** Called when the server no longer accepts the token (revoked, or deleted). */
+let onRefused = null;
+/** What to do when the server refuses the signed-in token: back to signing in. */
+export function whenTokenRefused(handler) {
+    onRefused = handler;
+}
+/** Tells the page that the server refused the token. */
+export function tokenRefused() {
+    onRefused?.();
+}
 /** Sends one operation and returns its data; any error in the answer throws an ApiError. */
 export async function gql(query, variables = {}) {
     const headers = { 'content-type': 'application/json', accept: 'application/json' };
@@ -54,7 +64,10 @@ export async function gql(query, variables = {}) {
     }
     if (body.errors?.length) {
         const first = body.errors[0];
-        throw new ApiError(first.extensions?.code ?? 'ERROR', first.message, body.errors);
+        const code = first.extensions?.code ?? 'ERROR';
+        if (code === 'UNAUTHENTICATED' && t)
+            tokenRefused();
+        throw new ApiError(code, first.message, body.errors);
     }
     if (body.data === undefined || body.data === null)
         throw new ApiError('ERROR', 'The answer had no data.', []);

@@ -1,6 +1,7 @@
 // The list's columns: each `SessionColumnKey` with its heading, its sort field (when the
 // API sorts by it) and how a row shows it.
 import { amount, bytes, duration, h, when } from './dom.js';
+import { counted, slotLabel, typeLabel } from './labels.js';
 const LIVE = new Set(['PREPARING', 'PULLING', 'PREPARED', 'CREATING', 'RUNNING', 'TERMINATING']);
 /** A running session's slots are what it occupies; a waiting or ended one's, what it asked for. */
 function slots(r) {
@@ -16,17 +17,17 @@ function status(r) {
 export const COLUMNS = [
     { key: 'NAME', label: 'Name', sort: 'NAME', render: (r) => r.name },
     { key: 'STATUS', label: 'Status', sort: 'STATUS', render: status },
-    { key: 'TYPE', label: 'Type', sort: 'TYPE', render: (r) => r.type },
+    { key: 'TYPE', label: 'Type', sort: 'TYPE', render: (r) => typeLabel(r.type) },
     { key: 'OWNER', label: 'Owner', render: (r) => r.owner.email },
     { key: 'PROJECT', label: 'Project', render: (r) => r.project.name },
     { key: 'RESOURCE_GROUP', label: 'Resource group', render: (r) => r.resourceGroup.name },
     { key: 'IMAGE', label: 'Image', render: (r) => r.image.name },
-    { key: 'CPU', label: 'CPU', render: (r) => `${amount('cpu', slots(r).cpu)} cores` },
+    { key: 'CPU', label: 'CPU', render: (r) => counted(amount('cpu', slots(r).cpu), 'core', 'cores') },
     { key: 'MEMORY', label: 'Memory', render: (r) => bytes(slots(r).memory) },
     {
         key: 'ACCELERATORS',
         label: 'Accelerators',
-        render: (r) => slots(r).accelerators.map((a) => `${a.slot} ${amount(a.slot, a.amount)}`).join(', ') || '—',
+        render: (r) => slots(r).accelerators.map((a) => `${slotLabel(a.slot)} ${amount(a.slot, a.amount)}`).join(', ') || '—',
     },
     { key: 'CLUSTER_SIZE', label: 'Cluster size', render: (r) => String(r.clusterSize) },
     { key: 'CREATED_AT', label: 'Created', sort: 'CREATED_AT', render: (r) => when(r.createdAt) },
@@ -58,6 +59,6 @@ export const COLUMNS = [
         key: 'UTILIZATION',
         label: 'Use',
         sort: 'CPU_USED',
-        render: (r) => r.utilization.map((u) => `${u.slot} ${amount(u.slot, u.current)}`).join(', ') || '—',
+        render: (r) => r.utilization.map((u) => `${slotLabel(u.slot)} ${amount(u.slot, u.current)}`).join(', ') || '—',
     },
 ];

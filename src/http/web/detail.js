@@ -1,66 +1,114 @@
-// The detail panel of one session: its scheduling history, status transitions, logs (live
-// while it runs) and, for an interactive session whose engine offers one, a terminal.
+// The detail panel of one session: its status, scheduling history, status transitions, logs
+// and, for an interactive session whose engine offers it to the viewer, a terminal. Left
+// open, it follows the session: each event of it (a status change, a rename, an
+// extension) reads it again, and its log grows line by line until it has ended.
 import { ApiError, gql } from './api.js';
 import { byId, fill, h, when } from './dom.js';
+import { typeLabel } from './labels.js';
 import { authorization, subscribe, wsUrl } from './live.js';
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
   pendingReasons { message } apps { name url }
   statusTransitions { fromStatus toStatus occurredAt reason }
-  schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt } } }
-  logs(tail: 200) } }`;
-const LOGS = `subscription PageLogs($id: ID!) { sessionLogs(sessionId: $id, tail: 0) }`;
-const ENDED = new Set(['TERMINATED', 'CANCELLED', 'ERROR']);
-let following = null;
-let terminal = null;
+  schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
+/** Its last 200 lines, then each new one until it has ended (at once, if it has). */
+const LOGS = `subscription PageLogs($id: ID!) { sessionLogs(sessionId: $id, tail: 200) }`;
+const EVENTS = `subscription PageSessionEvents($p: ID!, $scope: SessionScope, $id: ID, $after: String) {
+  sessionEvents(projectId: $p, scope: $scope, sessionId: $id, after: $after) { cursor kind toStatus }
+}`;
+/** What the open panel follows; closed with it. */
+let open = {
+    logs: null,
+    events: null,
+    terminal: null,
+};
+/** Reads of the panel asked so far: an answer to an older one is dropped. */
+let asked = 0;
 function stop() {
-    following?.close();
-    following = null;
-    terminal?.close(1000);
-    terminal = null;
+    open.logs?.close();
+    open.events?.close();
+    open.terminal?.close(1000);
+    window.clearTimeout(open.timer);
+    open = { logs: null, events: null, terminal: null };
+    asked += 1;
 }
-/** Opens the panel for session `id`. */
-export async function openDetail(id, name) {
+/** Opens the panel for session `id`, listed in `listed`, and follows it while open. */
+export async function openDetail(id, name, listed) {
     stop();
     const panel = byId('detail');
     const body = byId('detail-body');
     fill(byId('detail-title'), name);
-    fill(body, h('p', {}, 'Loading…'));
+    const summary = h('div', { class: 'detail-summary', 'aria-live': 'polite' }, h('p', {}, 'Loading…'));
+    const logs = h('pre', { class: 'logs', tabindex: 0, 'aria-label': 'Logs' });
+    const terminalSlot = h('div', {});
+    fill(body, summary, h('h3', {}, 'Logs'), logs, terminalSlot);
     byId('detail-close').onclick = () => panel.close();
     panel.onclose = stop;
     if (!panel.open)
         panel.showModal();
-    let s;
-    try {
-        s = (await gql(DETAIL, { id })).session;
-    }
-    catch (e) {
-        fill(body, h('p', {}, e instanceof ApiError ? e.message : String(e)));
-        return;
-    }
-    if (!s) {
-        fill(body, h('p', {}, 'This session does not exist.'));
-        return;
-    }
-    const logs = h('pre', { class: 'logs', tabindex: 0, 'aria-label': 'Logs' }, s.logs.join('\n'));
-    fill(body, h('p', {}, h('span', { class: `status status-${s.status.toLowerCase()}` }, s.status), ` ${s.type}`, s.statusInfo ? ` — ${s.statusInfo}` : ''), s.status === 'PENDING'
-        ? h('p', { class: 'reasons' }, s.queuePosition !== null ? `#${s.queuePosition} in queue. ` : '', s.pendingReasons.map((r) => r.message).join(' '))
-        : null, h('h3', {}, 'Status transitions'), h('ol', { class: 'transitions' }, s.statusTransitions.map((t) => h('li', {}, `${when(t.occurredAt)}: ${t.fromStatus ?? '—'} → ${t.toStatus}`, t.reason ? ` (${t.reason})` : ''))), h('h3', {}, 'Scheduling history'), h('table', { class: 'history' }, h('thead', {}, h('tr', {}, h('th', {}, 'When'), h('th', {}, 'Phase'), h('th', {}, 'Result'), h('th', {}, 'Message'))), h('tbody', {}, s.schedulingHistory.edges.map(({ node: e }) => h('tr', {}, h('td', {}, when(e.createdAt)), h('td', {}, e.phase), h('td', {}, e.result), h('td', {}, e.message, e.attempts > 1 ? ` (×${e.attempts})` : ''))))), h('h3', {}, 'Logs'), logs, 
-    // Only where the engine offers one (the app then has its address).
-    terminalOf(s));
-    if (!ENDED.has(s.status)) {
-        following = subscribe(LOGS, {
-            variables: () => ({ id }),
-            next: (data) => {
-                logs.append(data.sessionLogs.endsWith('\n') ? data.sessionLogs : `${data.sessionLogs}\n`);
+    const read = async () => {
+        const ask = ++asked;
+        let s;
+        try {
+            s = (await gql(DETAIL, { id })).session;
+        }
+        catch (e) {
+            if (ask === asked)
+                fill(summary, h('p', {}, e instanceof ApiError ? e.message : String(e)));
+            return;
+        }
+        if (ask !== asked)
+            return;
+        if (!s) {
+            fill(summary, h('p', {}, 'This session does not exist.'));
+            return;
+        }
+        fill(byId('detail-title'), s.name);
+        renderSummary(summary, s);
+        // Once offered (it runs now), the terminal opens; it stays as long as the panel.
+        if (!open.terminal) {
+            const app = s.apps.find((a) => a.name === 'terminal' && a.url);
+            if (app?.url)
+                fill(terminalSlot, terminalView(app.url));
+        }
+    };
+    await read();
+    // Each line on a line of its own, whenever it comes.
+    open.logs = subscribe(LOGS, {
+        variables: () => ({ id }),
+        next: (data) => {
+            const stick = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
+            logs.append(data.sessionLogs.endsWith('\n') ? data.sessionLogs : `${data.sessionLogs}\n`);
+            if (stick)
                 logs.scrollTop = logs.scrollHeight;
-            },
-            error: () => false,
-        });
-    }
+        },
+        // The feed starts again with its tail after a drop: the lines start again too.
+        state: (up) => {
+            if (up)
+                logs.replaceChildren();
+        },
+        error: () => false,
+    });
+    // Every event of this session reads the panel again (a burst, once).
+    let cursor = null;
+    open.events = subscribe(EVENTS, {
+        variables: () => ({ p: listed.project, scope: listed.scope, id, after: cursor }),
+        next: (data) => {
+            cursor = data.sessionEvents.cursor;
+            window.clearTimeout(open.timer);
+            open.timer = window.setTimeout(() => void read(), 150);
+        },
+        // Connected (again): what happened meanwhile is read at once.
+        state: (up) => {
+            if (up)
+                void read();
+        },
+        error: (code) => code === 'LAGGED',
+    });
 }
-function terminalOf(s) {
-    const app = s.apps.find((a) => a.name === 'terminal' && a.url);
-    return app?.url ? terminalView(app.url) : null;
+function renderSummary(summary, s) {
+    fill(summary, h('p', {}, h('span', { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status }, s.status), ` ${typeLabel(s.type)}`, s.statusInfo ? ` — ${s.statusInfo}` : ''), s.status === 'PENDING'
+        ? h('p', { class: 'reasons' }, s.queuePosition !== null ? `#${s.queuePosition} in queue. ` : '', s.pendingReasons.map((r) => r.message).join(' '))
+        : null, h('h3', {}, 'Status transitions'), h('ol', { class: 'transitions' }, s.statusTransitions.map((t) => h('li', {}, `${when(t.occurredAt)}: ${t.fromStatus ?? '—'} → ${t.toStatus}`, t.reason ? ` (${t.reason})` : ''))), h('h3', {}, 'Scheduling history'), h('table', { class: 'history' }, h('thead', {}, h('tr', {}, h('th', {}, 'When'), h('th', {}, 'Phase'), h('th', {}, 'Result'), h('th', {}, 'Message'))), h('tbody', {}, s.schedulingHistory.edges.map(({ node: e }) => h('tr', {}, h('td', {}, when(e.createdAt)), h('td', {}, e.phase), h('td', {}, e.result), h('td', {}, e.message, e.attempts > 1 ? ` (×${e.attempts}, last ${when(e.lastTriedAt)})` : ''))))));
 }
 /** A line-at-a-time terminal over the app's WebSocket (`/sessions/<id>/terminal`). */
 function terminalView(path) {
@@ -68,7 +116,7 @@ function terminalView(path) {
     const line = h('input', { type: 'text', id: 'terminal-input', autocomplete: 'off' });
     const ws = new WebSocket(wsUrl(path));
     ws.binaryType = 'arraybuffer';
-    terminal = ws;
+    open.terminal = ws;
     const decoder = new TextDecoder();
     ws.onopen = () => ws.send(JSON.stringify({ type: 'connection_init', payload: authorization(), cols: 100, rows: 30 }));
     ws.onmessage = (e) => {

@@ -1,6 +1,6 @@
 // The Sessions page: sign-in, the resource panel, the list with its tabs, filter, columns
 // and live rows, the launcher, the detail panel. Everything through the public API.
-import { ApiError, gql, setToken, token } from './api.js';
+import { ApiError, gql, setToken, token, whenTokenRefused } from './api.js';
 import { COLUMNS } from './columns.js';
 import { openDetail } from './detail.js';
 import { byId, fill, h } from './dom.js';
@@ -8,8 +8,9 @@ import { openLauncher } from './launcher.js';
 import { subscribe } from './live.js';
 import { renderPanel } from './panel.js';
 const PAGE_SIZE = 20;
-const VIEWER = `query PageViewer { viewer { user { email fullName role } projects { id name }
-  settings { resourcePanelView sessionListColumns { column visible } } } }`;
+const VIEWER = `query PageViewer { viewer { user { email fullName role } projects { id name sessionScopes }
+  settings { resourcePanelView sessionListColumns { column visible }
+    everyone: sessionListColumns(scope: PROJECT) { column visible } } } }`;
 const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: SessionFilter, $counted: SessionFilter,
   $order: [SessionOrder!], $first: Int, $after: String, $last: Int, $before: String) {
   sessions(projectId: $p, scope: $scope, filter: $filter, orderBy: $order, first: $first, after: $after, last: $last, before: $before) {
@@ -23,7 +24,7 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
   sessionCounts(projectId: $p, scope: $scope, filter: $counted) { running finished }
 }`;
 const EVENTS = `subscription PageEvents($p: ID!, $scope: SessionScope, $after: String) {
-  sessionEvents(projectId: $p, scope: $scope, after: $after) { cursor kind sessionId toStatus }
+  sessionEvents(projectId: $p, scope: $scope, after: $after) { cursor kind sessionId toStatus session { name statusInfo } }
 }`;
 let state = null;
 let events = null;
@@ -39,6 +40,11 @@ function route() {
         return { admin: true, project: decodeURIComponent(admin[1]) };
     const user = location.pathname.match(/^\/project\/([^/]+)\/session\/?$/);
     return { admin: false, project: user ? decodeURIComponent(user[1]) : null };
+}
+/** The page of a project's list in `scope`. */
+function pathOf(project, scope) {
+    const name = encodeURIComponent(project);
+    return scope === 'PROJECT' ? `/admin/project/${name}/session` : `/project/${name}/session`;
 }
 function notice(text) {
     const el = byId('notice');
@@ -59,6 +65,19 @@ async function start() {
         events?.close();
         location.reload();
     });
+    // A token the server stops accepting (revoked, its user gone): back to signing in, with
+    // nothing of the old view left on screen.
+    whenTokenRefused(() => {
+        if (!token())
+            return;
+        setToken(null);
+        events?.close();
+        events = null;
+        state = null;
+        fill(byId('table'));
+        fill(byId('bars'));
+        showSignIn('Your token is no longer accepted: sign in again.');
+    });
     if (token())
         await signIn();
     else
@@ -67,10 +86,39 @@ async function start() {
 function showSignIn(error) {
     byId('signin').hidden = false;
     byId('app').hidden = true;
+    byId('who').textContent = '';
     const el = byId('signin-error');
     el.hidden = !error;
     el.textContent = error ?? '';
     byId('token').focus();
+}
+/** The project switcher and the link between one's own and everyone's sessions. */
+function navigation(viewer, project, scope) {
+    const select = byId('project-switch');
+    fill(select, viewer.projects.map((p) => h('option', { value: p.name }, p.name)));
+    select.hidden = viewer.projects.length === 0;
+    byId('project-switch-label').hidden = select.hidden;
+    if (project)
+        select.value = project.name;
+    select.onchange = () => {
+        const next = viewer.projects.find((p) => p.name === select.value);
+        if (!next)
+            return;
+        // The same view there when it may be read, else the one that may.
+        const to = next.sessionScopes.includes(scope) ? scope : next.sessionScopes[0];
+        if (to)
+            location.assign(pathOf(next.name, to));
+    };
+    const link = byId('view-link');
+    const other = scope === 'PROJECT' ? 'MINE' : 'PROJECT';
+    if (project && project.sessionScopes.includes(other)) {
+        link.hidden = false;
+        link.href = pathOf(project.name, other);
+        link.textContent = other === 'PROJECT' ? 'Everyone’s sessions' : 'My sessions';
+    }
+    else {
+        link.hidden = true;
+    }
 }
 async function signIn() {
     let viewer;
@@ -88,27 +136,38 @@ async function signIn() {
     }
     const where = route();
     if (!where.project) {
-        // `/` and anything else: the default project's page.
-        const home = viewer.projects.find((p) => p.name === 'default') ?? viewer.projects[0];
-        if (home) {
-            history.replaceState(null, '', `/project/${encodeURIComponent(home.name)}/session`);
-        }
+        // `/` and anything else: the default project's page, in the view the viewer may read.
+        const home = viewer.projects.find((p) => p.name === 'default' && p.sessionScopes.length) ??
+            viewer.projects.find((p) => p.sessionScopes.length);
+        if (home)
+            history.replaceState(null, '', pathOf(home.name, home.sessionScopes[0]));
     }
-    const name = route().project;
+    const { admin, project: name } = route();
+    const scope = admin ? 'PROJECT' : 'MINE';
     const project = viewer.projects.find((p) => p.name === name);
     byId('signin').hidden = true;
     byId('app').hidden = false;
     fill(byId('who'), `${viewer.user.fullName || viewer.user.email} (${viewer.user.email}, ${viewer.user.role})`);
-    if (!project) {
+    navigation(viewer, project, scope);
+    if (!project || !project.sessionScopes.includes(scope)) {
+        // Nothing of a list that cannot be read: no panel, no list, no Launch.
         fill(byId('project-name'), 'Sessions');
-        notice(name ? `There is no project “${name}” you may open.` : 'You belong to no project.');
         byId('workspace').hidden = true;
+        if (!name)
+            notice('You belong to no project.');
+        else if (!project)
+            notice(`There is no project “${name}” you may open.`);
+        else if (scope === 'PROJECT') {
+            notice(`Refused: listing everyone’s sessions in ${project.name} needs an administrator of its domain.`);
+        }
+        else
+            notice(`Refused: you are not a member of ${project.name}; its administrators list its sessions for everyone.`);
         return;
     }
     state = {
         viewer,
         project,
-        scope: where.admin ? 'PROJECT' : 'MINE',
+        scope,
         tab: 'RUNNING',
         type: '',
         order: { field: 'CREATED_AT', direction: 'DESC' },
@@ -118,8 +177,10 @@ async function signIn() {
         fetchedAt: Date.now(),
         selected: new Set(),
     };
-    fill(byId('project-name'), where.admin ? `Sessions of ${project.name} (all users)` : `Sessions of ${project.name}`);
+    fill(byId('project-name'), admin ? `Sessions of ${project.name} (all users)` : `Sessions of ${project.name}`);
     document.title = `${project.name} · Sessions · sessiond`;
+    // Launching is a member's: an administrator who is not one lists, and cannot launch.
+    byId('launch-button').hidden = !project.sessionScopes.includes('MINE');
     wire(state);
     await Promise.all([refresh(), renderPanel(state)]);
     follow(state);
@@ -156,7 +217,7 @@ function wire(s) {
         void refresh();
     });
     byId('launch-button').addEventListener('click', () => openLauncher(s, () => void refresh()));
-    byId('terminate-button').addEventListener('click', () => void terminate(s));
+    byId('terminate-button').addEventListener('click', () => confirmTerminate(s));
     byId('csv-button').addEventListener('click', () => void download(s));
     byId('columns-button').addEventListener('click', () => openColumns(s));
 }
@@ -168,6 +229,9 @@ function filter(s, withTab) {
         f.types = [s.type];
     return f;
 }
+/** A read that failed for want of the server is tried again this soon. */
+const RETRY_MS = 2000;
+let retryTimer;
 /** Reads the list and the counts again, as they now are. */
 export async function refresh() {
     const s = state;
@@ -175,6 +239,7 @@ export async function refresh() {
         return;
     let data;
     const ask = ++listAsked;
+    window.clearTimeout(retryTimer);
     try {
         data = await gql(LIST, {
             p: s.project.id,
@@ -186,12 +251,19 @@ export async function refresh() {
         });
     }
     catch (e) {
-        if (ask !== listAsked)
+        if (ask !== listAsked || state !== s)
             return;
-        notice(e instanceof ApiError && e.code === 'FORBIDDEN' ? `Refused: ${e.message}` : `The list could not be read: ${String(e)}`);
+        const code = e instanceof ApiError ? e.code : 'ERROR';
+        if (code === 'UNAUTHENTICATED')
+            return;
+        notice(code === 'FORBIDDEN' ? `Refused: ${e.message}` : `The list could not be read: ${String(e)}`);
+        // The server away, or failing for now: read again soon, whatever the live feed does.
+        if (code === 'NETWORK' || code === 'UNAVAILABLE' || code.startsWith('HTTP_')) {
+            retryTimer = window.setTimeout(() => void refresh(), RETRY_MS);
+        }
         return;
     }
-    if (ask !== listAsked)
+    if (ask !== listAsked || state !== s)
         return;
     notice(null);
     s.rows = data.sessions.edges.map((e) => e.node);
@@ -211,22 +283,38 @@ export async function refresh() {
     byId('prev').disabled = !s.pageInfo.hasPreviousPage;
     renderTable(s);
 }
+/** The columns the list shows, as the API orders them for this list's scope. */
 function visibleColumns(s) {
-    const keys = s.viewer.settings.sessionListColumns.filter((c) => c.visible).map((c) => c.column);
-    // Everyone's sessions: whose each is, right after its name, whatever the settings say.
-    if (s.scope === 'PROJECT' && !keys.includes('OWNER'))
-        keys.splice(keys.indexOf('NAME') + 1, 0, 'OWNER');
-    return keys.map((key) => COLUMNS.find((c) => c.key === key)).filter((c) => c !== undefined);
+    const settings = s.scope === 'PROJECT' ? s.viewer.settings.everyone : s.viewer.settings.sessionListColumns;
+    return settings
+        .filter((c) => c.visible)
+        .map((c) => COLUMNS.find((k) => k.key === c.column))
+        .filter((c) => c !== undefined);
 }
-function renderTable(s) {
-    const columns = visibleColumns(s);
-    const head = h('tr', {}, h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Select')), columns.map((c) => {
-        const sorted = c.sort && s.order.field === c.sort;
-        const label = c.label;
-        return h('th', { scope: 'col', 'aria-sort': sorted ? (s.order.direction === 'ASC' ? 'ascending' : 'descending') : null }, c.sort
+/** Moves `node` before `before` in `parent`, keeping its focus and state where the browser
+ * can (`moveBefore`), else putting the focus back. */
+function place(parent, node, before) {
+    const mover = parent;
+    if (node.parentNode === parent && typeof mover.moveBefore === 'function') {
+        mover.moveBefore(node, before);
+        return;
+    }
+    const focused = document.activeElement;
+    parent.insertBefore(node, before);
+    if (focused instanceof HTMLElement && node.contains(focused) && document.activeElement !== focused)
+        focused.focus();
+}
+/** The header row, in place: a new one only when the columns change. */
+function renderHead(s, table, columns) {
+    const keys = columns.map((c) => c.key).join(',');
+    let head = table.tHead;
+    if (!head || head.dataset.columns !== keys) {
+        const focusedSort = document.activeElement?.dataset?.sort;
+        const row = h('tr', {}, h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Select')), columns.map((c) => h('th', { scope: 'col', 'data-column': c.key }, c.sort
             ? h('button', {
                 type: 'button',
                 class: 'sort',
+                'data-sort': c.sort,
                 onclick: () => {
                     const field = c.sort;
                     s.order =
@@ -236,33 +324,150 @@ function renderTable(s) {
                     s.page = { first: PAGE_SIZE };
                     void refresh();
                 },
-            }, label, sorted ? (s.order.direction === 'ASC' ? ' ▲' : ' ▼') : '')
-            : label);
-    }));
-    const body = s.rows.length
-        ? s.rows.map((r) => h('tr', { 'data-session': r.id, 'data-status': r.status }, h('td', {}, h('input', {
-            type: 'checkbox',
-            'aria-label': `Select ${r.name}`,
-            checked: s.selected.has(r.id),
-            onchange: (e) => {
-                if (e.target.checked)
-                    s.selected.add(r.id);
-                else
-                    s.selected.delete(r.id);
-                updateSelection(s);
+            }, c.label)
+            : c.label)));
+        const fresh = h('thead', {}, row);
+        fresh.dataset.columns = keys;
+        if (head)
+            head.replaceWith(fresh);
+        else
+            table.prepend(fresh);
+        head = fresh;
+        if (focusedSort)
+            head.querySelector(`button[data-sort="${focusedSort}"]`)?.focus();
+    }
+    for (const c of columns) {
+        const th = head.querySelector(`th[data-column="${c.key}"]`);
+        if (!th || !c.sort)
+            continue;
+        const sorted = s.order.field === c.sort;
+        const direction = s.order.direction === 'ASC' ? 'ascending' : 'descending';
+        if (sorted)
+            th.setAttribute('aria-sort', direction);
+        else
+            th.removeAttribute('aria-sort');
+        const button = th.querySelector('button');
+        const text = `${c.label}${sorted ? (s.order.direction === 'ASC' ? ' ▲' : ' ▼') : ''}`;
+        if (button && button.textContent !== text)
+            button.textContent = text;
+    }
+}
+/** One row's cells, made once; [`updateRow`] keeps them current. */
+function makeRow(s, r, columns) {
+    const tr = h('tr', { 'data-session': r.id }, h('td', {}, h('input', {
+        type: 'checkbox',
+        'aria-label': `Select ${r.name}`,
+        onchange: (e) => {
+            const id = e.target.closest('tr')?.dataset.session;
+            if (!id)
+                return;
+            if (e.target.checked)
+                s.selected.add(id);
+            else
+                s.selected.delete(id);
+            updateSelection(s);
+        },
+    })), columns.map((c) => h('td', { 'data-column': c.key }, c.key === 'NAME'
+        ? h('button', {
+            type: 'button',
+            class: 'link',
+            onclick: (e) => {
+                const row = s.rows.find((x) => x.id === e.target.closest('tr')?.dataset.session);
+                if (row)
+                    void openDetail(row.id, row.name, { project: s.project.id, scope: s.scope });
             },
-        })), columns.map((c) => h('td', { 'data-column': c.key }, c.key === 'NAME'
-            ? h('button', { type: 'button', class: 'link', onclick: () => openDetail(r.id, r.name) }, r.name)
-            : c.render(r)))))
-        : [h('tr', {}, h('td', { colspan: columns.length + 1, class: 'empty' }, 'No sessions here.'))];
-    fill(byId('table'), h('thead', {}, head), h('tbody', {}, body));
+        })
+        : null)));
+    return tr;
+}
+/** Brings a row's cells up to `r`, touching only what changed (a focused name stays put). */
+function updateRow(s, tr, r, columns) {
+    const signature = JSON.stringify(r);
+    tr.dataset.status = r.status;
+    const box = tr.querySelector('input[type=checkbox]');
+    if (box) {
+        box.checked = s.selected.has(r.id);
+        box.setAttribute('aria-label', `Select ${r.name}`);
+    }
+    if (tr.dataset.signature === signature)
+        return;
+    tr.dataset.signature = signature;
+    for (const c of columns) {
+        const cell = tr.querySelector(`td[data-column="${c.key}"]`);
+        if (!cell)
+            continue;
+        if (c.key === 'NAME') {
+            const button = cell.querySelector('button');
+            if (button && button.textContent !== r.name)
+                button.textContent = r.name;
+            continue;
+        }
+        fill(cell, c.render(r));
+    }
+}
+/** The table as the rows now are, patched in place: rows are kept by session, moved only
+ * when their place changes, and a cell is written only when its session changed, so live
+ * refreshes and sorting by keyboard leave the focus where it was. */
+function renderTable(s) {
+    const table = byId('table');
+    const columns = visibleColumns(s);
+    const keys = columns.map((c) => c.key).join(',');
+    renderHead(s, table, columns);
+    let body = table.tBodies[0];
+    if (!body || body.dataset.columns !== keys) {
+        const fresh = h('tbody', {});
+        fresh.dataset.columns = keys;
+        if (body)
+            body.replaceWith(fresh);
+        else
+            table.append(fresh);
+        body = fresh;
+    }
+    if (!s.rows.length) {
+        fill(body, h('tr', {}, h('td', { colspan: columns.length + 1, class: 'empty' }, 'No sessions here.')));
+        updateSelection(s);
+        return;
+    }
+    const kept = new Map();
+    for (const tr of Array.from(body.rows)) {
+        const id = tr.dataset.session;
+        if (id)
+            kept.set(id, tr);
+        else
+            tr.remove();
+    }
+    const wanted = new Set(s.rows.map((r) => r.id));
+    for (const [id, tr] of kept) {
+        if (wanted.has(id))
+            continue;
+        // A focused row that goes hands the focus to the list, not to the page's end.
+        if (tr.contains(document.activeElement))
+            byId('table').focus();
+        tr.remove();
+        kept.delete(id);
+    }
+    let at = body.firstElementChild;
+    for (const r of s.rows) {
+        let tr = kept.get(r.id);
+        if (!tr)
+            tr = makeRow(s, r, columns);
+        updateRow(s, tr, r, columns);
+        if (tr === at) {
+            at = at.nextElementSibling;
+        }
+        else {
+            place(body, tr, at);
+        }
+    }
     updateSelection(s);
 }
 function updateSelection(s) {
     const n = s.selected.size;
     const button = byId('terminate-button');
     button.disabled = n === 0;
-    fill(button, n ? `Terminate ${n} selected` : 'Terminate selected');
+    const text = n ? `Terminate ${n} selected` : 'Terminate selected';
+    if (button.textContent !== text)
+        fill(button, text);
 }
 /** The elapsed time of live sessions, ticking between reads. */
 function tick() {
@@ -273,16 +478,23 @@ function tick() {
     const elapsed = COLUMNS.find((c) => c.key === 'ELAPSED');
     for (const cell of document.querySelectorAll('td[data-column="ELAPSED"]')) {
         const row = s.rows.find((r) => r.id === cell.parentElement?.dataset.session);
-        if (row && elapsed)
-            fill(cell, elapsed.render(row, since));
+        if (!row || !elapsed)
+            continue;
+        const text = elapsed.render(row, since);
+        if (cell.textContent !== text)
+            fill(cell, text);
     }
 }
-/** Live rows: every change in the list's scope reads the list again (at most every 250 ms). */
+/** Live rows: every change in the list's scope reads the list again (at most every 250 ms);
+ * a session that fails is said so, as it leaves the Running tab. */
 function follow(s) {
     events = subscribe(EVENTS, {
         variables: () => ({ p: s.project.id, scope: s.scope, after: lastCursor }),
         next: (data) => {
-            lastCursor = data.sessionEvents.cursor;
+            const e = data.sessionEvents;
+            lastCursor = e.cursor;
+            if (e.kind === 'STATUS' && e.toStatus === 'ERROR')
+                failed(s, e);
             scheduleRefresh();
         },
         state: (up) => {
@@ -301,6 +513,17 @@ function follow(s) {
         },
     });
 }
+/** Says that a session failed, with a way to its detail (it is under Finished now). */
+function failed(s, e) {
+    const name = e.session?.name ?? 'A session';
+    const why = e.session?.statusInfo ? `: ${e.session.statusInfo}` : '';
+    const line = byId('status-line');
+    fill(line, h('span', { class: 'error' }, `${name} failed${why}. `), h('button', {
+        type: 'button',
+        class: 'link',
+        onclick: () => void openDetail(e.sessionId, name, { project: s.project.id, scope: s.scope }),
+    }, 'Show it'));
+}
 function scheduleRefresh() {
     if (refreshTimer !== undefined)
         return;
@@ -311,14 +534,36 @@ function scheduleRefresh() {
             void renderPanel(state);
     }, 250);
 }
-async function terminate(s) {
+/** Asks before ending sessions: their names, and Terminate or Cancel. */
+function confirmTerminate(s) {
     const ids = [...s.selected];
     if (!ids.length)
         return;
+    const dialog = byId('confirm-dialog');
+    const names = ids.map((id) => s.rows.find((r) => r.id === id)?.name ?? id);
+    fill(byId('confirm-title'), ids.length === 1 ? `Terminate ${names[0]}?` : `Terminate ${ids.length} sessions?`);
+    fill(byId('confirm-body'), h('p', {}, 'Their processes are stopped and their resources freed. This cannot be undone.'), ids.length > 1 ? h('ul', {}, names.map((n) => h('li', {}, n))) : null);
+    byId('confirm-cancel').onclick = () => dialog.close();
+    byId('confirm-ok').onclick = () => {
+        dialog.close();
+        void terminate(s, ids);
+    };
+    dialog.showModal();
+    byId('confirm-cancel').focus();
+}
+async function terminate(s, ids) {
     try {
         const answer = await gql('mutation PageTerminate($ids: [ID!]!) { terminateSessions(ids: $ids) { results { id outcome } } }', { ids });
-        const done = answer.terminateSessions.results.filter((r) => r.outcome !== 'NOT_FOUND').length;
-        fill(byId('status-line'), `${done} of ${ids.length} asked to terminate.`);
+        const by = (outcomes) => answer.terminateSessions.results.filter((r) => outcomes.includes(r.outcome)).length;
+        const ending = by(['TERMINATING', 'TERMINATED', 'CANCELLED']);
+        const ended = by(['SKIPPED']);
+        const gone = by(['NOT_FOUND']);
+        const parts = [
+            ending ? `${ending === 1 ? '1 session' : `${ending} sessions`} asked to terminate.` : 'Nothing to terminate.',
+            ended ? `${ended} had already ended or is ending.` : '',
+            gone ? `${gone} no longer found.` : '',
+        ];
+        fill(byId('status-line'), parts.filter(Boolean).join(' '));
     }
     catch (e) {
         notice(`Terminate failed: ${String(e)}`);
@@ -326,11 +571,19 @@ async function terminate(s) {
     s.selected.clear();
     await refresh();
 }
-/** The CSV of the current view, through the signed link (valid a minute, no header needed). */
+/** The CSV of the current view, its columns as the list shows them, through the signed link
+ * (valid a minute, no header needed). */
 async function download(s) {
     try {
-        const data = await gql(`query PageExport($p: ID!, $scope: SessionScope, $filter: SessionFilter, $order: [SessionOrder!]) {
-        sessionExportUrl(projectId: $p, scope: $scope, filter: $filter, orderBy: $order) }`, { p: s.project.id, scope: s.scope, filter: filter(s, true), order: [s.order] });
+        const data = await gql(`query PageExport($p: ID!, $scope: SessionScope, $filter: SessionFilter, $order: [SessionOrder!],
+        $columns: [SessionColumnKey!]) {
+        sessionExportUrl(projectId: $p, scope: $scope, filter: $filter, orderBy: $order, columns: $columns) }`, {
+            p: s.project.id,
+            scope: s.scope,
+            filter: filter(s, true),
+            order: [s.order],
+            columns: visibleColumns(s).map((c) => c.key),
+        });
         const link = h('a', { href: data.sessionExportUrl, download: 'sessions.csv', hidden: true });
         document.body.append(link);
         link.click();
@@ -401,7 +654,8 @@ function openColumns(s) {
         e.preventDefault();
         try {
             const answer = await gql(`mutation PageColumns($columns: [SessionColumnInput!]!) {
-          updateSessionListColumns(columns: $columns) { resourcePanelView sessionListColumns { column visible } } }`, { columns: order.map((c) => ({ column: c.column, visible: c.visible })) });
+          updateSessionListColumns(columns: $columns) { resourcePanelView sessionListColumns { column visible }
+            everyone: sessionListColumns(scope: PROJECT) { column visible } } }`, { columns: order.map((c) => ({ column: c.column, visible: c.visible })) });
             s.viewer.settings = answer.updateSessionListColumns;
             order = [];
             dialog.close();

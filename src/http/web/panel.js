@@ -2,6 +2,7 @@
 // API); hovering or focusing a bar shows every layer's limit and use, the binding one named.
 import { ApiError, gql } from './api.js';
 import { amount, byId, fill, h } from './dom.js';
+import { layerLabel, slotLabel } from './labels.js';
 const VIEWS = [
     ['MY_IN_RESOURCE_GROUP', 'My use in this resource group'],
     ['MY_TOTAL', 'My total use'],
@@ -53,16 +54,23 @@ function fillTo(el, percent) {
     return el;
 }
 function bar(u) {
-    const share = u.limit ? Math.min(100, (u.used / u.limit) * 100) : 0;
+    // The bar shows how full the binding layer is: `limit` is that layer's own, and what the
+    // view counts as used may be another population (all of one's keypairs, say).
+    const binding = u.layers.find((l) => l.layer === u.bindingLayer);
+    const share = binding && binding.limit ? Math.min(100, (binding.used / binding.limit) * 100) : 0;
     const tip = `tip-${u.slot.replace(/[^a-z0-9]/gi, '-')}`;
-    const text = u.limit === null ? `${amount(u.slot, u.used)} used, no limit` : `${amount(u.slot, u.used)} of ${amount(u.slot, u.limit)}`;
-    return h('div', { class: 'bar', tabindex: 0, 'aria-describedby': tip, 'data-slot': u.slot }, h('div', { class: 'bar-label' }, h('strong', {}, u.slot), ' ', text), h('div', {
+    const text = u.limit === null
+        ? `${amount(u.slot, u.used)} used, no limit`
+        : `${amount(u.slot, u.used)} used · ${amount(u.slot, u.remaining ?? 0)} left of ${amount(u.slot, u.limit)} (${layerLabel(u.bindingLayer ?? '')})`;
+    return h('div', { class: 'bar', tabindex: 0, 'aria-describedby': tip, 'data-slot': u.slot }, h('div', { class: 'bar-label' }, h('strong', {}, slotLabel(u.slot)), ' ', text), h('div', {
         class: 'bar-track',
         role: 'meter',
-        'aria-label': `${u.slot} used`,
+        'aria-label': `${slotLabel(u.slot)} used`,
         'aria-valuemin': 0,
-        'aria-valuemax': u.limit ?? u.used,
-        'aria-valuenow': u.used,
+        'aria-valuemax': binding?.limit ?? u.used,
+        'aria-valuenow': binding?.used ?? u.used,
         'aria-valuetext': text,
-    }, fillTo(h('div', { class: 'bar-fill' }), share)), h('div', { class: 'tooltip', role: 'tooltip', id: tip }, h('p', {}, u.bindingLayer ? `Binding: ${u.bindingLayer} (${amount(u.slot, u.remaining ?? 0)} left)` : 'No layer limits this.'), h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Layer'), h('th', {}, 'Limit'), h('th', {}, 'Used'), h('th', {}, 'Left'))), h('tbody', {}, u.layers.map((l) => h('tr', { class: l.layer === u.bindingLayer ? 'binding' : '' }, h('td', {}, l.layer, l.layer === u.bindingLayer ? ' (binding)' : ''), h('td', {}, l.limit === null ? 'unlimited' : amount(u.slot, l.limit)), h('td', {}, amount(u.slot, l.used)), h('td', {}, l.remaining === null ? '—' : amount(u.slot, l.remaining))))))));
+    }, fillTo(h('div', { class: 'bar-fill' }), share)), h('div', { class: 'tooltip', role: 'tooltip', id: tip }, h('p', {}, u.bindingLayer
+        ? `Binding: ${layerLabel(u.bindingLayer)} (${amount(u.slot, u.remaining ?? 0)} left)`
+        : 'No layer limits this.'), h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Layer'), h('th', {}, 'Limit'), h('th', {}, 'Used'), h('th', {}, 'Left'))), h('tbody', {}, u.layers.map((l) => h('tr', { class: l.layer === u.bindingLayer ? 'binding' : '' }, h('td', {}, layerLabel(l.layer), l.layer === u.bindingLayer ? ' (binding)' : ''), h('td', {}, l.limit === null ? 'unlimited' : amount(u.slot, l.limit)), h('td', {}, amount(u.slot, l.used)), h('td', {}, l.remaining === null ? '—' : amount(u.slot, l.remaining))))))));
 }
