@@ -24,9 +24,9 @@ use entity::{keypair_resource_policy as policy, session};
 use super::actor::{Actor, rules};
 use super::auth::Viewer;
 use super::events::EventBus;
-use super::history;
 use super::idle::{self, IdlePolicy};
-use super::lifecycle::{self, Transitions};
+use super::lifecycle::{self, Modification, Transitions, Written};
+use super::model::EventKind;
 use super::model::{SessionType, string_enum};
 use super::status::SessionStatus;
 use super::{DomainError, DomainResult, InputProblem, clock, visibility};
@@ -260,34 +260,27 @@ pub async fn extend(
         }
         _ => (s.extended_seconds + by, s.active_at),
     };
-    let updated = session::Entity::update_many()
-        .col_expr(session::Column::ExtendedSeconds, Expr::value(extended))
-        .col_expr(session::Column::ActiveAt, Expr::value(active_at))
-        .col_expr(session::Column::Extensions, Expr::value(s.extensions + 1))
-        // A new expiry: warned of when it comes near.
-        .col_expr(session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None))
-        .filter(session::Column::Id.eq(s.id))
-        .filter(session::Column::Extensions.eq(s.extensions))
-        .filter(session::Column::Status.eq(SessionStatus::Running.as_str()))
-        .exec(&txn)
-        .await?;
-    if updated.rows_affected != 1 {
-        return Err(DomainError::ExtensionLimit("the session changed meanwhile; look at it again".into()));
-    }
     let now = clock::now();
-    let after = session::Entity::find_by_id(s.id).one(&txn).await?.ok_or(DomainError::NotFound("session"))?;
-    let until = of(&after)?.map(|e| e.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
-    let modified = lifecycle::Modified {
-        session_id: s.id,
-        status: SessionStatus::Running,
-        phase: "extend",
-        message: format!("{} extended the session by {by} s, until {until}", viewer.email),
-        actor: Actor::User(viewer.user_id),
-    };
+    let mut m = Modification::new(s.id, SessionStatus::Running, "extend", String::new(), Actor::User(viewer.user_id));
+    m.set = vec![
+        (session::Column::ExtendedSeconds, Expr::value(extended)),
+        (session::Column::ActiveAt, Expr::value(active_at)),
+        (session::Column::Extensions, Expr::value(s.extensions + 1)),
+        // A new expiry: warned of when it comes near.
+        (session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None)),
+    ];
+    m.guard = vec![session::Column::Extensions.eq(s.extensions)];
+    // Said with the new expiry: worked out as the update will leave it.
+    let mut would = s.clone();
+    (would.extended_seconds, would.active_at, would.extensions) = (extended, active_at, s.extensions + 1);
+    let until = of(&would)?.map(|e| e.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_default();
+    m.message = format!("{} extended the session by {by} s, until {until}", viewer.email);
     let mut transitions = Transitions::default();
-    lifecycle::record_modified(&txn, vec![modified], now, &mut transitions).await?;
+    let Written::Done(after) = lifecycle::modify(&txn, m, now, &mut transitions).await? else {
+        return Err(DomainError::ExtensionLimit("the session changed meanwhile; look at it again".into()));
+    };
     lifecycle::commit(txn, transitions, bus).await?;
-    Ok(after)
+    Ok(*after)
 }
 
 /// Warns of every running session that expires within `ahead` of `now` and was not warned
@@ -325,30 +318,24 @@ pub async fn warn(
     }
     let txn = super::begin_write(db).await?;
     let mut transitions = Transitions::default();
-    let mut entries = Vec::new();
     for (s, e) in due {
         let before = match s.expiry_warned_for {
             Some(w) => session::Column::ExpiryWarnedFor.eq(w),
             None => session::Column::ExpiryWarnedFor.is_null(),
         };
-        let warned = session::Entity::update_many()
-            .col_expr(session::Column::ExpiryWarnedFor, Expr::value(e.at))
-            .filter(session::Column::Id.eq(s.id))
-            .filter(before)
-            .filter(session::Column::Extensions.eq(s.extensions))
-            .filter(session::Column::Status.eq(SessionStatus::Running.as_str()))
-            .exec(&txn)
-            .await?;
-        if warned.rows_affected != 1 {
-            continue;
-        }
-        let message = warning(e);
-        let actor = Actor::system(e.reason.rule());
-        transitions.push(lifecycle::warning_row(s.id, SessionStatus::Running, message.clone(), now, &actor));
-        entries.push(history::Entry::note(s.id, "expiry-warning", message, actor));
+        let mut m = Modification::new(
+            s.id,
+            SessionStatus::Running,
+            "expiry-warning",
+            warning(e),
+            Actor::system(e.reason.rule()),
+        );
+        m.kind = EventKind::ExpiryWarning;
+        m.set = vec![(session::Column::ExpiryWarnedFor, Expr::value(e.at))];
+        m.guard = vec![before, session::Column::Extensions.eq(s.extensions)];
+        lifecycle::modify(&txn, m, now, &mut transitions).await?;
     }
     let n = transitions.len();
-    history::record(&txn, entries, now).await?;
     lifecycle::commit(txn, transitions, bus).await?;
     Ok(n)
 }

@@ -24,7 +24,7 @@ use entity::{keypair_resource_policy as policy, session};
 use super::actor::Actor;
 use super::auth::Viewer;
 use super::events::EventBus;
-use super::lifecycle::{self, Transitions};
+use super::lifecycle::{self, Modification, Transitions, Written};
 use super::model::{SessionType, string_enum};
 use super::status::SessionStatus;
 use super::usage::{self, Sample};
@@ -202,30 +202,33 @@ pub async fn exempt(
         return Err(DomainError::Forbidden("only an administrator exempts a session from idle checks".into()));
     }
     let mut transitions = Transitions::default();
+    let mut after = s.clone();
     if s.exempt_idle != exempt {
-        session::Entity::update_many()
-            .col_expr(session::Column::ExemptIdle, Expr::value(exempt))
-            // Back under the checks: idleness counts from now, and is warned of anew.
-            .col_expr(session::Column::ActiveAt, Expr::value(clock::now()))
-            .col_expr(session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None))
-            .filter(session::Column::Id.eq(s.id))
-            .exec(&txn)
-            .await?;
         let message = if exempt {
             format!("{} exempted the session from idle checks", viewer.email)
         } else {
             format!("{} put the session back under idle checks", viewer.email)
         };
-        let modified = lifecycle::Modified {
-            session_id: s.id,
-            status: SessionStatus::stored(&s.status)?,
-            phase: "idle-exemption",
+        let now = clock::now();
+        let mut m = Modification::new(
+            s.id,
+            SessionStatus::stored(&s.status)?,
+            "idle-exemption",
             message,
-            actor: Actor::User(viewer.user_id),
-        };
-        lifecycle::record_modified(&txn, vec![modified], clock::now(), &mut transitions).await?;
+            Actor::User(viewer.user_id),
+        );
+        // Whatever its status now: an exemption does not wait on it.
+        m.guard_status = false;
+        m.set = vec![
+            (session::Column::ExemptIdle, Expr::value(exempt)),
+            // Back under the checks: idleness counts from now, and is warned of anew.
+            (session::Column::ActiveAt, Expr::value(now)),
+            (session::Column::ExpiryWarnedFor, Expr::value(Option::<DateTime<Utc>>::None)),
+        ];
+        if let Written::Done(changed) = lifecycle::modify(&txn, m, now, &mut transitions).await? {
+            after = *changed;
+        }
     }
-    let after = session::Entity::find_by_id(s.id).one(&txn).await?.ok_or(DomainError::NotFound("session"))?;
     lifecycle::commit(txn, transitions, bus).await?;
     Ok(after)
 }

@@ -1,8 +1,12 @@
-//! Status changes: the one writer of session statuses. It refuses illegal transitions,
-//! keeps each session's timestamps in step with its status, writes the completion
-//! callbacks a change owes into their outbox, and writes the append-only transition rows
-//! as the last statements of their transaction ([`commit`]), which then tells the event
-//! bus.
+//! The one writer of changes to sessions. A status changes through [`apply`]: it refuses
+//! illegal transitions, keeps each session's timestamps in step with its status and writes
+//! the completion callbacks a change owes into their outbox. Anything else about a session
+//! (a rename, a priority, an extension, an exemption, a warning of its expiry) changes
+//! through [`modify`]: an update guarded by what the change was decided on, a line of its
+//! history with who made it, and an event of its kind. Both leave their event rows in
+//! [`Transitions`], which [`commit`] writes as the last statements of the transaction
+//! (the history lines just before), and which then tells the event bus. A launch writes its
+//! new sessions itself and commits their first events here too.
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -15,12 +19,14 @@ use super::events::{CHANNEL, EventBus, EventKind};
 use super::status::{SessionResult, SessionStatus};
 use super::{DomainError, DomainResult};
 
-/// The status transitions of one transaction, and the completion callbacks they owe,
-/// written by [`commit`].
+/// The events of one transaction (status transitions and other changes), the completion
+/// callbacks they owe and the history lines of the other changes, written by [`commit`].
 #[derive(Debug, Default)]
 pub struct Transitions {
     rows: Vec<transition::ActiveModel>,
     callbacks: Vec<entity::session_callback::ActiveModel>,
+    /// History lines of changes other than of status, with the instant of each change.
+    notes: Vec<(super::history::Entry, DateTime<Utc>)>,
 }
 
 impl Transitions {
@@ -53,6 +59,15 @@ const SEQUENCE_LOCK: (i32, i32) = (0x7365_7373, 1);
 /// transitions. The price: status-changing commits are serialised for that short moment.
 pub async fn commit(txn: DatabaseTransaction, transitions: Transitions, bus: &EventBus) -> DomainResult<usize> {
     let n = transitions.rows.len();
+    // The history lines of other changes, before the lock too: a statement or two per
+    // instant of change (one, in every writer today), whatever the number of sessions.
+    let mut notes = transitions.notes;
+    while let Some((_, at)) = notes.first() {
+        let at = *at;
+        let (now, later): (Vec<_>, Vec<_>) = notes.into_iter().partition(|(_, t)| *t == at);
+        super::history::record(&txn, now.into_iter().map(|(e, _)| e).collect(), at).await?;
+        notes = later;
+    }
     if !transitions.callbacks.is_empty() {
         // Before the lock: see above.
         super::rows::insert_all(&txn, transitions.callbacks, None).await?;
@@ -127,54 +142,112 @@ pub fn transition_row(
     }
 }
 
-/// The event row warning that session `session_id`, in `status`, will be reclaimed:
-/// `reason` says when and why. It goes out with the status changes, in their sequence.
-pub fn warning_row(
-    session_id: uuid::Uuid,
-    status: SessionStatus,
-    reason: String,
-    at: DateTime<Utc>,
-    actor: &Actor,
-) -> transition::ActiveModel {
-    transition::ActiveModel {
-        kind: Set(EventKind::ExpiryWarning.as_str().to_owned()),
-        ..transition_row(session_id, Some(status), status, Some(reason), at, actor)
-    }
-}
-
 /// A change of a session other than of its status: a rename, a new priority, an extension,
-/// an exemption from idle checks.
+/// an exemption from idle checks, a warning of its expiry.
 #[derive(Clone, Debug)]
-pub struct Modified {
+pub struct Modification {
     pub session_id: uuid::Uuid,
-    /// Its status, which stays.
+    /// Its status, which stays: the update holds only while it is still this one.
     pub status: SessionStatus,
-    /// The history's phase for it (`modified`, `extend`, `idle-exemption`).
+    /// Whether the update holds only while the session still has `status` (a change that
+    /// does not depend on it, a rename or an exemption, does not wait for it).
+    pub guard_status: bool,
+    /// What it sets.
+    pub set: Vec<(session::Column, sea_orm::sea_query::SimpleExpr)>,
+    /// What else must still hold of the session as the change was decided on (a counter, a
+    /// value it replaces): a concurrent change is detected, not overwritten.
+    pub guard: Vec<sea_orm::sea_query::SimpleExpr>,
+    /// Its event's kind: MODIFIED, or EXPIRY_WARNING.
+    pub kind: EventKind,
+    /// The history's phase for it (`modified`, `extend`, `idle-exemption`, `expiry-warning`).
     pub phase: &'static str,
-    /// What changed and who changed it, in words.
+    /// What changed and who changed it, in words: the history line and the event's reason.
     pub message: String,
     pub actor: Actor,
 }
 
-/// Records `modified` inside the caller's transaction: each its history line with who made
-/// it, and a MODIFIED event row added to `transitions`, sent with the status changes when
-/// the caller commits them ([`commit`]). Every change of a session that is not of its
-/// status goes through here, as every status change goes through [`apply`].
-pub async fn record_modified(
-    txn: &impl ConnectionTrait,
-    modified: Vec<Modified>,
+impl Modification {
+    /// A MODIFIED change of session `session_id`, in `status`, guarded by that status.
+    pub fn new(
+        session_id: uuid::Uuid,
+        status: SessionStatus,
+        phase: &'static str,
+        message: String,
+        actor: Actor,
+    ) -> Self {
+        Self {
+            session_id,
+            status,
+            guard_status: true,
+            set: Vec::new(),
+            guard: Vec::new(),
+            kind: EventKind::Modified,
+            phase,
+            message,
+            actor,
+        }
+    }
+}
+
+/// What [`modify`] did.
+#[derive(Clone, Debug)]
+pub enum Written {
+    /// Changed: the session as it now is.
+    Done(Box<session::Model>),
+    /// The session moved on meanwhile (its status or a guard no longer holds): nothing
+    /// was written.
+    Moved,
+    /// A unique index refused it (another live session of the owner took the name):
+    /// nothing was written, and the transaction goes on.
+    Conflict,
+}
+
+/// Makes change `m` inside the caller's transaction: the guarded update, then (only if it
+/// held) its history line and its event, added to `transitions` for [`commit`]. Every change
+/// of a session that is not of its status goes through here, as every status change goes
+/// through [`apply`].
+pub async fn modify(
+    txn: &DatabaseTransaction,
+    m: Modification,
     now: DateTime<Utc>,
     transitions: &mut Transitions,
-) -> DomainResult<()> {
-    let mut notes = Vec::with_capacity(modified.len());
-    for m in modified {
-        transitions.push(transition::ActiveModel {
-            kind: Set(EventKind::Modified.as_str().to_owned()),
-            ..transition_row(m.session_id, Some(m.status), m.status, Some(m.message.clone()), now, &m.actor)
-        });
-        notes.push(super::history::Entry::note(m.session_id, m.phase, m.message, m.actor));
+) -> DomainResult<Written> {
+    use sea_orm::{SqlErr, TransactionTrait};
+    let mut update = session::Entity::update_many().filter(session::Column::Id.eq(m.session_id));
+    for (column, value) in m.set {
+        update = update.col_expr(column, value);
     }
-    super::history::record(txn, notes, now).await
+    if m.guard_status {
+        update = update.filter(session::Column::Status.eq(m.status.as_str()));
+    }
+    for condition in m.guard {
+        update = update.filter(condition);
+    }
+    // A write a unique index may refuse (a rename racing another to one name) runs in a
+    // savepoint, so that the refusal leaves the transaction usable (PostgreSQL aborts it).
+    let savepoint = txn.begin().await?;
+    let done = match update.exec(&savepoint).await {
+        Ok(done) => done,
+        Err(e) if matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(_))) => {
+            savepoint.rollback().await?;
+            return Ok(Written::Conflict);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    savepoint.commit().await?;
+    if done.rows_affected != 1 {
+        return Ok(Written::Moved);
+    }
+    transitions.push(transition::ActiveModel {
+        kind: Set(m.kind.as_str().to_owned()),
+        ..transition_row(m.session_id, Some(m.status), m.status, Some(m.message.clone()), now, &m.actor)
+    });
+    transitions.notes.push((super::history::Entry::note(m.session_id, m.phase, m.message, m.actor), now));
+    let after = session::Entity::find_by_id(m.session_id)
+        .one(txn)
+        .await?
+        .ok_or_else(|| DomainError::invariant(format!("session {} vanished", m.session_id)))?;
+    Ok(Written::Done(Box::new(after)))
 }
 
 /// What happened to one requested change.

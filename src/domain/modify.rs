@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, SqlErr, TransactionTrait};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use entity::session;
@@ -18,7 +18,7 @@ use super::actor::Actor;
 use super::auth::Viewer;
 use super::launch::admission::live_name_taken;
 use super::launch::validate::{PRIORITY_RANGE, valid_name};
-use super::lifecycle::{self, Transitions};
+use super::lifecycle::{self, Transitions, Written};
 use super::status::SessionStatus;
 use super::{DomainError, DomainResult, InputProblem, clock, visibility};
 
@@ -75,35 +75,21 @@ pub async fn modify(
     };
     let now = clock::now();
     let mut outcomes: HashMap<Uuid, ModifyOutcome> = HashMap::new();
-    let mut modified = Vec::new();
+    let mut transitions = Transitions::default();
     for s in visible.values_mut() {
         let outcome = match decide(viewer, s, m, &ceilings) {
             Err(refused) => refused,
             Ok(change) if change.is_empty() => ModifyOutcome::Unchanged,
             Ok(change) => {
-                let outcome = write(&txn, s, &change).await?;
-                if outcome == ModifyOutcome::Modified {
-                    modified.push(lifecycle::Modified {
-                        session_id: s.id,
-                        status: SessionStatus::stored(&s.status)?,
-                        phase: "modified",
-                        message: change.described(&viewer.email, s),
-                        actor: Actor::User(viewer.user_id),
-                    });
-                    if let Some(name) = &change.name {
-                        s.name.clone_from(name);
-                    }
-                    if let Some(priority) = change.priority {
-                        s.priority = priority;
-                    }
+                let (outcome, after) = write(&txn, viewer, s, &change, now, &mut transitions).await?;
+                if let Some(after) = after {
+                    *s = after;
                 }
                 outcome
             }
         };
         outcomes.insert(s.id, outcome);
     }
-    let mut transitions = Transitions::default();
-    lifecycle::record_modified(&txn, modified, now, &mut transitions).await?;
     lifecycle::commit(txn, transitions, bus).await?;
     Ok(ids
         .iter()
@@ -208,35 +194,41 @@ fn decide(
     Ok(change)
 }
 
-/// Writes `change` to `s`, guarded: a priority only while the session still waits, a name
-/// only if no other live session of its owner has it (the unique index decides races).
-async fn write(txn: &sea_orm::DatabaseTransaction, s: &session::Model, change: &Change) -> DomainResult<ModifyOutcome> {
-    let live = !SessionStatus::stored(&s.status)?.is_terminal();
-    if let Some(name) = change.name.as_ref().filter(|_| live)
+/// Writes `change` to `s` through the one writer, guarded: a priority only while the
+/// session still waits, a name only if no other live session of its owner has it (the
+/// unique index decides races). The session as it now is, when changed.
+async fn write(
+    txn: &sea_orm::DatabaseTransaction,
+    viewer: &Viewer,
+    s: &session::Model,
+    change: &Change,
+    now: chrono::DateTime<chrono::Utc>,
+    transitions: &mut Transitions,
+) -> DomainResult<(ModifyOutcome, Option<session::Model>)> {
+    let status = SessionStatus::stored(&s.status)?;
+    if let Some(name) = change.name.as_ref().filter(|_| !status.is_terminal())
         && live_name_taken(txn, s.owner_id, std::slice::from_ref(name), Some(s.id)).await?.is_some()
     {
-        return Ok(ModifyOutcome::NameTaken);
+        return Ok((ModifyOutcome::NameTaken, None));
     }
-    let mut update = session::Entity::update_many().filter(session::Column::Id.eq(s.id));
+    let mut m = lifecycle::Modification::new(
+        s.id,
+        status,
+        "modified",
+        change.described(&viewer.email, s),
+        Actor::User(viewer.user_id),
+    );
+    // A rename does not wait on the status; a new priority holds only while it waits.
+    m.guard_status = change.priority.is_some();
     if let Some(name) = &change.name {
-        update = update.col_expr(session::Column::Name, Expr::value(name.clone()));
+        m.set.push((session::Column::Name, Expr::value(name.clone())));
     }
     if let Some(p) = change.priority {
-        update = update
-            .col_expr(session::Column::Priority, Expr::value(p))
-            .filter(session::Column::Status.eq(SessionStatus::Pending.as_str()));
+        m.set.push((session::Column::Priority, Expr::value(p)));
     }
-    // A rename racing another to the same name meets the unique index: inside a savepoint,
-    // so the loser's transaction (PostgreSQL aborts it on the error) goes on, with NAME_TAKEN.
-    let savepoint = txn.begin().await?;
-    let done = match update.exec(&savepoint).await {
-        Ok(done) => done,
-        Err(e) if matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(_))) => {
-            savepoint.rollback().await?;
-            return Ok(ModifyOutcome::NameTaken);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    savepoint.commit().await?;
-    Ok(if done.rows_affected == 1 { ModifyOutcome::Modified } else { ModifyOutcome::NotPending })
+    Ok(match lifecycle::modify(txn, m, now, transitions).await? {
+        Written::Done(after) => (ModifyOutcome::Modified, Some(*after)),
+        Written::Moved => (ModifyOutcome::NotPending, None),
+        Written::Conflict => (ModifyOutcome::NameTaken, None),
+    })
 }

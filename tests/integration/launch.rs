@@ -148,8 +148,9 @@ async fn every_validation_rule_reports_its_field(app: TestApp) {
         (
             json!({"resources": [{"slot": "cpu", "amount": 0.1}, {"slot": "mem", "amount": GIB}]}),
             "BELOW_IMAGE_MINIMUM",
-            "input.resources",
+            "input.resources[0]",
         ),
+        (json!({"resources": [{"slot": "cpu", "amount": 1}]}), "BELOW_IMAGE_MINIMUM", "input.resources"),
         (json!({"resourceGroup": "other"}), "UNKNOWN_RESOURCE_GROUP", "input.resourceGroup"),
         (json!({"resourceGroup": "nowhere"}), "UNKNOWN_RESOURCE_GROUP", "input.resourceGroup"),
         (json!({"type": "BATCH"}), "MISSING_STARTUP_COMMAND", "input.startupCommand"),
