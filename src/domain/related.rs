@@ -25,6 +25,8 @@ pub enum Relation {
     ExtensionLimits,
     /// Its status changes, oldest first.
     Transitions,
+    /// The user who made its latest status change (when not its owner).
+    Actors,
 }
 
 /// The relations a page needs.
@@ -53,6 +55,8 @@ pub struct Loaded {
     pub extension_limits: HashMap<Uuid, ExtensionLimits>,
     /// By session.
     pub transitions: HashMap<Uuid, Vec<session_status_transition::Model>>,
+    /// The users who made the sessions' latest status changes, but their owners.
+    pub actors: HashMap<Uuid, user::Model>,
 }
 
 /// Loads the `wanted` relations of `sessions`, but the owners and the project already
@@ -103,7 +107,9 @@ pub async fn load(
     let launch_groups = keys(wanted, Relation::LaunchGroup, sessions, |s| s.launch_group_id);
     let keypairs = keys(wanted, Relation::ExtensionLimits, sessions, |s| Some(s.keypair_id));
     let ids = keys(wanted, Relation::Transitions, sessions, |s| Some(s.id));
-    let (owners, projects, resource_groups, images, launch_groups, extension_limits, transitions) = tokio::try_join!(
+    // An owner who made the change is read already (or with the owners below).
+    let actors = keys(wanted, Relation::Actors, sessions, |s| s.status_actor_user_id.filter(|a| *a != s.owner_id));
+    let (owners, projects, resource_groups, images, launch_groups, extension_limits, transitions, actors) = tokio::try_join!(
         each(owners, |k| async move { relations::users(db, &k).await }),
         each(projects, |k| async move { relations::projects(db, &k).await }),
         each(groups, |k| async move { relations::resource_groups(db, &k).await }),
@@ -111,11 +117,12 @@ pub async fn load(
         each(launch_groups, |k| async move { relations::launch_groups(db, &k).await }),
         each(keypairs, |k| async move { expiry::limits(db, &k).await }),
         each(ids, |k| async move { relations::transitions(db, &k).await }),
+        each(actors, |k| async move { relations::users(db, &k).await }),
     )?;
     let (mut resource_groups, mut images) = (resource_groups, images);
     resource_groups.extend(known_groups);
     images.extend(known_images);
-    Ok(Loaded { owners, projects, resource_groups, images, launch_groups, extension_limits, transitions })
+    Ok(Loaded { owners, projects, resource_groups, images, launch_groups, extension_limits, transitions, actors })
 }
 
 /// `name` when `catalog` does not hold it (it is to be read); otherwise none, and what it

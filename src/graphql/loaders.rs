@@ -77,6 +77,7 @@ pub fn session_relation(field: &str) -> Option<Relation> {
         "launchGroup" => Relation::LaunchGroup,
         "expiry" => Relation::ExtensionLimits,
         "statusTransitions" => Relation::Transitions,
+        "statusChangedBy" => Relation::Actors,
         _ => return None,
     })
 }
@@ -84,7 +85,17 @@ pub fn session_relation(field: &str) -> Option<Relation> {
 /// The relations of `Session` fields that `selected` says are asked for.
 fn wanted(selected: impl Fn(&str) -> bool) -> Wanted {
     let mut wanted = Wanted::default();
-    for field in ["owner", "project", "resourceGroup", "image", "apps", "launchGroup", "expiry", "statusTransitions"] {
+    for field in [
+        "owner",
+        "project",
+        "resourceGroup",
+        "image",
+        "apps",
+        "launchGroup",
+        "expiry",
+        "statusTransitions",
+        "statusChangedBy",
+    ] {
         if let Some(r) = session_relation(field).filter(|_| selected(field)) {
             wanted.add(r);
         }
@@ -149,6 +160,13 @@ async fn prefetch(
         }
     }
     l.feed_many(loaded.owners.into_iter().map(|(k, v)| (UserId(k), v))).await;
+    // Who changed a session's status (Actor.user reads users through the same loader),
+    // the owners among them too.
+    if wanted.has(Relation::Actors) {
+        let owners_acting = known_owners.iter().filter(|u| rows.iter().any(|r| r.status_actor_user_id == Some(u.id)));
+        l.feed_many(owners_acting.map(|u| (UserId(u.id), (*u).clone()))).await;
+    }
+    l.feed_many(loaded.actors.into_iter().map(|(k, v)| (UserId(k), v))).await;
     l.feed_many(loaded.projects.into_iter().map(|(k, v)| (ProjectId(k), v))).await;
     l.feed_many(loaded.resource_groups.into_iter().map(|(k, v)| (ResourceGroupName(k), v))).await;
     l.feed_many(loaded.images.into_iter().map(|(k, v)| (ImageName(k), v))).await;

@@ -273,9 +273,13 @@ async fn answered(state: AppState, flavor: Flavor, headers: &HeaderMap, request:
             };
             if known.is_none() && Plans::keeps(&admitted.request.query) {
                 let request = &mut admitted.request;
-                let max_cost = state.limits.graphql.max_query_cost;
+                let limits = &state.limits.graphql;
+                let budget = compiled::Budget {
+                    max_cost: limits.max_query_cost,
+                    counts_allowed: limits.max_aggregates >= 1 && limits.max_aggregate_rows >= 1,
+                };
                 let name = request.operation_name.clone();
-                let plan = request.parsed_query().ok().and_then(|doc| Plan::of(doc, name.as_deref(), max_cost));
+                let plan = request.parsed_query().ok().and_then(|doc| Plan::of(doc, name.as_deref(), budget));
                 unseen = plan.map(|plan| (request.query.clone(), name, plan));
             }
             (operation, {

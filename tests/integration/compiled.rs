@@ -32,6 +32,22 @@ const LITERALS: &str = "query($p: ID!) {
   }
 }";
 
+/// The Sessions page's own list document (`LIST` of web/src/page.ts): the list with every
+/// column the page shows, and the counts of its tabs beside it.
+fn page_document() -> String {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web/src/page.ts");
+    let text = std::fs::read_to_string(path).expect("page.ts");
+    let from = text.find("const LIST = `").expect("the page's list") + "const LIST = `".len();
+    let to = text[from..].find('`').expect("its end") + from;
+    text[from..to].to_owned()
+}
+
+/// The page's variables for its first page of `tab` in `scope`, as refresh() sends them.
+fn page_variables(p: &str, scope: &str, tab: &str) -> Value {
+    json!({"p": p, "scope": scope, "filter": {"tab": tab}, "counted": {},
+           "order": [{"field": "CREATED_AT", "direction": "DESC"}], "first": 20})
+}
+
 /// One answer: status, content type and body.
 struct Answer {
     status: StatusCode,
@@ -111,7 +127,21 @@ async fn same_answer_twice(app: &TestApp, token: &str, accept: Option<&str>, que
     assert_eq!(answer.content_type, executed.content_type);
     let (executed_body, executed_clock) = without_clock(&executed.body);
     let (body, clock) = without_clock(&answer.body);
-    assert_eq!(body, executed_body, "{query} {variables}");
+    if query.contains("sessionCounts") {
+        // Two roots: the executor writes them in the order they finish, the compiled form
+        // in the document's. The same JSON, every object's fields in the same order below.
+        let roots = |b: &str| -> Vec<(String, String)> {
+            let v: serde_json::Map<String, Value> =
+                serde_json::from_str::<Value>(b).expect("JSON")["data"].as_object().cloned().expect("data");
+            let mut roots: Vec<(String, String)> =
+                v.into_iter().map(|(k, v)| (k, without_clock(&v.to_string()).0)).collect();
+            roots.sort();
+            roots
+        };
+        assert_eq!(roots(&answer.body), roots(&executed.body), "{query} {variables}");
+    } else {
+        assert_eq!(body, executed_body, "{query} {variables}");
+    }
     assert_eq!(clock.len(), executed_clock.len());
     // Read later, each figure is the same or larger by at most the seconds that passed.
     for (later, earlier) in clock.iter().zip(&executed_clock) {
@@ -194,6 +224,35 @@ async fn the_compiled_list_answers_what_the_executor_answers(app: TestApp) {
     assert!(literal["data"]["sessions"]["edges"].as_array().is_some_and(|e| !e.is_empty()), "{literal}");
     same_answer_twice(&app, "demo-admin", None, LITERALS, json!({"p": p})).await;
 
+    // The Sessions page's own document: its list and counts, filter and order as
+    // variables, pending reasons and who changed each status (a user, an administrator who
+    // is not the owner, the system), on each tab, as an administrator and as a user.
+    let waiting = json!([{"code": "NO_CAPACITY", "message": "no agent has room now", "layer": "RESOURCE_GROUP"}]);
+    let reasons = Entity::update_many().col_expr(Column::PendingReasons, Expr::value(waiting));
+    reasons.filter(Column::Id.eq(newest.id)).exec(&app.db).await.expect("reasons");
+    let admin = sessiond::domain::seed::demo_user_id("admin@example.com");
+    let by_admin = Entity::update_many().col_expr(Column::StatusActorUserId, Expr::value(admin));
+    by_admin.filter(Column::Status.eq("TERMINATED")).exec(&app.db).await.expect("actors");
+    let document = page_document();
+    for (token, scope, tab) in [
+        ("demo-admin", "PROJECT", "FINISHED"),
+        ("demo-admin", "PROJECT", "RUNNING"),
+        ("demo-alice", "MINE", "FINISHED"),
+    ] {
+        let answer = same_answer_twice(&app, token, None, &document, page_variables(&p, scope, tab)).await;
+        let rows = answer["data"]["sessions"]["edges"].as_array().expect("edges");
+        assert!(!rows.is_empty(), "{answer}");
+        assert!(answer["data"]["sessionCounts"]["finished"].as_i64().is_some_and(|n| n > 0), "{answer}");
+        if tab == "RUNNING" {
+            let listed = rows.iter().any(|r| r["node"]["pendingReasons"][0]["code"] == "NO_CAPACITY");
+            assert!(listed, "a waiting session's reasons: {answer}");
+        } else {
+            let actors: Vec<&Value> = rows.iter().map(|r| &r["node"]["statusChangedBy"]["user"]).collect();
+            assert!(actors.iter().any(|a| a.is_null()), "the system's: {answer}");
+            assert!(actors.iter().any(|a| !a.is_null()), "a user's: {answer}");
+        }
+    }
+
     // A document, once compiled, stays compiled for other variables and callers.
     ask(&app, "demo-bob", None, EVERY_FIELD, &json!({"p": research})).await;
     let before = compiled(&app, "compiled").await;
@@ -242,6 +301,22 @@ async fn what_the_compiled_list_cannot_answer_the_executor_does(app: TestApp) {
         assert_eq!(compiled(&app, "executor").await, fell_back + 1, "{variables}: handed back");
         let executed = ask(&app, token, None, &executed_query, &variables).await;
         assert_eq!((answer.status, &answer.body), (executed.status, &executed.body), "{token} {variables}");
+        let body: Value = serde_json::from_str(&answer.body).expect("JSON");
+        assert!(body.get("errors").is_some(), "{token} {variables}: {body}");
+    }
+    // The page's document with variables the executor refuses, or the domain refuses.
+    let document = page_document();
+    ask(&app, "demo-admin", None, &document, &page_variables(&p, "PROJECT", "FINISHED")).await;
+    for (token, variables) in [
+        ("demo-admin", json!({"p": p, "scope": "PROJECT", "filter": {"tab": "SOMETIMES"}})),
+        ("demo-admin", json!({"p": p, "scope": "PROJECT", "filter": {"nameContains": "a\u{0}b"}})),
+        ("demo-admin", json!({"p": p, "scope": "PROJECT", "order": [{"field": "COLOUR", "direction": "ASC"}]})),
+        ("demo-admin", json!({"p": p, "scope": "PROJECT", "counted": {"createdAfter": "0000-01-01T00:00:00Z"}})),
+        ("demo-alice", json!({"p": p, "scope": "PROJECT"})),
+    ] {
+        let fell_back = compiled(&app, "executor").await;
+        let answer = ask(&app, token, None, &document, &variables).await;
+        assert_eq!(compiled(&app, "executor").await, fell_back + 1, "{variables}: handed back");
         let body: Value = serde_json::from_str(&answer.body).expect("JSON");
         assert!(body.get("errors").is_some(), "{token} {variables}: {body}");
     }

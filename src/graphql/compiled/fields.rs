@@ -18,10 +18,11 @@ use entity::{image, launch_group, project, resource_group, user};
 use crate::domain::expiry::{self, Expiry, ExtensionLimits};
 use crate::domain::model::Role as DomRole;
 use crate::domain::related::Wanted;
-use crate::domain::sessions::{PageRow, SessionPage};
+use crate::domain::sessions::{PageRow, SessionCounts, SessionPage};
 use crate::domain::slots::{self, ResourceSlots as Slots};
 use crate::domain::{DomainError, DomainResult};
 
+use super::super::actor::ActorKind;
 use super::super::cursor;
 use super::super::errors::ApiResult;
 use super::super::ids::{NodeKind, encode};
@@ -29,7 +30,8 @@ use super::super::people::Role;
 use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
 use super::super::session::{plain, session_plain_fields};
 use super::super::types::{
-    ExpiryReason, IdleCheck, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount, SlotUse,
+    ExpiryReason, IdleCheck, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount,
+    SlotUse,
 };
 
 /// An object of the answer, as the list page holds it.
@@ -48,6 +50,11 @@ pub(super) enum Node<'a> {
     IdleCheck(IdleCheck),
     Slots(Slots),
     SlotAmount(String, f64),
+    PendingReason(PendingReason),
+    /// Who made a session's latest status change.
+    Actor(&'a PageRow),
+    Counts(&'a SessionCounts),
+    TypeCount(crate::domain::model::SessionType, u64),
 }
 
 /// A field's value: a leaf (text without a copy where it can), an object, a list of them.
@@ -70,6 +77,10 @@ pub(super) struct Page<'a> {
     pub launch_groups: &'a HashMap<Uuid, launch_group::Model>,
     /// The extension limits of the sessions' keypairs' policies.
     pub limits: &'a HashMap<Uuid, ExtensionLimits>,
+    /// Who made the sessions' latest status changes, but their owners.
+    pub actors: &'a HashMap<Uuid, user::Model>,
+    /// The counts beside the list, when asked.
+    pub counts: Option<&'a SessionCounts>,
 }
 
 /// Reads one field of an object.
@@ -142,6 +153,27 @@ fn slots_of<'n>(n: &'n Node<'_>) -> DomainResult<&'n Slots> {
         Node::Slots(slots) => Ok(slots),
         _ => Err(DomainError::invariant("not a ResourceSlots")),
     }
+}
+
+/// The reason a getter of `PendingReason` reads.
+fn reason<'n>(n: &'n Node<'_>) -> DomainResult<&'n PendingReason> {
+    match n {
+        Node::PendingReason(r) => Ok(r),
+        _ => Err(DomainError::invariant("not a PendingReason")),
+    }
+}
+
+/// The counts a getter of `SessionCounts` reads.
+fn counts_of<'a>(n: &Node<'a>) -> DomainResult<&'a SessionCounts> {
+    match n {
+        Node::Counts(c) => Ok(c),
+        _ => Err(DomainError::invariant("not a SessionCounts")),
+    }
+}
+
+/// A count as the API writes it.
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// The getter of `field` of the object type `type_name`, if the compiled list writes it.
@@ -224,6 +256,48 @@ pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
         ("ResourceSlots", "accelerators") => get!(|n, p| amounts(ResourceSlots::accelerators_of(slots_of(n)?))),
         ("ResourceSlots", "all") => get!(|n, p| amounts(SlotAmount::list(slots_of(n)?))),
 
+        ("PendingReason", "code") => get!(|n, p| Ok(Out::Value(Value::String(reason(n)?.code.clone())))),
+        ("PendingReason", "message") => get!(|n, p| Ok(Out::Value(Value::String(reason(n)?.message.clone())))),
+        ("PendingReason", "layer") => get!(|n, p| leaf(reason(n)?.layer)),
+        ("PendingReason", "slot") => get!(|n, p| leaf(reason(n)?.slot.clone())),
+        ("PendingReason", "requested") => get!(|n, p| leaf(reason(n)?.requested)),
+        ("PendingReason", "remaining") => get!(|n, p| leaf(reason(n)?.remaining)),
+
+        ("Actor", "kind") => get!(|n, p| {
+            let s = &node!(n, Actor).session;
+            leaf(if s.status_actor_user_id.is_some() { ActorKind::User } else { ActorKind::System })
+        }),
+        ("Actor", "rule") => get!(|n, p| Ok(Out::Text(node!(n, Actor).session.status_actor_rule.as_deref()))),
+        // The executor reads the whole user (its role too) whichever of its fields are asked.
+        ("Actor", "user") => get!(|n, p| {
+            let row = node!(n, Actor);
+            let Some(id) = row.session.status_actor_user_id else { return Ok(Out::Null) };
+            let user = if id == row.owner.id { Some(&row.owner) } else { p.actors.get(&id) };
+            Ok(match user {
+                Some(u) => {
+                    DomRole::stored(&u.role)?;
+                    Out::One(Node::User(u))
+                }
+                // A user since deleted.
+                None => Out::Null,
+            })
+        }),
+
+        ("SessionCounts", "running") => get!(|n, p| leaf(count(counts_of(n)?.running))),
+        ("SessionCounts", "finished") => get!(|n, p| leaf(count(counts_of(n)?.finished))),
+        ("SessionCounts", "all") => get!(|n, p| leaf(count(counts_of(n)?.all))),
+        ("SessionCounts", "byType") => {
+            get!(|n, p| Ok(Out::Many(counts_of(n)?.by_type.iter().map(|(t, c)| Node::TypeCount(*t, *c)).collect())))
+        }
+        ("SessionTypeCount", "type") => get!(|n, p| match n {
+            Node::TypeCount(t, _) => leaf(SessionType::from(*t)),
+            _ => Err(DomainError::invariant("not a SessionTypeCount")),
+        }),
+        ("SessionTypeCount", "count") => get!(|n, p| match n {
+            Node::TypeCount(_, c) => leaf(count(*c)),
+            _ => Err(DomainError::invariant("not a SessionTypeCount")),
+        }),
+
         ("SlotAmount", "slot") => get!(|n, p| match n {
             Node::SlotAmount(slot, _) => Ok(Out::Value(Value::String(slot.clone()))),
             _ => Err(DomainError::invariant("not a SlotAmount")),
@@ -265,6 +339,11 @@ fn session(field: &str) -> Option<Get> {
             Ok(Out::One(Node::ResourceGroup(group)))
         }),
         "image" => get!(|s, row, p| Ok(Out::One(Node::Image(p.images.get(&s.image).ok_or_else(|| missing("image"))?)))),
+        "pendingReasons" => get!(|s, row, p| {
+            let reasons = crate::domain::sessions::pending_reasons(s)?;
+            Ok(Out::Many(reasons.into_iter().map(|r| Node::PendingReason(r.into())).collect()))
+        }),
+        "statusChangedBy" => get!(|s, row, p| Ok(Out::One(Node::Actor(row)))),
         "expiry" => get!(|s, row, p| {
             Ok(match expiry::of(s)? {
                 Some(e) => Out::One(Node::Expiry(row, e)),
@@ -373,9 +452,7 @@ mod tests {
     const NOT_COMPILED: &[(&str, &str)] = &[
         ("SessionConnection", "totalCount"), // a statement of its own
         ("Session", "environment"),          // not a list column
-        ("Session", "pendingReasons"),       // the detail panel's
         ("Session", "statusTransitions"),    // a statement of its own
-        ("Session", "statusChangedBy"),      // a hidden column: a user's load of its own
         ("Session", "launchedFrom"),         // the detail panel's
         ("Session", "dependsOn"),            // the detail panel's: a statement of its own
         ("Session", "dependents"),           // the detail panel's: a statement of its own
@@ -395,7 +472,7 @@ mod tests {
     fn every_field_of_the_list_is_compiled_or_left_on_purpose() {
         let types = types();
         let mut seen = std::collections::BTreeSet::new();
-        let mut todo = vec!["SessionConnection".to_owned()];
+        let mut todo = vec!["SessionConnection".to_owned(), "SessionCounts".to_owned()];
         while let Some(object) = todo.pop() {
             if !seen.insert(object.clone()) {
                 continue;

@@ -1,5 +1,5 @@
-//! Compiled session lists: the page the Sessions page asks for over and over, answered
-//! without async-graphql's general executor.
+//! Compiled session lists: the page the Sessions page asks for over and over (its list and
+//! the counts of its tabs), answered without async-graphql's general executor.
 //!
 //! The executor resolves every field of every row as a future, builds a tree of values and
 //! serializes it; for a 50-row page that is about a third of the server's CPU (see
@@ -7,9 +7,10 @@
 //! async-graphql and answered by its executor as any other. If it is a plain session list
 //! ([`plan`] says exactly which are) and that answer had no error, its compiled form is
 //! kept, by the document's text and operation name. The next time the same text comes, the compiled form:
-//! coerces the arguments as the executor does, calls the same two functions the list
-//! resolver calls (the domain's visibility check and page), and writes each field's value
-//! as the executor would ([`render`]).
+//! coerces the arguments as the executor does, calls the same functions the list and counts
+//! resolvers call (the domain's visibility check, page and counts), and writes each field's
+//! value as the executor would ([`render`]), the roots in the document's order (the
+//! executor writes them in the order they finish).
 //!
 //! Anything unusual falls back to the executor, which then answers as it always does: a
 //! variable it cannot coerce, an error of the domain, a stored value it cannot read. A
@@ -34,7 +35,8 @@ use crate::domain::{clock, related};
 use super::limits;
 use super::session_list::{SessionFilter, SessionOrder, SessionScope, project_set, to_domain_orders};
 use super::session_paging::{PageArgs, read_page};
-pub use plan::Plan;
+use plan::RootKind;
+pub use plan::{Budget, Plan};
 
 /// The most documents kept, the most operation names kept for one document, and the
 /// longest document kept: enough for every page of a web client, little memory whatever a
@@ -97,19 +99,32 @@ pub async fn answer(
     variables: &Variables,
 ) -> Option<Vec<u8>> {
     limits::given_variables(&plan.variables, variables).ok()?;
-    let arguments = Arguments { plan, variables };
-    let project_id: ID = arguments.get("projectId")?;
-    let scope: Option<SessionScope> = arguments.get_or("scope", || Some(SessionScope::Mine))?;
-    let filter: Option<SessionFilter> = arguments.get("filter")?;
-    let order_by: Option<Vec<SessionOrder>> = arguments.get("orderBy")?;
-    let args = PageArgs {
-        first: arguments.get("first")?,
-        after: arguments.get("after")?,
-        last: arguments.get("last")?,
-        before: arguments.get("before")?,
-    };
-    let set = project_set(db, inline, viewer, &project_id, scope, filter).await.ok()?;
-    let page = read_page(db, inline, &set, &to_domain_orders(order_by), args).await.ok()?;
+    let mut list = None;
+    let mut counts = None;
+    for root in &plan.roots {
+        let arguments = Arguments { plan, root, variables };
+        let project_id: ID = arguments.get("projectId")?;
+        let scope: Option<SessionScope> = arguments.get_or("scope", || Some(SessionScope::Mine))?;
+        let filter: Option<SessionFilter> = arguments.get("filter")?;
+        let set = project_set(db, inline, viewer, &project_id, scope, filter).await.ok()?;
+        match root.kind {
+            RootKind::Sessions => {
+                let order_by: Option<Vec<SessionOrder>> = arguments.get("orderBy")?;
+                let args = PageArgs {
+                    first: arguments.get("first")?,
+                    after: arguments.get("after")?,
+                    last: arguments.get("last")?,
+                    before: arguments.get("before")?,
+                };
+                let page = read_page(db, inline, &set, &to_domain_orders(order_by), args).await.ok()?;
+                list = Some((set, page));
+            }
+            // The request's first aggregate: within its budget whatever it reads (the plan
+            // holds no counts the executor would refuse).
+            RootKind::Counts => counts = Some(set.counts(db).await.ok()?),
+        }
+    }
+    let (set, page) = list?;
     // The relations the plan writes, each in one statement, as the executor's prefetch.
     let sessions: Vec<&entity::session::Model> = page.rows.iter().map(|r| &r.session).collect();
     let owners: Vec<&entity::user::Model> = page.rows.iter().map(|r| &r.owner).collect();
@@ -123,13 +138,16 @@ pub async fn answer(
         images: &loaded.images,
         launch_groups: &loaded.launch_groups,
         limits: &loaded.extension_limits,
+        actors: &loaded.actors,
+        counts: counts.as_ref(),
     };
     render::body(plan, &shared).ok()
 }
 
-/// The root field's arguments with the request's variables.
+/// A root field's arguments with the request's variables.
 struct Arguments<'a> {
     plan: &'a Plan,
+    root: &'a plan::Root,
     variables: &'a Variables,
 }
 
@@ -138,7 +156,7 @@ impl Arguments<'_> {
     /// `T`'s reading of nothing; a variable is its value, else its definition's default
     /// (null when nullable).
     fn get<T: InputType>(&self, name: &str) -> Option<T> {
-        let value = match self.plan.arguments.iter().find(|(n, _)| n.node == name) {
+        let value = match self.root.arguments.iter().find(|(n, _)| n.node == name) {
             None => None,
             Some((_, value)) => Some(value.node.clone().into_const_with(|var| self.variable(&var).ok_or(())).ok()?),
         };
@@ -147,7 +165,7 @@ impl Arguments<'_> {
 
     /// The same for an argument with a default when absent.
     fn get_or<T: InputType>(&self, name: &str, default: fn() -> T) -> Option<T> {
-        if self.plan.arguments.iter().all(|(n, _)| n.node != name) {
+        if self.root.arguments.iter().all(|(n, _)| n.node != name) {
             return Some(default());
         }
         self.get(name)
@@ -166,7 +184,7 @@ mod tests {
     fn plan() -> Plan {
         let doc =
             async_graphql::parser::parse_query("{ sessions(projectId: \"x\") { nodes { id } } }").expect("parses");
-        Plan::of(&doc, None, 100_000).expect("compiles")
+        Plan::of(&doc, None, Budget { max_cost: 100_000, counts_allowed: true }).expect("compiles")
     }
 
     fn kept(plans: &Plans) -> usize {

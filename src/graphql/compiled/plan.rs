@@ -1,20 +1,19 @@
-//! Which documents have a compiled form, and that form: a session list, read from a
-//! document async-graphql has already parsed (and, before the plan is kept, validated and
-//! answered without an error), planned against the schema ([`super::schema`]) with the
-//! fields the compiled list knows ([`super::fields`]).
+//! Which documents have a compiled form, and that form: a session list (and the counts of
+//! its tabs), read from a document async-graphql has already parsed (and, before the plan
+//! is kept, validated and answered without an error), planned against the schema
+//! ([`super::schema`]) with the fields the compiled list knows ([`super::fields`]).
 //!
 //! What compiles, and nothing else (anything else is answered by the executor):
-//! - a document of one operation, a query without directives, whose only root selection is
-//!   `sessions(...)`, aliased or not;
-//! - its arguments as written, with variables for `projectId`, `scope`, `first`, `after`,
-//!   `last` and `before` (their values are coerced as the executor coerces them); `filter`
-//!   and `orderBy` only as literals, which validation has checked once and for all;
-//! - below it, any field of any object the fields module knows (the connection, edges,
+//! - a document of one operation, a query without directives, whose root selections are
+//!   `sessions(...)` and at most one `sessionCounts(...)` beside it (the Sessions page's
+//!   `SessionsPage`), aliased or not;
+//! - their arguments as written or as variables (coerced as the executor coerces them);
+//! - below them, any field of any object the fields module knows (the connection, edges,
 //!   page info, sessions and their relations: owner, project, resource group, image,
-//!   launch group, requested and occupied slots with accelerators), `__typename`
-//!   anywhere, and aliases;
+//!   launch group, requested and occupied slots with accelerators, pending reasons, who
+//!   made the latest status change; the counts), `__typename` anywhere, and aliases;
 //! - no fragments, no directives, no response key selected twice (the executor merges
-//!   those), no arguments below the root.
+//!   those), no arguments below the roots.
 
 use async_graphql::parser::types::{
     DocumentOperations, ExecutableDocument, Field as QueryField, OperationType, Selection, SelectionSet,
@@ -26,22 +25,54 @@ use async_graphql_value::Value;
 
 use crate::domain::paging::MAX_PAGE_SIZE;
 
-use super::super::limits;
+use super::super::limits::{self, AGGREGATE_COST};
 use super::super::session_paging::page_complexity;
 use super::fields::{self, Get};
 use super::schema::{self, Types};
 use crate::domain::related::Wanted;
 
-/// A compiled session list.
+/// A compiled session list, and the counts beside it.
 pub struct Plan {
-    /// The root field's response key, as JSON with its colon.
-    pub(super) key: Vec<u8>,
     pub(super) variables: Vec<Positioned<VariableDefinition>>,
-    pub(super) arguments: Vec<(Positioned<Name>, Positioned<Value>)>,
-    /// The connection's selection.
-    pub(super) root: Object,
+    /// The root fields, in the document's order.
+    pub(super) roots: Vec<Root>,
     /// The relations to load for the page.
     pub(super) loads: Wanted,
+}
+
+/// One root field: its response key (written as JSON, with its colon), what it is, its
+/// arguments as written, and its selection.
+pub(super) struct Root {
+    pub(super) key: Vec<u8>,
+    pub(super) kind: RootKind,
+    pub(super) arguments: Vec<(Positioned<Name>, Positioned<Value>)>,
+    pub(super) selection: Object,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RootKind {
+    /// `sessions`: a page of the list.
+    Sessions,
+    /// `sessionCounts`: the counts of its tabs and types.
+    Counts,
+}
+
+impl RootKind {
+    fn of(field: &str) -> Option<RootKind> {
+        match field {
+            "sessions" => Some(RootKind::Sessions),
+            "sessionCounts" => Some(RootKind::Counts),
+            _ => None,
+        }
+    }
+
+    /// The arguments it takes.
+    fn arguments(self) -> &'static [&'static str] {
+        match self {
+            RootKind::Sessions => &["projectId", "scope", "filter", "orderBy", "first", "after", "last", "before"],
+            RootKind::Counts => &["projectId", "scope", "filter"],
+        }
+    }
 }
 
 /// The selection of one object: each field's response key (written as JSON, with its
@@ -57,16 +88,18 @@ pub(super) enum Field {
     Get { get: Get, nullable: bool, list: bool, object: Option<Object> },
 }
 
-/// The arguments a variable may stand for: those whose values the executor's coercion and
-/// ours agree on by construction (scalars and an enum).
-const VARIABLE_ARGUMENTS: [&str; 6] = ["projectId", "scope", "first", "after", "last", "before"];
-/// The other arguments, compiled only as literals.
-const LITERAL_ARGUMENTS: [&str; 2] = ["filter", "orderBy"];
+/// The budgets the executor would hold a document to: its cost, and how many counts it
+/// may run (a document whose counts the executor would refuse is left to it).
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    pub max_cost: usize,
+    pub counts_allowed: bool,
+}
 
 impl Plan {
     /// The compiled form of the operation `operation_name` of `document`, if it has one
-    /// whose cost stays under `max_cost` whatever its variables say.
-    pub fn of(document: &ExecutableDocument, operation_name: Option<&str>, max_cost: usize) -> Option<Plan> {
+    /// that stays within `budget` whatever its variables say.
+    pub fn of(document: &ExecutableDocument, operation_name: Option<&str>, budget: Budget) -> Option<Plan> {
         if !document.fragments.is_empty() {
             return None;
         }
@@ -79,47 +112,42 @@ impl Plan {
         if operation.ty != OperationType::Query || !operation.directives.is_empty() {
             return None;
         }
-        let [root] = operation.selection_set.node.items.as_slice() else { return None };
-        let Selection::Field(root) = &root.node else { return None };
-        let root = &root.node;
-        if root.name.node != "sessions" || !root.directives.is_empty() {
+        let types = schema::types();
+        let mut loads = Wanted::default();
+        let mut roots: Vec<Root> = Vec::with_capacity(2);
+        // The cost async-graphql gives the document at its largest page: each field below
+        // the list costs at most 1 per session; the counts their aggregate's cost.
+        let mut cost: usize = 1;
+        for item in &operation.selection_set.node.items {
+            let Selection::Field(root) = &item.node else { return None };
+            let root = &root.node;
+            let kind = RootKind::of(root.name.node.as_str())?;
+            if !root.directives.is_empty() || roots.iter().any(|r| r.kind == kind) {
+                return None;
+            }
+            if kind == RootKind::Counts && !budget.counts_allowed {
+                return None;
+            }
+            if root.arguments.iter().any(|(name, _)| !kind.arguments().contains(&name.node.as_str())) {
+                return None;
+            }
+            let key = key_of(root);
+            if roots.iter().any(|r| r.key == key) {
+                return None;
+            }
+            let ty = types.field("Query", root.name.node.as_str())?;
+            let selection = object(types, &ty.named, &root.selection_set.node, &mut loads)?;
+            let below = count(&root.selection_set.node);
+            cost = cost.saturating_add(match kind {
+                RootKind::Sessions => page_complexity(Some(i32::try_from(MAX_PAGE_SIZE).unwrap_or(i32::MAX)), below),
+                RootKind::Counts => AGGREGATE_COST.saturating_add(below),
+            });
+            roots.push(Root { key, kind, arguments: root.arguments.clone(), selection });
+        }
+        if !roots.iter().any(|r| r.kind == RootKind::Sessions) {
             return None;
         }
-        for (name, value) in &root.arguments {
-            let name = name.node.as_str();
-            let literal_only = LITERAL_ARGUMENTS.contains(&name);
-            if !literal_only && !VARIABLE_ARGUMENTS.contains(&name) {
-                return None;
-            }
-            if literal_only && has_variable(&value.node) {
-                return None;
-            }
-        }
-        let types = schema::types();
-        let connection = types.field("Query", "sessions")?;
-        let mut loads = Wanted::default();
-        let object = object(types, &connection.named, &root.selection_set.node, &mut loads)?;
-        let plan = Plan {
-            key: key_of(root),
-            variables: operation.variable_definitions.clone(),
-            arguments: root.arguments.clone(),
-            root: object,
-            loads,
-        };
-        // The cost async-graphql gives the page at its largest size: each field below the
-        // list costs at most 1 per session.
-        let per_session = count(&root.selection_set.node);
-        let largest = i32::try_from(MAX_PAGE_SIZE).unwrap_or(i32::MAX);
-        (page_complexity(Some(largest), per_session).saturating_add(1) <= max_cost).then_some(plan)
-    }
-}
-
-fn has_variable(value: &Value) -> bool {
-    match value {
-        Value::Variable(_) => true,
-        Value::List(items) => items.iter().any(has_variable),
-        Value::Object(fields) => fields.values().any(has_variable),
-        _ => false,
+        (cost <= budget.max_cost).then_some(Plan { variables: operation.variable_definitions.clone(), roots, loads })
     }
 }
 
@@ -190,9 +218,11 @@ fn object(types: &Types, type_name: &str, set: &SelectionSet, loads: &mut Wanted
 mod tests {
     use super::*;
 
+    const BUDGET: Budget = Budget { max_cost: 100_000, counts_allowed: true };
+
     fn plan(query: &str) -> Option<Plan> {
         let doc = async_graphql::parser::parse_query(query).expect("parses");
-        Plan::of(&doc, None, 100_000)
+        Plan::of(&doc, None, BUDGET)
     }
 
     #[test]
@@ -201,6 +231,9 @@ mod tests {
         assert!(plan("{ s: sessions(projectId: \"x\", filter: {tab: RUNNING}, orderBy: [{field: NAME, direction: ASC}]) { __typename nodes { __typename t: type } } }").is_some());
         // Every column of the Sessions page, relations included.
         assert!(plan("{ sessions(projectId: \"x\") { nodes { name status type owner { email } project { name } resourceGroup { name } image { name } launchGroup { id name } requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { all { slot amount } } createdAt elapsedSeconds } } }").is_some());
+        // Filter and order as variables, the counts beside the list (the page's document).
+        assert!(plan("query($p: ID!, $f: SessionFilter, $c: SessionFilter, $o: [SessionOrder!]) { sessions(projectId: $p, filter: $f, orderBy: $o) { nodes { id pendingReasons { code message } statusChangedBy { kind rule user { email } } } } sessionCounts(projectId: $p, filter: $c) { running finished all byType { type count } } }").is_some());
+        assert!(plan("query($p: ID!) { c: sessionCounts(projectId: $p) { running } s: sessions(projectId: $p) { nodes { id } } }").is_some());
     }
 
     #[test]
@@ -209,15 +242,18 @@ mod tests {
             // Another root field beside it, or another root.
             "{ sessions(projectId: \"x\") { nodes { id } } viewer { user { email } } }",
             "{ session(id: \"x\") { id } }",
-            // Variables inside the literal-only arguments.
-            "query($t: SessionTab) { sessions(projectId: \"x\", filter: {tab: $t}) { nodes { id } } }",
-            "query($o: [SessionOrder!]) { sessions(projectId: \"x\", orderBy: $o) { nodes { id } } }",
+            // Counts alone, or twice.
+            "{ sessionCounts(projectId: \"x\") { running } }",
+            "{ sessions(projectId: \"x\") { nodes { id } } a: sessionCounts(projectId: \"x\") { running } b: sessionCounts(projectId: \"x\") { all } }",
+            // Two lists.
+            "{ a: sessions(projectId: \"x\") { nodes { id } } b: sessions(projectId: \"y\") { nodes { id } } }",
             // Fragments, directives, a key twice, arguments below the root.
             "{ sessions(projectId: \"x\") { nodes { ...F } } } fragment F on Session { id }",
             "{ sessions(projectId: \"x\") { nodes { ... on Session { id } } } }",
             "query($b: Boolean!) { sessions(projectId: \"x\") { nodes { id @include(if: $b) } } }",
             "{ sessions(projectId: \"x\") { nodes { id id } } }",
             "{ sessions(projectId: \"x\") { nodes { a: id a: name } } }",
+            "{ s: sessions(projectId: \"x\") { nodes { id } } s: sessionCounts(projectId: \"x\") { all } }",
             "{ sessions(projectId: \"x\") { nodes { logs(tail: 5) } } }",
             // Fields that need a loader or a statement of their own.
             "{ sessions(projectId: \"x\") { totalCount } }",
@@ -229,18 +265,24 @@ mod tests {
         ] {
             assert!(plan(query).is_none(), "{query}");
         }
+        // Counts the executor would refuse (no aggregate allowed) are its to refuse.
+        let doc = async_graphql::parser::parse_query(
+            "{ sessions(projectId: \"x\") { nodes { id } } sessionCounts(projectId: \"x\") { all } }",
+        )
+        .expect("parses");
+        assert!(Plan::of(&doc, None, Budget { counts_allowed: false, ..BUDGET }).is_none());
     }
 
     #[test]
     fn the_operation_is_picked_as_the_executor_picks_it() {
         let named = async_graphql::parser::parse_query("query A { sessions(projectId: \"x\") { nodes { id } } }")
             .expect("parses");
-        assert!(Plan::of(&named, Some("A"), 100_000).is_some());
-        assert!(Plan::of(&named, None, 100_000).is_some());
-        assert!(Plan::of(&named, Some("B"), 100_000).is_none());
+        assert!(Plan::of(&named, Some("A"), BUDGET).is_some());
+        assert!(Plan::of(&named, None, BUDGET).is_some());
+        assert!(Plan::of(&named, Some("B"), BUDGET).is_none());
         let anonymous =
             async_graphql::parser::parse_query("{ sessions(projectId: \"x\") { nodes { id } } }").expect("parses");
-        assert!(Plan::of(&anonymous, Some("A"), 100_000).is_none());
+        assert!(Plan::of(&anonymous, Some("A"), BUDGET).is_none());
     }
 
     #[test]
@@ -248,7 +290,15 @@ mod tests {
         let doc =
             async_graphql::parser::parse_query("{ sessions(projectId: \"x\") { nodes { id name } } }").expect("parses");
         let cost = page_complexity(Some(MAX_PAGE_SIZE as i32), 3) + 1;
-        assert!(Plan::of(&doc, None, cost).is_some());
-        assert!(Plan::of(&doc, None, cost - 1).is_none());
+        assert!(Plan::of(&doc, None, Budget { max_cost: cost, ..BUDGET }).is_some());
+        assert!(Plan::of(&doc, None, Budget { max_cost: cost - 1, ..BUDGET }).is_none());
+        // With its counts: their aggregate's cost too.
+        let doc = async_graphql::parser::parse_query(
+            "{ sessions(projectId: \"x\") { nodes { id name } } sessionCounts(projectId: \"x\") { all } }",
+        )
+        .expect("parses");
+        let cost = cost + AGGREGATE_COST + 1;
+        assert!(Plan::of(&doc, None, Budget { max_cost: cost, ..BUDGET }).is_some());
+        assert!(Plan::of(&doc, None, Budget { max_cost: cost - 1, ..BUDGET }).is_none());
     }
 }

@@ -11,14 +11,23 @@ use async_graphql::Value;
 use crate::domain::{DomainError, DomainResult};
 
 use super::fields::{Node, Out, Page};
-use super::plan::{Field, Object, Plan};
+use super::plan::{Field, Object, Plan, RootKind};
 
-/// The whole response body, `{"data":{…}}`.
+/// The whole response body, `{"data":{…}}`, its roots in the document's order.
 pub(super) fn body(plan: &Plan, page: &Page<'_>) -> DomainResult<Vec<u8>> {
     let mut out = Vec::with_capacity(256 + 512 * page.page.rows.len());
     out.extend_from_slice(b"{\"data\":{");
-    out.extend_from_slice(&plan.key);
-    object(&mut out, &plan.root, &Node::Connection, page)?;
+    for (i, root) in plan.roots.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&root.key);
+        let node = match root.kind {
+            RootKind::Sessions => Node::Connection,
+            RootKind::Counts => Node::Counts(page.counts.ok_or_else(|| DomainError::invariant("counts not read"))?),
+        };
+        object(&mut out, &root.selection, &node, page)?;
+    }
     out.extend_from_slice(b"}}");
     Ok(out)
 }
