@@ -26,11 +26,26 @@
 //! session uses (`utilization { slot current average maximum } utilizationSampledAt`, the
 //! UTILIZATION column): sessiond alone, to set against its `--page full`.
 //!
+//! The Sessions page's own documents, read from `web/src` as the page sends them, never a
+//! copy: `--page page` is its list (`SessionsPage`, page.ts `LIST`, with the tab counts) on
+//! the Finished tab, its first page of `PAGE_SIZE` in its first order, as the project's
+//! administrator (`--scope MINE --token demo-alice` for a user's own page); `--page viewer`
+//! (`PageViewer`), `--page panel` (`PagePanel`, MY_TOTAL) and `--page detail` (`PageDetail`
+//! of the project's newest finished session, given a history of 20 lines). PostGraphile
+//! answers the same from the same tables with the documents and SQL of
+//! `benches/postgraphile/` (`page.sql`: computed columns and the panel as a custom query)
+//! and the connection-filter plugin for the tab; the floor answers the list (one statement,
+//! the counts from the same tallies) and sits the others out. Every contender's answers
+//! must agree (`essence`: the sessions, the counts, the projects, the panel's figures, the
+//! history).
+//!
 //! `cargo bench --bench versus [-- --runs N] [--seconds S] [--sessions N] [--only a,b]
-//! [--page plain|full|use] [--connections 16,64]` (defaults: 3 runs of 20 s, 100 000 sessions,
+//! [--page plain|full|use|page|viewer|panel|detail] [--scope PROJECT|MINE] [--token T]
+//! [--sessiond PATH] [--connections 16,64]` (defaults: 3 runs of 20 s, 100 000 sessions,
 //! every contender, the plain page, closed loops at 16 and 64 connections; the ratios are
-//! taken at the first). PostgreSQL as in the tests; Node and npm for PostGraphile (its
-//! packages installed from the lockfile).
+//! taken at the first). `--sessiond` runs another build of sessiond (the `release`
+//! build's binary) in place of this `bench` build's. PostgreSQL as in the tests; Node and
+//! npm for PostGraphile (its packages installed from the lockfile).
 
 #[allow(dead_code)] // each benchmark uses a part of it
 mod support;
@@ -74,27 +89,114 @@ const SESSIOND_USE_PAGE: &str = "query($p: ID!) { sessions(projectId: $p, scope:
   requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { cpu memory accelerators { slot amount } }
   utilization { slot current average maximum } utilizationSampledAt } } } }";
 
-/// Whether `--page full` (or `--page use`) asks for the page with every column.
-fn full_page() -> bool {
-    matches!(flag("--page").as_deref(), Some("full" | "use"))
+/// What is asked (`--page`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Page {
+    /// A hand-written plain list (the first benchmark's page).
+    Plain,
+    /// A hand-written list with every column.
+    Full,
+    /// `Full` with the use columns (sessiond alone).
+    Use,
+    /// The Sessions page's own list document (`SessionsPage`, web/src/page.ts) with its
+    /// counts, on the Finished tab, as `--token` sends it (`--scope`, default PROJECT).
+    List,
+    /// The page's `PageViewer` (web/src/page.ts).
+    Viewer,
+    /// The page's `PagePanel` (web/src/panel.ts), in the MY_TOTAL view.
+    Panel,
+    /// The page's `PageDetail` (web/src/detail.ts) of a finished session with history.
+    Detail,
 }
 
-/// Whether `--page use` asks for the full page with the use columns.
-fn use_page() -> bool {
-    flag("--page").as_deref() == Some("use")
+impl Page {
+    fn parse() -> Page {
+        match flag("--page").as_deref() {
+            None | Some("plain") => Page::Plain,
+            Some("full") => Page::Full,
+            Some("use") => Page::Use,
+            Some("page") => Page::List,
+            Some("viewer") => Page::Viewer,
+            Some("panel") => Page::Panel,
+            Some("detail") => Page::Detail,
+            Some(other) => panic!("--page {other}: plain, full, use, page, viewer, panel or detail"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Page::Plain => "plain",
+            Page::Full => "full",
+            Page::Use => "use",
+            Page::List => "page (SessionsPage)",
+            Page::Viewer => "viewer (PageViewer)",
+            Page::Panel => "panel (PagePanel)",
+            Page::Detail => "detail (PageDetail)",
+        }
+    }
+
+    /// Whether `kind` runs this page: the floor serves the hand-written plain page and the
+    /// page's list only; PostGraphile has no use columns.
+    fn runs(self, kind: Kind) -> bool {
+        match kind {
+            Kind::Floor => matches!(self, Page::Plain | Page::List),
+            Kind::PostGraphile | Kind::PostGraphile2 => self != Page::Use,
+            _ => true,
+        }
+    }
 }
 
-/// What PostGraphile's generic schema lacks, as computed columns it exposes.
-const POSTGRAPHILE_COLUMNS: &str = "
-CREATE OR REPLACE FUNCTION sessions_elapsed_seconds(s sessions) RETURNS bigint AS $$
-  SELECT greatest(floor(extract(epoch FROM coalesce(s.terminated_at, now()) - s.created_at)), 0)::bigint
-$$ LANGUAGE sql STABLE;
-CREATE OR REPLACE FUNCTION sessions_requested_cpu(s sessions) RETURNS float8 AS $$
-  SELECT (s.requested_slots->>'cpu')::float8
-$$ LANGUAGE sql STABLE;
-CREATE OR REPLACE FUNCTION sessions_requested_memory(s sessions) RETURNS bigint AS $$
-  SELECT round((s.requested_slots->>'mem')::float8)::bigint
-$$ LANGUAGE sql STABLE;";
+/// A string constant of one of the page's modules (`const NAME = \`…\`;`), as the page sends it.
+fn page_constant(file: &str, name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web/src").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let start = format!("const {name} = `");
+    let from = text.find(&start).unwrap_or_else(|| panic!("no {start} in {}", path.display())) + start.len();
+    let to = text[from..].find('`').expect("the constant's end") + from;
+    text[from..to].to_owned()
+}
+
+/// A number constant of web/src/page.ts (`const NAME = 20;`).
+fn page_number(name: &str) -> i64 {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web/src/page.ts");
+    let text = std::fs::read_to_string(&path).expect("page.ts");
+    let start = format!("const {name} = ");
+    let from = text.find(&start).unwrap_or_else(|| panic!("no {start} in page.ts")) + start.len();
+    text[from..].split(';').next().and_then(|n| n.trim().parse().ok()).expect("a number")
+}
+
+/// The list's first order as page.ts starts it (`order: { field: 'X', direction: 'Y' }`).
+fn page_order() -> Value {
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web/src/page.ts")).expect("page.ts");
+    let from = text.find("order: { field: '").expect("the page's first order") + "order: { field: '".len();
+    let field = text[from..].split('\'').next().expect("a field");
+    let rest = &text[from..];
+    let dir_from = rest.find("direction: '").expect("a direction") + "direction: '".len();
+    let direction = rest[dir_from..].split('\'').next().expect("a direction");
+    json!([{"field": field, "direction": direction}])
+}
+
+/// A document of `benches/postgraphile/` (its comment lines left out).
+fn postgraphile_document(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/postgraphile").join(format!("{name}.graphql"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n")
+}
+
+/// The token `--token` (default the project's administrator) and the scope of the page's
+/// list (`--scope`, PROJECT; MINE for a user's own page).
+fn token() -> String {
+    flag("--token").unwrap_or_else(|| TOKEN.to_owned())
+}
+
+fn scope() -> String {
+    flag("--scope").map(|s| s.to_uppercase()).unwrap_or_else(|| "PROJECT".to_owned())
+}
+
+/// What PostGraphile's generic schema lacks, as computed columns and a custom query it
+/// exposes (`benches/postgraphile/page.sql`).
+const POSTGRAPHILE_COLUMNS: &str = include_str!("postgraphile/page.sql");
 
 const TOKEN: &str = "demo-admin";
 const PAGE_SIZE: usize = 50;
@@ -143,16 +245,24 @@ struct Data {
     pg_url: String,
     sqlite_url: String,
     project: uuid::Uuid,
+    /// The session `--page detail` asks for: the project's newest finished one, given a
+    /// history of 20 lines on both databases.
+    detail: uuid::Uuid,
     _dir: tempfile::TempDir,
 }
+
+/// History lines given to the detail's session (generated sessions have none).
+const DETAIL_HISTORY: usize = 20;
 
 async fn prepare(sessions: u64) -> Data {
     let (pg_url, _) = support::database("postgres").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let sqlite_url = format!("sqlite://{}?mode=rwc", dir.path().join("versus.db").display());
+    let project = demo_project_id("default/default");
+    let mut detail = None;
     for url in [&pg_url, &sqlite_url] {
         let t = Instant::now();
-        let status = Command::new(env!("CARGO_BIN_EXE_sessiond"))
+        let status = Command::new(sessiond_binary())
             .args(["generate", "--sessions", &sessions.to_string(), "--database-url", url])
             .env("SESSIOND_LOG", "error")
             .stdout(Stdio::null())
@@ -160,17 +270,144 @@ async fn prepare(sessions: u64) -> Data {
             .expect("run sessiond generate");
         assert!(status.success(), "sessiond generate");
         eprintln!("generated {sessions} sessions in {:.1}s", t.elapsed().as_secs_f64());
+        // The same generation on both: the same newest finished session, given a history.
+        let db = Database::connect(url.as_str()).await.expect("connect");
+        let newest = {
+            use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+            entity::session::Entity::find()
+                .filter(entity::session::Column::ProjectId.eq(project))
+                .filter(entity::session::Column::Status.is_in(["TERMINATED", "CANCELLED", "ERROR"]))
+                .order_by_desc(entity::session::Column::CreatedAt)
+                .order_by_desc(entity::session::Column::Id)
+                .one(&db)
+                .await
+                .expect("read")
+                .expect("a finished session")
+        };
+        assert!(detail.is_none_or(|d| d == newest.id), "both databases hold the same sessions");
+        detail = Some(newest.id);
+        let lines = (0..DETAIL_HISTORY).map(|i| entity::scheduling_history::ActiveModel {
+            id: sea_orm::ActiveValue::NotSet,
+            session_id: sea_orm::Set(newest.id),
+            phase: sea_orm::Set("schedule".into()),
+            from_status: sea_orm::Set(Some("PENDING".into())),
+            to_status: sea_orm::Set(Some("PENDING".into())),
+            result: sea_orm::Set("NEED_RETRY".into()),
+            error_code: sea_orm::Set(Some(["NO_CAPACITY", "QUEUED_BEHIND"][i % 2].into())),
+            message: sea_orm::Set(format!("no agent of resource group `default` has room for this request now ({i})")),
+            sub_steps: sea_orm::Set(json!([{"name": "capacity", "result": "FAILURE", "errorCode": "NO_CAPACITY"}])),
+            attempts: sea_orm::Set(i as i32 + 1),
+            created_at: sea_orm::Set(newest.created_at),
+            updated_at: sea_orm::Set(newest.created_at),
+            actor_user_id: sea_orm::Set(None),
+            actor_rule: sea_orm::Set(Some("scheduler".into())),
+            pass: sea_orm::Set(None),
+            last_tried_at: sea_orm::Set(None),
+        });
+        use sea_orm::EntityTrait;
+        entity::scheduling_history::Entity::insert_many(lines).exec(&db).await.expect("history");
     }
     let db = Database::connect(&pg_url).await.expect("connect");
     db.execute_unprepared(POSTGRAPHILE_COLUMNS).await.expect("computed columns");
     // Steady state: what autovacuum would have done after the bulk load.
     db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
-    Data { pg_url, sqlite_url, project: demo_project_id("default/default"), _dir: dir }
+    Data { pg_url, sqlite_url, project, detail: detail.expect("a detail"), _dir: dir }
+}
+
+/// The sessiond that runs: this build's, or another build's (`--sessiond PATH`, say the
+/// `release` build's, to set beside this `bench` one).
+fn sessiond_binary() -> PathBuf {
+    flag("--sessiond").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sessiond")))
+}
+
+/// Which build of sessiond runs, as a table says it: `bench` (this one) or the profile
+/// directory of the one given (`release`).
+fn sessiond_build() -> String {
+    match flag("--sessiond") {
+        None => "bench".to_owned(),
+        Some(path) => PathBuf::from(path)
+            .parent()
+            .and_then(|p| p.file_name())
+            .map_or_else(|| "another".to_owned(), |n| n.to_string_lossy().into_owned()),
+    }
+}
+
+/// What each contender is asked, and where its answer's main list is: (query, variables,
+/// JSON pointer of the list, its expected length; none: not empty).
+fn document(page: Page, kind: Kind, data: &Data) -> (String, Value, &'static str, Option<usize>) {
+    let postgraphile = matches!(kind, Kind::PostGraphile | Kind::PostGraphile2);
+    let relay_project = encode(NodeKind::Project, data.project).0;
+    match (page, postgraphile) {
+        (Page::Plain, true) => {
+            (POSTGRAPHILE_PAGE.into(), json!({"p": data.project}), "/data/allSessions/edges", Some(PAGE_SIZE))
+        }
+        (Page::Full, true) => {
+            (POSTGRAPHILE_FULL_PAGE.into(), json!({"p": data.project}), "/data/allSessions/edges", Some(PAGE_SIZE))
+        }
+        (Page::Plain, false) => {
+            (SESSIOND_PAGE.into(), json!({"p": relay_project}), "/data/sessions/edges", Some(PAGE_SIZE))
+        }
+        (Page::Full, false) => {
+            (SESSIOND_FULL_PAGE.into(), json!({"p": relay_project}), "/data/sessions/edges", Some(PAGE_SIZE))
+        }
+        (Page::Use, _) => {
+            (SESSIOND_USE_PAGE.into(), json!({"p": relay_project}), "/data/sessions/edges", Some(PAGE_SIZE))
+        }
+        // The page's list as refresh() sends it on the Finished tab: its first page, its
+        // first order, the tab as the filter, the counts without it.
+        (Page::List, false) => {
+            let first = page_number("PAGE_SIZE");
+            let variables = json!({
+                "p": relay_project, "scope": scope(), "filter": {"tab": "FINISHED"}, "counted": {},
+                "order": page_order(), "first": first,
+            });
+            (page_constant("page.ts", "LIST"), variables, "/data/sessions/edges", Some(first as usize))
+        }
+        (Page::List, true) => {
+            let first = page_number("PAGE_SIZE");
+            let variables =
+                json!({"p": data.project, "statuses": ["TERMINATED", "CANCELLED", "ERROR"], "first": first});
+            (postgraphile_document("SessionsPage"), variables, "/data/allSessions/edges", Some(first as usize))
+        }
+        (Page::Viewer, false) => (page_constant("page.ts", "VIEWER"), json!({}), "/data/viewer/projects", None),
+        (Page::Viewer, true) => (
+            postgraphile_document("PageViewer"),
+            json!({"email": "admin@example.com"}),
+            "/data/userByEmail/projectAccessList",
+            None,
+        ),
+        (Page::Panel, false) => (
+            page_constant("panel.ts", "PANEL"),
+            json!({"p": relay_project, "view": "MY_TOTAL"}),
+            "/data/resourcePanel/slots",
+            None,
+        ),
+        (Page::Panel, true) => (
+            postgraphile_document("PagePanel"),
+            json!({"keypair": sessiond::domain::seed::demo_keypair_id("admin@example.com"), "p": data.project, "view": "MY_TOTAL"}),
+            "/data/resourcePanel/slots",
+            None,
+        ),
+        (Page::Detail, false) => (
+            page_constant("detail.ts", "DETAIL"),
+            json!({"id": encode(NodeKind::Session, data.detail).0}),
+            "/data/session/schedulingHistory/edges",
+            Some(DETAIL_HISTORY),
+        ),
+        (Page::Detail, true) => (
+            postgraphile_document("PageDetail"),
+            json!({"id": data.detail}),
+            "/data/sessionById/schedulingHistoriesBySessionId/edges",
+            Some(DETAIL_HISTORY),
+        ),
+    }
 }
 
 fn postgraphile_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/postgraphile");
-    if !dir.join("node_modules/.bin/postgraphile").exists() {
+    if !dir.join("node_modules/.bin/postgraphile").exists()
+        || !dir.join("node_modules/postgraphile-plugin-connection-filter").exists()
+    {
         let status =
             Command::new("npm").args(["ci", "--ignore-scripts", "--no-audit", "--no-fund"]).current_dir(&dir).status();
         assert!(status.is_ok_and(|s| s.success()), "npm ci in {}", dir.display());
@@ -184,6 +421,9 @@ struct Target {
     kind: Kind,
     url: String,
     body: axum::body::Bytes,
+    /// Where the answer's main list is, and how long it must be (none: not empty).
+    list: &'static str,
+    len: Option<usize>,
 }
 
 /// A contender's running process (its whole tree is stopped on drop).
@@ -218,7 +458,7 @@ async fn spawn(kind: Kind, data: &Data) -> Running {
     let mut cmd = match kind {
         Kind::SessiondPg | Kind::SessiondSqlite => {
             let url = if kind == Kind::SessiondPg { &data.pg_url } else { &data.sqlite_url };
-            let mut c = Command::new(env!("CARGO_BIN_EXE_sessiond"));
+            let mut c = Command::new(sessiond_binary());
             c.args(["serve", "--database-url", url, "--bind", &bind, "--runtime", "simulated"]);
             c
         }
@@ -228,6 +468,8 @@ async fn spawn(kind: Kind, data: &Data) -> Running {
             c.arg(dir.join("node_modules/.bin/postgraphile"))
                 .args(["--connection", &data.pg_url, "--schema", "public", "--host", "127.0.0.1"])
                 .args(["--port", &port.to_string(), "--disable-query-log"])
+                // The page's tab filter (`status: {in: …}`) needs the connection-filter plugin.
+                .args(["--append-plugins", "postgraphile-plugin-connection-filter"])
                 .env("NODE_ENV", "production");
             if kind == Kind::PostGraphile2 {
                 c.args(["--cluster-workers", "2"]);
@@ -236,21 +478,18 @@ async fn spawn(kind: Kind, data: &Data) -> Running {
         }
         Kind::Floor => {
             let mut c = Command::new(std::env::current_exe().expect("own path"));
-            c.args(["floor", &data.pg_url, &bind]);
+            let which = if Page::parse() == Page::List { "floor-page" } else { "floor" };
+            c.args([which, &data.pg_url, &bind]);
             c
         }
     };
-    let (query, variables) = match (kind, full_page()) {
-        (Kind::PostGraphile | Kind::PostGraphile2, false) => (POSTGRAPHILE_PAGE, json!({"p": data.project})),
-        (Kind::PostGraphile | Kind::PostGraphile2, true) => (POSTGRAPHILE_FULL_PAGE, json!({"p": data.project})),
-        (_, false) => (SESSIOND_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
-        (_, true) if use_page() => (SESSIOND_USE_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
-        (_, true) => (SESSIOND_FULL_PAGE, json!({"p": encode(NodeKind::Project, data.project).0})),
-    };
+    let (query, variables, list, len) = document(Page::parse(), kind, data);
     let target = Target {
         kind,
         url: format!("http://{bind}/graphql"),
         body: json!({"query": query, "variables": variables}).to_string().into(),
+        list,
+        len,
     };
     let t = Instant::now();
     let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn contender");
@@ -278,7 +517,7 @@ async fn ask(http: &reqwest::Client, target: &Target) -> Result<Value, String> {
     let resp = http
         .post(&target.url)
         .header("content-type", "application/json")
-        .bearer_auth(TOKEN)
+        .bearer_auth(token())
         .body(target.body.clone())
         .send()
         .await
@@ -288,13 +527,10 @@ async fn ask(http: &reqwest::Client, target: &Target) -> Result<Value, String> {
     if v.get("errors").is_some() {
         return Err(v.to_string().chars().take(300).collect());
     }
-    let edges = match target.kind {
-        Kind::PostGraphile | Kind::PostGraphile2 => &v["data"]["allSessions"]["edges"],
-        _ => &v["data"]["sessions"]["edges"],
-    };
-    match edges.as_array().map(Vec::len) {
-        Some(PAGE_SIZE) => Ok(v),
-        n => Err(format!("{n:?} sessions instead of {PAGE_SIZE}")),
+    match (v.pointer(target.list).and_then(Value::as_array).map(Vec::len), target.len) {
+        (Some(n), Some(len)) if n == len => Ok(v),
+        (Some(n), None) if n > 0 => Ok(v),
+        (n, len) => Err(format!("{n:?} in {} instead of {len:?}", target.list)),
     }
 }
 
@@ -493,6 +729,44 @@ fn names(answer: &Value) -> Vec<String> {
     edges.into_iter().flatten().filter_map(|e| e["node"]["name"].as_str().map(str::to_owned)).collect()
 }
 
+/// What every contender must agree on in its answer to `page`, whatever its shape.
+fn essence(page: Page, answer: &Value) -> Value {
+    let d = &answer["data"];
+    let number = |v: &Value| v.as_f64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
+    match page {
+        Page::Plain | Page::Full | Page::Use => json!(names(answer)),
+        Page::List => json!({
+            "names": names(answer),
+            "running": number(&d["sessionCounts"]["running"]).or_else(|| number(&d["running"]["totalCount"])),
+            "finished": number(&d["sessionCounts"]["finished"]).or_else(|| number(&d["finished"]["totalCount"])),
+        }),
+        Page::Viewer => {
+            let projects = d["viewer"]["projects"].as_array().or(d["userByEmail"]["projectAccessList"].as_array());
+            json!(projects.into_iter().flatten().map(|p| json!([p["name"], p["sessionScopes"]])).collect::<Vec<_>>())
+        }
+        Page::Panel => json!(
+            d["resourcePanel"]["slots"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| json!([
+                    s["slot"],
+                    number(&s["used"]),
+                    number(&s["limit"]),
+                    number(&s["remaining"]),
+                    s["bindingLayer"]
+                ]))
+                .collect::<Vec<_>>()
+        ),
+        Page::Detail => {
+            let edges = d["session"]["schedulingHistory"]["edges"]
+                .as_array()
+                .or(d["sessionById"]["schedulingHistoriesBySessionId"]["edges"].as_array());
+            json!(edges.into_iter().flatten().map(|e| e["node"]["message"].clone()).collect::<Vec<_>>())
+        }
+    }
+}
+
 /// An answer without what changes by the second (sessiond's scheduler and runtime move
 /// the generated live sessions along while the contenders take turns).
 fn steady(answer: &Value) -> Value {
@@ -523,20 +797,24 @@ async fn main() {
         floor::serve(&args[2], args[3].parse().expect("bind address")).await;
         return;
     }
+    if args.get(1).map(String::as_str) == Some("floor-page") {
+        floor::serve_page(&args[2], args[3].parse().expect("bind address")).await;
+        return;
+    }
     let seconds = Duration::from_secs(flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(20));
     let sessions: u64 = flag("--sessions").and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let only = flag("--only");
     let kinds: Vec<Kind> = Kind::ALL
         .into_iter()
         .filter(|k| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == k.name())))
-        .filter(|k| !(full_page() && *k == Kind::Floor))
-        .filter(|k| !(use_page() && matches!(k, Kind::PostGraphile | Kind::PostGraphile2)))
+        .filter(|k| Page::parse().runs(*k))
         .collect();
     let loads: Vec<usize> = flag("--connections")
         .map(|c| c.split(',').map(|n| n.parse().expect("--connections 16,64")).collect())
         .unwrap_or_else(|| vec![16, 64]);
     let first = loads[0];
     stamp("cargo bench --bench versus");
+    let page = Page::parse();
     let data = prepare(sessions).await;
 
     // Closed loops at 16 and 64 connections, alternating contenders run by run.
@@ -567,9 +845,9 @@ async fn main() {
     // Everyone answered the same page.
     if let Some(reference) = answers.get(&Kind::SessiondPg) {
         for (kind, answer) in &answers {
-            assert_eq!(names(answer), names(reference), "{} answered another page", kind.name());
+            assert_eq!(essence(page, answer), essence(page, reference), "{} answered another page", kind.name());
         }
-        if let Some(floor) = answers.get(&Kind::Floor) {
+        if let Some(floor) = answers.get(&Kind::Floor).filter(|_| page == Page::Plain) {
             let (ours, floors) = (steady(reference), steady(floor));
             let edges = |a: &Value| a["data"]["sessions"]["edges"].as_array().cloned().unwrap_or_default();
             for (a, b) in edges(&ours).iter().zip(edges(&floors).iter()) {
@@ -595,14 +873,11 @@ async fn main() {
     }
 
     println!(
-        "{sessions} sessions, the {} page; closed loops of {}s after {}s of warm-up; fixed rate {rate:.0} req/s (half of the slowest at {first} connections)",
-        if use_page() {
-            "use"
-        } else if full_page() {
-            "full"
-        } else {
-            "plain"
-        },
+        "{sessions} sessions, the {} page as `{}` asks it{}; sessiond `{}`; closed loops of {}s after {}s of warm-up; fixed rate {rate:.0} req/s (half of the slowest at {first} connections)",
+        page.name(),
+        token(),
+        if page == Page::List { format!(" (scope {}, the Finished tab)", scope()) } else { String::new() },
+        sessiond_build(),
         seconds.as_secs(),
         WARM_UP.as_secs()
     );

@@ -101,3 +101,165 @@ async fn page(State(pool): State<PgPool>, headers: HeaderMap, body: Bytes) -> Re
     let body = serde_json::to_vec(&json!({"data": {"sessions": {"edges": edges}}})).expect("json");
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
+
+/// The Sessions page's own list document (`SessionsPage` of web/src/page.ts) as the floor
+/// answers it: the Finished tab of a project, as its administrator, newest first, `first`
+/// rows with every column the page shows, and the tabs' counts (read from the same tallies
+/// sessiond reads), in one statement. It renders the same fields into the same shape; its
+/// cursors are its own.
+const SESSIONS_PAGE: &str = r#"
+WITH v AS (
+  SELECT u.role, u.domain_id FROM keypairs k JOIN users u ON u.id = k.user_id
+  WHERE k.secret_hash = $1 AND k.is_active
+), p AS (
+  SELECT p.id, p.name FROM projects p, v
+  WHERE p.id = $2 AND (v.role = 'SUPERADMIN' OR (v.role = 'ADMIN' AND p.domain_id = v.domain_id))
+), page AS (
+  SELECT s.* FROM sessions s, p
+  WHERE s.project_id = p.id AND s.status IN ('TERMINATED', 'CANCELLED', 'ERROR')
+  ORDER BY s.created_at DESC, s.id DESC LIMIT $3
+), counts AS (
+  SELECT coalesce(sum(n) FILTER (WHERE status NOT IN ('TERMINATED', 'CANCELLED', 'ERROR')), 0)::int8 AS running,
+         coalesce(sum(n) FILTER (WHERE status IN ('TERMINATED', 'CANCELLED', 'ERROR')), 0)::int8 AS finished
+  FROM (SELECT t.status, t.n FROM session_tallies t, p WHERE t.project_id = p.id
+        UNION ALL SELECT c.status, c.delta FROM session_tally_changes c, p WHERE c.project_id = p.id) x
+)
+SELECT s.id, s.name, s.status, s.session_type, s.created_at, s.started_at, s.terminated_at, s.cluster_size,
+       s.priority, s.result, s.status_info, s.agent_id, o.email, p.name AS project, s.resource_group, s.image,
+       s.requested_slots, s.occupied_slots, s.status_actor_rule, a.email AS actor, s.utilization,
+       counts.running, counts.finished
+FROM page s JOIN users o ON o.id = s.owner_id LEFT JOIN users a ON a.id = s.status_actor_user_id, p, counts
+ORDER BY s.created_at DESC, s.id DESC"#;
+
+/// Slots as the page reads them: cpu, memory in whole bytes, the rest by name.
+fn slots(stored: &Value) -> Value {
+    let mut accelerators: Vec<(&String, f64)> = stored
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| *k != "cpu" && *k != "mem")
+        .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+        .collect();
+    accelerators.sort_by(|a, b| a.0.cmp(b.0));
+    json!({
+        "cpu": stored["cpu"].as_f64().unwrap_or(0.0),
+        "memory": stored["mem"].as_f64().unwrap_or(0.0).round() as i64,
+        "accelerators": accelerators.into_iter().map(|(slot, amount)| json!({"slot": slot, "amount": amount})).collect::<Vec<_>>(),
+    })
+}
+
+/// What a session uses now, per slot: cpu, mem, then the others by name.
+fn utilization(stored: &Value) -> Value {
+    let mut uses: Vec<(&String, f64)> =
+        stored.as_object().into_iter().flatten().filter_map(|(k, v)| Some((k, v.get(0)?.as_f64()?))).collect();
+    let rank = |k: &str| match k {
+        "cpu" => 0,
+        "mem" => 1,
+        _ => 2,
+    };
+    uses.sort_by(|a, b| rank(a.0).cmp(&rank(b.0)).then(a.0.cmp(b.0)));
+    Value::Array(uses.into_iter().map(|(slot, current)| json!({"slot": slot, "current": current})).collect())
+}
+
+/// Serves the Sessions page's list document on `bind` until killed.
+pub async fn serve_page(database_url: &str, bind: SocketAddr) {
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(database_url)
+        .await
+        .expect("floor: connect");
+    let app = Router::new().route("/graphql", post(sessions_page)).with_state(pool);
+    let listener = tokio::net::TcpListener::bind(bind).await.expect("floor: bind");
+    axum::serve(listener, app).await.expect("floor: serve");
+}
+
+async fn sessions_page(State(pool): State<PgPool>, headers: HeaderMap, body: Bytes) -> Response {
+    use sea_orm::sqlx::Row as _;
+    let Some(token) =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return error(StatusCode::UNAUTHORIZED, "no bearer token");
+    };
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return error(StatusCode::BAD_REQUEST, "not JSON");
+    };
+    let variables = &request["variables"];
+    let project = variables["p"]
+        .as_str()
+        .and_then(decode)
+        .filter(|(kind, _)| *kind == NodeKind::Project)
+        .and_then(|(_, key)| key.parse::<Uuid>().ok());
+    let Some(project) = project else {
+        return error(StatusCode::OK, "no such project");
+    };
+    let first = variables["first"].as_i64().unwrap_or(20).clamp(1, 500);
+    let rows = match sea_orm::sqlx::query(SESSIONS_PAGE)
+        .bind(hash_token(token))
+        .bind(project)
+        .bind(first + 1)
+        .fetch_all(&pool)
+        .await
+    {
+        Ok(rows) => rows,
+        Err(_) => return error(StatusCode::SERVICE_UNAVAILABLE, "database"),
+    };
+    let now = Utc::now();
+    let more = rows.len() as i64 > first;
+    let (mut running, mut finished) = (0_i64, 0_i64);
+    let mut edges = Vec::with_capacity(rows.len());
+    for row in rows.iter().take(first as usize) {
+        let get = |i: usize| -> Option<String> { row.try_get(i).ok() };
+        let created: DateTime<Utc> = row.get(4);
+        let terminated: Option<DateTime<Utc>> = row.get(6);
+        let at = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339());
+        let requested: Value = row.get(16);
+        let occupied: Value = row.get(17);
+        let used: Option<Value> = row.get(20);
+        let actor: Option<String> = row.get(19);
+        (running, finished) = (row.get(21), row.get(22));
+        edges.push(json!({"node": {
+            "id": encode(NodeKind::Session, row.get::<Uuid, _>(0)).0,
+            "name": get(1),
+            "status": get(2),
+            "type": get(3),
+            "createdAt": created.to_rfc3339(),
+            "startedAt": at(row.get(5)),
+            "terminatedAt": at(terminated),
+            "elapsedSeconds": (terminated.unwrap_or(now) - created).num_seconds().max(0),
+            "clusterSize": row.get::<i32, _>(7),
+            "priority": row.get::<i32, _>(8),
+            // A page of the Finished tab: nothing waits, nothing will expire.
+            "queuePosition": null,
+            "result": get(9),
+            "statusInfo": get(10),
+            "agent": get(11),
+            "owner": {"email": get(12)},
+            "project": {"name": get(13)},
+            "resourceGroup": {"name": get(14)},
+            "image": {"name": get(15)},
+            "requestedSlots": slots(&requested),
+            "occupiedSlots": slots(&occupied),
+            "pendingReasons": [],
+            "statusChangedBy": {
+                "kind": if actor.is_some() { "USER" } else { "SYSTEM" },
+                "rule": get(18),
+                "user": actor.map(|email| json!({"email": email})),
+            },
+            "expiry": null,
+            "utilization": used.as_ref().map_or(Value::Array(Vec::new()), utilization),
+        }}));
+    }
+    let cursor = |e: Option<&Value>| e.map(|e| e["node"]["id"].as_str().unwrap_or_default().to_owned());
+    let body = json!({"data": {
+        "sessions": {
+            "pageInfo": {
+                "hasNextPage": more, "hasPreviousPage": false,
+                "startCursor": cursor(edges.first()), "endCursor": cursor(edges.last()),
+            },
+            "edges": edges,
+        },
+        "sessionCounts": {"running": running, "finished": finished},
+    }});
+    ([(header::CONTENT_TYPE, "application/json")], serde_json::to_vec(&body).expect("json")).into_response()
+}
