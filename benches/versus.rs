@@ -64,7 +64,7 @@ use serde_json::{Value, json};
 
 use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
-use support::{over_runs, runs, stamp};
+use support::{cpu_seconds, over_runs, runs, stamp, tree};
 
 const SESSIOND_PAGE: &str = "query($p: ID!) { sessions(projectId: $p, scope: PROJECT, first: 50) { edges { node {
   id name status type createdAt elapsedSeconds owner { email } project { name } requestedSlots { cpu memory } } } } }";
@@ -532,55 +532,6 @@ async fn ask(http: &reqwest::Client, target: &Target) -> Result<Value, String> {
         (Some(n), None) if n > 0 => Ok(v),
         (n, len) => Err(format!("{n:?} in {} instead of {len:?}", target.list)),
     }
-}
-
-/// Processes by pid: (parent, name, CPU ticks so far).
-fn processes() -> HashMap<u32, (u32, String, u64)> {
-    let mut out = HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
-        let name = stat[open + 1..close].to_owned();
-        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-        let num = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-        // After the name: state, ppid, …, utime (14th field of the line), stime (15th).
-        out.insert(pid, (num(1) as u32, name, num(11) + num(12)));
-    }
-    out
-}
-
-/// `root` and its descendants, parents first.
-fn tree(root: u32) -> Vec<u32> {
-    let all = processes();
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let parent = out[i];
-        let mut children: Vec<u32> = all.iter().filter(|(_, (pp, _, _))| *pp == parent).map(|(p, _)| *p).collect();
-        children.sort();
-        out.extend(children);
-        i += 1;
-    }
-    out
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// CPU seconds so far of the process tree at `root`, and of every `postgres` process.
-fn cpu_seconds(root: u32) -> (f64, f64) {
-    let all = processes();
-    let hz = clock_ticks();
-    let ours: u64 = tree(root).iter().filter_map(|p| all.get(p)).map(|(_, _, t)| t).sum();
-    let pg: u64 = all.values().filter(|(_, name, _)| name == "postgres").map(|(_, _, t)| t).sum();
-    (ours as f64 / hz, pg as f64 / hz)
 }
 
 /// Peak resident memory of the tree at `root`, KiB (each process's high-water mark).

@@ -41,17 +41,21 @@ ORDER BY s.created_at DESC, s.id DESC"#;
 
 type Row = (Uuid, String, String, String, DateTime<Utc>, Option<DateTime<Utc>>, String, String, f64, f64);
 
-/// Serves the floor on `bind` until killed.
+/// Serves the floor's plain page on `bind` until killed.
 pub async fn serve(database_url: &str, bind: SocketAddr) {
+    serve_with(database_url, bind, Router::new().route("/graphql", post(page))).await;
+}
+
+/// Serves `routes` on a pool of `database_url`, on `bind`, until killed.
+async fn serve_with(database_url: &str, bind: SocketAddr, routes: Router<PgPool>) {
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .acquire_timeout(Duration::from_secs(5))
         .connect(database_url)
         .await
         .expect("floor: connect");
-    let app = Router::new().route("/graphql", post(page)).with_state(pool);
     let listener = tokio::net::TcpListener::bind(bind).await.expect("floor: bind");
-    axum::serve(listener, app).await.expect("floor: serve");
+    axum::serve(listener, routes.with_state(pool)).await.expect("floor: serve");
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -163,15 +167,7 @@ fn utilization(stored: &Value) -> Value {
 
 /// Serves the Sessions page's list document on `bind` until killed.
 pub async fn serve_page(database_url: &str, bind: SocketAddr) {
-    let pool = PgPoolOptions::new()
-        .max_connections(8)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect(database_url)
-        .await
-        .expect("floor: connect");
-    let app = Router::new().route("/graphql", post(sessions_page)).with_state(pool);
-    let listener = tokio::net::TcpListener::bind(bind).await.expect("floor: bind");
-    axum::serve(listener, app).await.expect("floor: serve");
+    serve_with(database_url, bind, Router::new().route("/graphql", post(sessions_page))).await;
 }
 
 async fn sessions_page(State(pool): State<PgPool>, headers: HeaderMap, body: Bytes) -> Response {

@@ -24,6 +24,13 @@ pub struct LaunchCheck {
     pub pending_reasons: Vec<occupancy::PendingReason>,
 }
 
+impl LaunchCheck {
+    /// Valid, and would wait for `reasons`.
+    fn waits(reasons: Vec<occupancy::PendingReason>) -> Self {
+        Self { problems: Vec::new(), refusal: None, refusal_field: None, fits_now: false, pending_reasons: reasons }
+    }
+}
+
 /// What `launch` would do with `req` and `count`, without doing it.
 pub async fn check(
     db: &DatabaseConnection,
@@ -74,14 +81,7 @@ pub async fn check(
     }
     // Set to start later: it waits for that, whatever else.
     if let Some(at) = plan.launch.starts_at.filter(|t| *t > clock::now()) {
-        let reasons = vec![scheduling::not_yet(at)];
-        return Ok(LaunchCheck {
-            problems: Vec::new(),
-            refusal: None,
-            refusal_field: None,
-            fits_now: false,
-            pending_reasons: reasons,
-        });
+        return Ok(LaunchCheck::waits(vec![scheduling::not_yet(at)]));
     }
     // Waiting for others that have not ended yet: it waits for them, whatever else.
     let named: Vec<uuid::Uuid> = plan.launch.depends_on.iter().flatten().copied().collect();
@@ -92,14 +92,7 @@ pub async fn check(
             .all(db)
             .await?;
         if let dependencies::Standing::Waiting(names) = dependencies::standing(&found)? {
-            let reasons = vec![scheduling::dependency(&names)];
-            return Ok(LaunchCheck {
-                problems: Vec::new(),
-                refusal: None,
-                refusal_field: None,
-                fits_now: false,
-                pending_reasons: reasons,
-            });
+            return Ok(LaunchCheck::waits(vec![scheduling::dependency(&names)]));
         }
     }
     // The new sessions, queued behind what is pending, as the scheduler would see them.
