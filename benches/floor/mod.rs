@@ -119,14 +119,15 @@ WITH v AS (
   SELECT p.id, p.name FROM projects p, v
   WHERE p.id = $2 AND (v.role = 'SUPERADMIN' OR (v.role = 'ADMIN' AND p.domain_id = v.domain_id))
 ), page AS (
-  SELECT s.* FROM sessions s, p
-  WHERE s.project_id = p.id AND s.status IN ('TERMINATED', 'CANCELLED', 'ERROR')
+  -- The project by its parameter, not through `p`: the planner walks its index newest first.
+  SELECT s.* FROM sessions s
+  WHERE s.project_id = $2 AND EXISTS (SELECT FROM p) AND s.status IN ('TERMINATED', 'CANCELLED', 'ERROR')
   ORDER BY s.created_at DESC, s.id DESC LIMIT $3
 ), counts AS (
   SELECT coalesce(sum(n) FILTER (WHERE status NOT IN ('TERMINATED', 'CANCELLED', 'ERROR')), 0)::int8 AS running,
          coalesce(sum(n) FILTER (WHERE status IN ('TERMINATED', 'CANCELLED', 'ERROR')), 0)::int8 AS finished
-  FROM (SELECT t.status, t.n FROM session_tallies t, p WHERE t.project_id = p.id
-        UNION ALL SELECT c.status, c.delta FROM session_tally_changes c, p WHERE c.project_id = p.id) x
+  FROM (SELECT t.status, t.n FROM session_tallies t WHERE t.project_id = $2
+        UNION ALL SELECT c.status, c.delta FROM session_tally_changes c WHERE c.project_id = $2) x
 )
 SELECT s.id, s.name, s.status, s.session_type, s.created_at, s.started_at, s.terminated_at, s.cluster_size,
        s.priority, s.result, s.status_info, s.agent_id, o.email, p.name AS project, s.resource_group, s.image,
