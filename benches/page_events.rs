@@ -46,11 +46,12 @@ const POSTGRAPHILE_EVENTS: &str = "subscription($topic: String!) { listen(topic:
   relatedNodeId relatedNode { ... on SessionStatusTransition { id kind sessionId toStatus
     sessionBySessionId { name statusInfo } } } } }";
 
-/// Sends each new event to PostGraphile's topic of its session's project.
+/// Sends each new event to PostGraphile's topic of its session's project (`page:<uuid>`: a
+/// channel name has at most 63 bytes).
 const TRIGGER: &str = "
 CREATE OR REPLACE FUNCTION page_events_notify() RETURNS trigger AS $$
 BEGIN
-  PERFORM pg_notify('postgraphile:sessions:project:' || s.project_id,
+  PERFORM pg_notify('postgraphile:page:' || s.project_id,
     json_build_object('__node__', json_build_array('session_status_transitions', NEW.id))::text)
   FROM sessions s WHERE s.id = NEW.session_id;
   RETURN NULL;
@@ -129,8 +130,10 @@ fn postgraphile(url: &str, port: u16) -> Process {
     }
     let child = Command::new("node")
         .arg(dir.join("node_modules/.bin/postgraphile"))
+        // The server plugin first: it adds the options after it.
+        .args(["--plugins", "@graphile/pg-pubsub", "--subscriptions", "--simple-subscriptions"])
         .args(["--connection", url, "--schema", "public", "--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--disable-query-log", "--plugins", "@graphile/pg-pubsub", "--subscriptions", "--simple-subscriptions"])
+        .arg("--disable-query-log")
         .env("NODE_ENV", "production")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -174,7 +177,7 @@ async fn subscribe(kind: Kind, port: u16) -> Socket {
         Kind::Sessiond => json!({"query": page_events(), "variables": {
             "p": encode(NodeKind::Project, project).0, "scope": "PROJECT", "after": null}}),
         Kind::PostGraphile => {
-            json!({"query": POSTGRAPHILE_EVENTS, "variables": {"topic": format!("sessions:project:{project}")}})
+            json!({"query": POSTGRAPHILE_EVENTS, "variables": {"topic": format!("page:{project}")}})
         }
     };
     let sub = json!({"type": "subscribe", "id": "1", "payload": payload});
@@ -196,12 +199,18 @@ fn renamed(kind: Kind, text: &str) -> Option<String> {
     name.as_str().map(str::to_owned)
 }
 
-/// Reads `ws` until closed, sending each event's session name and arrival to `tx`.
-async fn listen(kind: Kind, mut ws: Socket, tx: tokio::sync::mpsc::UnboundedSender<(String, Instant)>) {
+/// Reads `ws` (subscriber `who`) until closed, sending each event's session name and
+/// arrival to `tx`.
+async fn listen(
+    kind: Kind,
+    who: usize,
+    mut ws: Socket,
+    tx: tokio::sync::mpsc::UnboundedSender<(usize, String, Instant)>,
+) {
     while let Some(Ok(msg)) = ws.next().await {
         let Message::Text(t) = msg else { continue };
         if let Some(name) = renamed(kind, t.as_str())
-            && tx.send((name, Instant::now())).is_err()
+            && tx.send((who, name, Instant::now())).is_err()
         {
             return;
         }
@@ -254,20 +263,24 @@ async fn run(kind: Kind, url: &str, writer: &Writer, subscribers: usize, rate: f
     let root = _contender.0.id();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tasks = Vec::with_capacity(subscribers);
-    for _ in 0..subscribers {
+    for who in 0..subscribers {
         let ws = subscribe(kind, port).await;
-        tasks.push(tokio::spawn(listen(kind, ws, tx.clone())));
+        tasks.push(tokio::spawn(listen(kind, who, ws, tx.clone())));
     }
-    // A fence: once every subscriber has heard it, all are live.
-    let fence = format!("fence-{round}-{}", kind.name());
-    writer.rename(0, &fence).await;
-    let mut heard = 0;
+    // Fences, one every half second, until every subscriber has heard one: all are live.
+    let mut heard = std::collections::HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while heard < subscribers {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, rx.recv()).await {
-            Ok(Some((name, _))) => heard += usize::from(name == fence),
-            _ => panic!("{}: {heard} of {subscribers} subscribers heard the fence", kind.name()),
+    for fence in 0.. {
+        assert!(Instant::now() < deadline, "{}: {} of {subscribers} subscribers live", kind.name(), heard.len());
+        writer.rename(0, &format!("fence-{round}-{}-{fence}", kind.name())).await;
+        let until = Instant::now() + Duration::from_millis(500);
+        while let Ok(Some((who, name, _))) = tokio::time::timeout_at(until.into(), rx.recv()).await {
+            if name.starts_with("fence-") {
+                heard.insert(who);
+            }
+        }
+        if heard.len() == subscribers {
+            break;
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -291,7 +304,7 @@ async fn run(kind: Kind, url: &str, writer: &Writer, subscribers: usize, rate: f
     while latencies.len() < expected {
         let left = grace.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, rx.recv()).await {
-            Ok(Some((name, arrived))) => {
+            Ok(Some((_, name, arrived))) => {
                 if let Some(sent) = at.get(name.as_str()) {
                     latencies.push(arrived.saturating_duration_since(*sent).as_secs_f64() * 1e3);
                 }
