@@ -88,13 +88,17 @@ fn columns_from_json(value: &Value) -> Vec<ColumnSetting> {
 
 /// The settings of `user_id`, or the defaults when the user never changed them.
 pub async fn user_settings(db: &impl ConnectionTrait, user_id: Uuid) -> DomainResult<UserSettings> {
-    let Some(row) = user_setting::Entity::find_by_id(user_id).one(db).await? else {
-        return Ok(UserSettings::default());
-    };
-    Ok(UserSettings {
-        resource_panel_view: ResourcePanelView::parse(&row.resource_panel_view).unwrap_or(ResourcePanelView::MyTotal),
-        session_list_columns: columns_from_json(&row.session_list_columns),
-    })
+    let row = user_setting::Entity::find_by_id(user_id).one(db).await?;
+    Ok(stored(row.map(|r| (r.resource_panel_view, r.session_list_columns))))
+}
+
+/// The settings as stored (view, columns), or the defaults when there are none.
+pub fn stored(row: Option<(String, Value)>) -> UserSettings {
+    let Some((view, columns)) = row else { return UserSettings::default() };
+    UserSettings {
+        resource_panel_view: ResourcePanelView::parse(&view).unwrap_or(ResourcePanelView::MyTotal),
+        session_list_columns: columns_from_json(&columns),
+    }
 }
 
 /// Writes the settings; on an existing row only `changed` is updated, so that two changes

@@ -27,6 +27,68 @@ pub async fn visible_projects(db: &impl ConnectionTrait, viewer: &Viewer) -> Dom
     Ok(query.all(db).await?)
 }
 
+/// What the top of the Sessions page shows of its viewer: the projects it may open, by
+/// name, each with whether it is a member, and its page settings.
+pub struct Home {
+    pub projects: Vec<(project::Model, bool)>,
+    pub settings: super::settings::UserSettings,
+}
+
+/// [`Home`] in one statement: the viewer's settings row joined with the projects it may see
+/// ([`visible_projects`]'s rule) and its membership of each.
+pub async fn home(db: &impl ConnectionTrait, viewer: &Viewer) -> DomainResult<Home> {
+    use entity::user_setting;
+    use sea_orm::sea_query::{Alias, Expr, ExprTrait, JoinType, Order, Query};
+    use sea_orm::{FromQueryResult, IdenStatic, Iterable};
+    let member = Query::select()
+        .expr(Expr::val(1))
+        .from(project_member::Entity)
+        .and_where(
+            Expr::col((project_member::Entity, project_member::Column::ProjectId))
+                .equals((project::Entity, project::Column::Id)),
+        )
+        .and_where(Expr::col((project_member::Entity, project_member::Column::UserId)).eq(viewer.user_id))
+        .take();
+    let in_membership = Expr::col((project::Entity, project::Column::Id)).in_subquery(member_projects(viewer.user_id));
+    let visible = match viewer.role {
+        Role::Superadmin => Expr::val(true).eq(true),
+        Role::Admin => Expr::col((project::Entity, project::Column::DomainId)).eq(viewer.domain_id).or(in_membership),
+        Role::User => in_membership,
+    };
+    let me = Alias::new("me");
+    let select = Query::select()
+        .columns(project::Column::iter().map(|c| (project::Entity, c)))
+        .expr_as(Expr::exists(member), Alias::new("member"))
+        .column((user_setting::Entity, user_setting::Column::ResourcePanelView))
+        .column((user_setting::Entity, user_setting::Column::SessionListColumns))
+        // One row at least, whatever the viewer may open: the settings come with it.
+        .from_subquery(Query::select().expr_as(Expr::val(1), Alias::new("one")).take(), me)
+        .join(
+            JoinType::LeftJoin,
+            user_setting::Entity,
+            Expr::col((user_setting::Entity, user_setting::Column::UserId)).eq(viewer.user_id),
+        )
+        .join(JoinType::LeftJoin, project::Entity, visible)
+        .order_by((project::Entity, project::Column::Name), Order::Asc)
+        .order_by((project::Entity, project::Column::Id), Order::Asc)
+        .take();
+    let rows = db.query_all_raw(db.get_database_backend().build(&select)).await?;
+    let mut settings = None;
+    let mut projects = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if settings.is_none() {
+            let view: Option<String> = row.try_get("", user_setting::Column::ResourcePanelView.as_str())?;
+            let columns: Option<serde_json::Value> =
+                row.try_get("", user_setting::Column::SessionListColumns.as_str())?;
+            settings = Some(super::settings::stored(view.zip(columns)));
+        }
+        if row.try_get::<Option<Uuid>>("", project::Column::Id.as_str())?.is_some() {
+            projects.push((project::Model::from_query_result(row, "")?, row.try_get::<bool>("", "member")?));
+        }
+    }
+    Ok(Home { projects, settings: settings.unwrap_or_default() })
+}
+
 fn member_projects(user_id: Uuid) -> sea_orm::sea_query::SelectStatement {
     use sea_orm::sea_query::Query;
     Query::select()

@@ -4,9 +4,10 @@ use async_graphql::{Context, Object, SimpleObject};
 
 use crate::domain::{settings, visibility};
 
-use super::context::{db, viewer};
+use super::context::{db, loaders, viewer};
 use super::errors::ApiResult;
 use super::limits::STATEMENT_COST;
+use super::loaders::MemberOf;
 use super::session_list::SessionScope;
 use super::types::{ResourcePanelView, SessionColumnKey};
 
@@ -40,8 +41,19 @@ impl UserSettings {
     }
 }
 
-/// The authenticated caller.
-pub struct Viewer;
+/// The authenticated caller; its projects and settings read together, once, when asked
+/// ([`visibility::home`]: one statement for both).
+#[derive(Default)]
+pub struct Viewer {
+    home: tokio::sync::OnceCell<visibility::Home>,
+}
+
+impl Viewer {
+    async fn home(&self, ctx: &Context<'_>) -> ApiResult<&visibility::Home> {
+        let (db, viewer) = (db(ctx)?, viewer(ctx)?);
+        Ok(self.home.get_or_try_init(|| visibility::home(db, viewer)).await?)
+    }
+}
 
 #[Object]
 impl Viewer {
@@ -51,8 +63,12 @@ impl Viewer {
     /// The projects the viewer may open, by name.
     #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn projects(&self, ctx: &Context<'_>) -> ApiResult<Vec<Project>> {
-        let projects = visibility::visible_projects(db(ctx)?, viewer(ctx)?).await?;
-        Ok(projects.into_iter().map(Project).collect())
+        let home = self.home(ctx).await?;
+        // Their `sessionScopes` need no statement of their own: the membership came along.
+        let user = viewer(ctx)?.user_id;
+        let known = home.projects.iter().map(|(p, member)| (MemberOf(user, p.id), *member));
+        loaders(ctx)?.feed_many(known).await;
+        Ok(home.projects.iter().map(|(p, _)| Project(p.clone())).collect())
     }
     /// The key that signs the completion callbacks of the viewer's sessions: a receiver
     /// checks that the `X-Sessiond-Signature-256` header is `sha256=` and the hex
@@ -64,7 +80,7 @@ impl Viewer {
     }
     #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn settings(&self, ctx: &Context<'_>) -> ApiResult<UserSettings> {
-        Ok(UserSettings(settings::user_settings(db(ctx)?, viewer(ctx)?.user_id).await?))
+        Ok(UserSettings(self.home(ctx).await?.settings.clone()))
     }
 }
 
@@ -76,6 +92,6 @@ impl ViewerQuery {
     /// The caller, as authenticated by the bearer token.
     async fn viewer(&self, ctx: &Context<'_>) -> ApiResult<Viewer> {
         viewer(ctx)?;
-        Ok(Viewer)
+        Ok(Viewer::default())
     }
 }

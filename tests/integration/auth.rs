@@ -2,6 +2,7 @@
 //! role, and `node` lookups that reveal nothing the viewer may not see.
 
 use axum::http::StatusCode;
+use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
 use sessiond::domain::seed::{DEMO_USERS, demo_project_id, demo_user_id};
@@ -33,6 +34,28 @@ async fn every_demo_user_authenticates(app: TestApp) {
         assert_eq!(names, projects, "{token}");
         assert_eq!(v["settings"]["resourcePanelView"], "MY_TOTAL");
     }
+}
+
+/// The page's own `PageViewer` (web/src/page.ts): its projects, their scopes and the
+/// settings in one statement beside the token's, for every role, however many projects.
+async fn the_pages_viewer_costs_two_statements(app: TestApp) {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web/src/page.ts");
+    let text = std::fs::read_to_string(path).expect("page.ts");
+    let from = text.find("const VIEWER = `").expect("the page's viewer") + "const VIEWER = `".len();
+    let document = &text[from..from + text[from..].find('`').expect("its end")];
+    for token in ["demo-alice", "demo-admin", "demo-root", "demo-carol"] {
+        let (statements, resp) = app.count_statements(app.gql(Some(token), document, json!({}))).await;
+        assert!(resp.get("errors").is_none(), "{token}: {resp}");
+        assert!(!resp["data"]["viewer"]["settings"]["everyone"].as_array().expect("columns").is_empty(), "{resp}");
+        assert_eq!(statements, 2, "{token}: the token's, and the viewer's");
+    }
+    // A user with settings of their own, and no project at all.
+    let set = "mutation { setResourcePanelView(view: TOTAL_IN_RESOURCE_GROUP) { resourcePanelView } }";
+    app.gql(Some("demo-carol"), set, json!({})).await;
+    app.db.execute_unprepared("DELETE FROM project_members").await.expect("no memberships");
+    let resp = app.gql(Some("demo-carol"), document, json!({})).await;
+    assert_eq!(resp["data"]["viewer"]["projects"], json!([]), "{resp}");
+    assert_eq!(resp["data"]["viewer"]["settings"]["resourcePanelView"], "TOTAL_IN_RESOURCE_GROUP", "{resp}");
 }
 
 /// Each project says which session lists the viewer may read there, and exactly those
@@ -165,6 +188,7 @@ async fn node_lookup_reveals_only_what_is_visible(app: TestApp) {
 db_tests!(
     every_demo_user_authenticates,
     each_project_says_which_lists_the_viewer_may_read,
+    the_pages_viewer_costs_two_statements,
     bad_and_missing_tokens_are_refused,
     tokens_created_later_work_and_are_stored_hashed,
     node_lookup_reveals_only_what_is_visible,
