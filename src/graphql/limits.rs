@@ -104,14 +104,55 @@ pub struct Admitted {
     pub operation: Option<Operation>,
 }
 
+/// Documents already read and within the budgets ([`check`]), by their text: a client's
+/// pages come back with the same few documents, which are then copied rather than parsed
+/// again. A few hundred short documents at most, whatever clients send.
+#[derive(Default)]
+pub struct Documents {
+    read: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<ExecutableDocument>>>,
+}
+
+impl Documents {
+    /// Documents kept at most, and the longest kept.
+    const CAPACITY: usize = 256;
+    const MAX_BYTES: usize = 8 * 1024;
+
+    fn get(&self, query: &str) -> Option<ExecutableDocument> {
+        let read = self.read.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        read.get(query).map(|d| ExecutableDocument::clone(d))
+    }
+
+    fn keep(&self, query: &str, document: &ExecutableDocument) {
+        if query.len() > Self::MAX_BYTES {
+            return;
+        }
+        let mut read = self.read.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if read.len() >= Self::CAPACITY {
+            // Any one goes: a client's documents come back at once.
+            if let Some(victim) = read.keys().next().cloned() {
+                read.remove(&victim);
+            }
+        }
+        read.insert(query.to_owned(), std::sync::Arc::new(document.clone()));
+    }
+}
+
 /// Reads the document of `request` and refuses it when it is over a budget ([`check`]),
-/// before anything else walks it. This is done by the transports rather than by a schema
-/// extension: any extension makes async-graphql route every field of every answer through
-/// the extension chain, which cost ~5 % of the server's CPU on a list page. Validation
-/// then holds the cost and depth against the schema's limits ([`explain`] names them).
-pub fn admit(mut request: Request, limits: &GraphqlLimits) -> Result<Admitted, ServerError> {
-    let document = async_graphql::parser::parse_query(&request.query).map_err(parse_error)?;
-    check(&document, limits)?;
+/// before anything else walks it (a document read before and within the budgets is copied
+/// from `documents`). This is done by the transports rather than by a schema extension:
+/// any extension makes async-graphql route every field of every answer through the
+/// extension chain, which cost ~5 % of the server's CPU on a list page. Validation then
+/// holds the cost and depth against the schema's limits ([`explain`] names them).
+pub fn admit(mut request: Request, limits: &GraphqlLimits, documents: &Documents) -> Result<Admitted, ServerError> {
+    let document = match documents.get(&request.query) {
+        Some(document) => document,
+        None => {
+            let document = async_graphql::parser::parse_query(&request.query).map_err(parse_error)?;
+            check(&document, limits)?;
+            documents.keep(&request.query, &document);
+            document
+        }
+    };
     required_variables(&document, &request)?;
     let operation = operation(&document, request.operation_name.as_deref());
     request.set_parsed_query(document);
@@ -366,6 +407,32 @@ fn refusal(message: String) -> ServerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A document read once is copied afterwards; one over a budget is refused every time
+    /// and never kept; the cache stays bounded.
+    #[test]
+    fn documents_within_the_budgets_are_read_once() {
+        let (limits, documents) = (GraphqlLimits::default(), Documents::default());
+        let query = "query A($p: ID!) { sessions(projectId: $p) { totalCount } }";
+        let admitted = |q: &str| {
+            admit(
+                Request::new(q).variables(async_graphql::Variables::from_json(serde_json::json!({"p": "x"}))),
+                &limits,
+                &documents,
+            )
+        };
+        assert!(admitted(query).is_ok());
+        assert!(documents.get(query).is_some(), "kept");
+        let again = admitted(query).expect("admitted");
+        assert_eq!(again.operation.map(|o| o.ty), Some(OperationType::Query));
+        let deep = doubling(40);
+        assert!(admitted(&deep).is_err() && admitted(&deep).is_err(), "over a budget each time");
+        assert!(documents.get(&deep).is_none(), "never kept");
+        for i in 0..Documents::CAPACITY * 2 {
+            assert!(admitted(&format!("{{ viewer {{ user {{ email }} }} }} # {i}")).is_ok());
+        }
+        assert!(documents.read.lock().expect("lock").len() <= Documents::CAPACITY);
+    }
 
     fn doubling(n: usize) -> String {
         let mut q = format!("{{ viewer {{ user {{ ...F{n} }} }} }}\nfragment F0 on User {{ email }}\n");

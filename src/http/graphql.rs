@@ -263,7 +263,7 @@ async fn answered(state: AppState, flavor: Flavor, headers: &HeaderMap, request:
     }
     // A list that compiles is kept once the executor answered it without an error.
     let mut unseen = None;
-    let (operation, mut response) = match limits::admit(request, &state.limits.graphql) {
+    let (operation, mut response) = match limits::admit(request, &state.limits.graphql, &state.documents) {
         Ok(mut admitted) => {
             let operation = match admitted.operation.map(|o| o.ty) {
                 Some(async_graphql::parser::types::OperationType::Query) => "query",

@@ -51,9 +51,21 @@ pub async fn header_viewer(
     }
 }
 
-/// What every handler shares.
+/// What every handler shares: one allocation, so that handing it to a request (axum clones
+/// the state for each) is one reference count, not a copy of every handle.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The handles of [`AppState`].
+pub struct Shared {
     pub db: DatabaseConnection,
     pub schema: AppSchema,
     /// The live feeds: events, replays, logs, credentials, each user's shares.
@@ -71,6 +83,8 @@ pub struct AppState {
     pub runtime: crate::domain::runtime::RuntimeInfo,
     /// The session lists seen, compiled.
     pub plans: Arc<crate::graphql::compiled::Plans>,
+    /// The documents seen, read and within the budgets.
+    pub documents: crate::graphql::limits::Documents,
     /// Reads on the request's thread, on a SQLite file.
     pub inline: Option<InlineReads>,
 }
@@ -99,7 +113,7 @@ impl AppState {
         let ws_waiting = Arc::new(waiting::Waiting::new(limits.shares.max_ws_unauthenticated));
         let in_flight = Arc::new(tokio::sync::Semaphore::new(limits.max_in_flight));
         let inline = InlineReads::of(&db);
-        Self {
+        Self(Arc::new(Shared {
             schema: build_schema(db.clone(), inline.clone(), live.clone(), launch, &limits.graphql, runtime.clone()),
             db,
             live,
@@ -110,8 +124,9 @@ impl AppState {
             metrics,
             runtime,
             plans: Arc::default(),
+            documents: Default::default(),
             inline,
-        }
+        }))
     }
 }
 

@@ -158,7 +158,7 @@ impl Connection {
             });
             return Ok(failure(self.protocol, &id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
         }
-        let (request, operation) = match limits::admit(request, &self.state.limits.graphql) {
+        let (request, operation) = match limits::admit(request, &self.state.limits.graphql, &self.state.documents) {
             Ok(admitted) => (admitted.request, admitted.operation),
             Err(refused) => {
                 let mut errors = vec![refused];
