@@ -62,22 +62,28 @@ fn error(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(json!({"errors": [{"message": message}]}))).into_response()
 }
 
-async fn page(State(pool): State<PgPool>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(token) =
-        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return error(StatusCode::UNAUTHORIZED, "no bearer token");
-    };
-    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
-        return error(StatusCode::BAD_REQUEST, "not JSON");
-    };
+/// The request's bearer token, its project (variable `p`) and its JSON body, or why it is
+/// refused.
+fn asked<'a>(headers: &'a HeaderMap, body: &Bytes) -> Result<(&'a str, Uuid, Value), (StatusCode, &'static str)> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or((StatusCode::UNAUTHORIZED, "no bearer token"))?;
+    let request = serde_json::from_slice::<Value>(body).map_err(|_| (StatusCode::BAD_REQUEST, "not JSON"))?;
     let project = request["variables"]["p"]
         .as_str()
         .and_then(decode)
         .filter(|(kind, _)| *kind == NodeKind::Project)
-        .and_then(|(_, key)| key.parse::<Uuid>().ok());
-    let Some(project) = project else {
-        return error(StatusCode::OK, "no such project");
+        .and_then(|(_, key)| key.parse::<Uuid>().ok())
+        .ok_or((StatusCode::OK, "no such project"))?;
+    Ok((token, project, request))
+}
+
+async fn page(State(pool): State<PgPool>, headers: HeaderMap, body: Bytes) -> Response {
+    let (token, project, _) = match asked(&headers, &body) {
+        Ok(asked) => asked,
+        Err((status, message)) => return error(status, message),
     };
     let rows: Vec<Row> =
         match sea_orm::sqlx::query_as(PAGE).bind(hash_token(token)).bind(project).fetch_all(&pool).await {
@@ -173,23 +179,11 @@ pub async fn serve_page(database_url: &str, bind: SocketAddr) {
 
 async fn sessions_page(State(pool): State<PgPool>, headers: HeaderMap, body: Bytes) -> Response {
     use sea_orm::sqlx::Row as _;
-    let Some(token) =
-        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return error(StatusCode::UNAUTHORIZED, "no bearer token");
-    };
-    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
-        return error(StatusCode::BAD_REQUEST, "not JSON");
+    let (token, project, request) = match asked(&headers, &body) {
+        Ok(asked) => asked,
+        Err((status, message)) => return error(status, message),
     };
     let variables = &request["variables"];
-    let project = variables["p"]
-        .as_str()
-        .and_then(decode)
-        .filter(|(kind, _)| *kind == NodeKind::Project)
-        .and_then(|(_, key)| key.parse::<Uuid>().ok());
-    let Some(project) = project else {
-        return error(StatusCode::OK, "no such project");
-    };
     let first = variables["first"].as_i64().unwrap_or(20).clamp(1, 500);
     let rows = match sea_orm::sqlx::query(SESSIONS_PAGE)
         .bind(hash_token(token))
