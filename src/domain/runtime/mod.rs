@@ -10,6 +10,7 @@
 
 pub mod declared;
 pub mod engines;
+pub mod image;
 pub mod local;
 pub mod output;
 pub mod reconcile;
