@@ -68,7 +68,7 @@ export async function openDetail(id: string, name: string, listed: Listed): Prom
   const body = byId('detail-body');
   fill(byId('detail-title'), name);
   const summary = h('div', { class: 'detail-summary', 'aria-live': 'polite' }, h('p', {}, 'Loading…'));
-  const logs = h('pre', { class: 'logs', tabindex: 0, 'aria-label': 'Logs' });
+  const logs = h('pre', { class: 'logs', role: 'log', tabindex: 0, 'aria-label': 'Logs' });
   const terminalSlot = h('div', {});
   fill(body, summary, h('h3', {}, 'Logs'), logs, terminalSlot);
   byId('detail-close').onclick = () => panel.close();
@@ -190,7 +190,7 @@ function renderSummary(summary: HTMLElement, s: Detail): void {
 
 /** A line-at-a-time terminal over the app's WebSocket (`/sessions/<id>/terminal`). */
 function terminalView(path: string): HTMLElement {
-  const output = h('pre', { class: 'terminal', tabindex: 0, 'aria-label': 'Terminal output', 'aria-live': 'polite' });
+  const output = h('pre', { class: 'terminal', role: 'log', tabindex: 0, 'aria-label': 'Terminal output', 'aria-live': 'polite' });
   const line = h('input', { type: 'text', id: 'terminal-input', autocomplete: 'off' });
   const ws = new WebSocket(wsUrl(path));
   ws.binaryType = 'arraybuffer';
