@@ -17,6 +17,7 @@ mod faults;
 mod graphql_http;
 mod hardening;
 mod idle;
+mod images;
 mod launch;
 mod launch_rules;
 mod local_runtime;

@@ -9,6 +9,7 @@
 
 pub mod binary;
 pub mod pg;
+pub mod registry;
 pub mod slurm;
 pub mod ws;
 

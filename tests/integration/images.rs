@@ -1,0 +1,266 @@
+//! Images pulled from a real registry (Debian's `docker-registry`, with htpasswd auth) into
+//! a machine's store: layers, whiteouts, config, digests, auth, platforms, one fetch per
+//! blob, progress, the warm cache. No database: the store is the machine's.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use sessiond::domain::runtime::image::pull::{Options, Pulled, pull};
+use sessiond::domain::runtime::image::registry::{self, Target};
+use sessiond::domain::runtime::image::store::Store;
+use sessiond::domain::runtime::image::{Progress, PullError};
+
+use crate::support::registry::{Compression, Entry, PASSWORD, Registry, USER, registry, tar};
+
+/// The registry as a site declares it: its password in a file.
+fn declared(r: &Registry, dir: &Path, with_credentials: bool) -> BTreeMap<String, registry::Registry> {
+    let password = dir.join("registry.password");
+    std::fs::write(&password, format!("{PASSWORD}\n")).expect("password file");
+    let mut reg = registry::Registry { url: format!("http://{}", r.host), insecure: true, ..Default::default() };
+    if with_credentials {
+        reg.username = Some(USER.into());
+        reg.password_file = Some(password);
+    }
+    reg.validate().expect("a valid declaration");
+    BTreeMap::from([("test".to_owned(), reg)])
+}
+
+fn options() -> Options {
+    Options { backoff: Duration::from_millis(20), ..Options::default() }
+}
+
+async fn pull_recording(
+    store: &Store,
+    target: &Target,
+    options: &Options,
+) -> (Result<Pulled, PullError>, Vec<Progress>) {
+    let mut seen = Vec::new();
+    let result = pull(store, target, options, &mut |p| seen.push(p)).await;
+    (result, seen)
+}
+
+fn roots(store: &Store) -> usize {
+    std::fs::read_dir(store.dir().join("roots")).expect("roots").count()
+}
+
+#[tokio::test]
+async fn three_layers_stack_with_whiteouts_config_and_progress() {
+    let Some(r) = registry() else { return };
+    let base = tar(&[
+        Entry::Dir("etc"),
+        Entry::File("etc/os-release", b"NAME=base\n", 0o644),
+        Entry::File("etc/removed", b"gone soon", 0o644),
+        Entry::Dir("opt/tool"),
+        Entry::File("opt/tool/old", b"old", 0o644),
+        Entry::File("usr/bin/su", b"#!/bin/sh\n", 0o4755),
+    ]);
+    let middle = tar(&[
+        Entry::File("etc/.wh.removed", b"", 0o644),
+        Entry::File("opt/tool/.wh..wh..opq", b"", 0o644),
+        Entry::File("opt/tool/new", b"new", 0o644),
+        Entry::Symlink("escape", "../../../../../../../../tmp"),
+    ]);
+    let top = tar(&[Entry::File("etc/os-release", b"NAME=top\n", 0o644), Entry::Dir("work")]);
+    let pushed = r
+        .push_image(
+            "stack/three",
+            "1",
+            &[base, middle, top],
+            Compression::Gzip,
+            json!({"Env": ["PATH=/usr/bin:/bin", "GREETING=hello=world"], "WorkingDir": "/work", "Cmd": ["sh"], "User": "1000"}),
+            "amd64",
+        )
+        .await;
+    let dir = tempfile::tempdir().expect("a runtime directory");
+    let store = Store::open(dir.path()).expect("a store");
+    let target = registry::resolve("test/stack/three:1", &declared(r, dir.path(), true)).expect("a target");
+    let (pulled, seen) = pull_recording(&store, &target, &options()).await;
+    let pulled = pulled.expect("pulled");
+    assert!(pulled.fetched);
+    let root = &pulled.image.root;
+    assert_eq!(std::fs::read(root.join("etc/os-release")).expect("the top layer's file"), b"NAME=top\n");
+    assert!(!root.join("etc/removed").exists(), "a whiteout hides the file below");
+    assert!(!root.join("opt/tool/old").exists(), "an opaque directory hides what was below");
+    assert_eq!(std::fs::read(root.join("opt/tool/new")).expect("the opaque directory's own file"), b"new");
+    use std::os::unix::fs::PermissionsExt;
+    let su = std::fs::metadata(root.join("usr/bin/su")).expect("su").permissions().mode();
+    assert_eq!(su & 0o7000, 0, "no setuid: {su:o}");
+    assert!(std::fs::symlink_metadata(root.join("escape")).expect("the link").file_type().is_symlink());
+    let config = &pulled.image.record.config;
+    assert_eq!(
+        config.env,
+        vec![("PATH".into(), "/usr/bin:/bin".into()), ("GREETING".into(), "hello=world".into())],
+        "Env, split at the first ="
+    );
+    assert_eq!((config.working_dir.as_deref(), config.user.as_deref()), (Some("/work"), Some("1000")));
+    assert_eq!(pulled.image.record.digest, pushed.manifest, "the tag resolved to the manifest's digest");
+
+    // Progress: never backwards, ending at every byte and layer.
+    let last = *seen.last().expect("progress");
+    assert!(seen.windows(2).all(|w| w[1].bytes_done >= w[0].bytes_done && w[1].layers_done >= w[0].layers_done));
+    assert_eq!(
+        (last.bytes_done, last.bytes_total, last.layers_done, last.layers_total),
+        (pushed.bytes, pushed.bytes, 3, 3)
+    );
+
+    // A warm cache: nothing fetched, the registry not asked (its log shows no new request).
+    let requests = std::fs::read_to_string(r.dir.join("log")).expect("log").lines().count();
+    let (again, seen) = pull_recording(&store, &target, &options()).await;
+    let again = again.expect("pulled again");
+    assert!(!again.fetched && seen.is_empty());
+    assert_eq!(again.image.root, pulled.image.root);
+    let after = std::fs::read_to_string(r.dir.join("log")).expect("log").lines().count();
+    assert_eq!(after, requests, "a tag pulled here before needs no registry");
+    // By digest too, in another reference's words.
+    let by_digest =
+        registry::resolve(&format!("{}/stack/three@{}", r.host, pushed.manifest), &declared(r, dir.path(), true))
+            .expect("a target");
+    assert!(!pull_recording(&store, &by_digest, &options()).await.0.expect("pulled").fetched);
+    // Asked for the tag's newest, the registry answers with the same digest: nothing fetched again.
+    let refresh = Options { refresh: true, ..options() };
+    let (newest, _) = pull_recording(&store, &target, &refresh).await;
+    assert!(!newest.expect("pulled").fetched);
+    for blob in [&pushed.config].into_iter().chain(&pushed.layers) {
+        assert_eq!(r.blob_gets(blob), 1, "{blob} fetched once");
+    }
+}
+
+#[tokio::test]
+async fn zstd_and_uncompressed_layers() {
+    let Some(r) = registry() else { return };
+    let dir = tempfile::tempdir().expect("a runtime directory");
+    let store = Store::open(dir.path()).expect("a store");
+    let registries = declared(r, dir.path(), true);
+    for (repo, how) in [("kinds/zstd", Compression::Zstd), ("kinds/plain", Compression::None)] {
+        r.push_image(repo, "1", &[tar(&[Entry::File("hello", repo.as_bytes(), 0o644)])], how, json!({}), "amd64").await;
+        let target = registry::resolve(&format!("test/{repo}:1"), &registries).expect("a target");
+        let pulled = pull_recording(&store, &target, &options()).await.0.expect("pulled");
+        assert_eq!(std::fs::read(pulled.image.root.join("hello")).expect("the file"), repo.as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn a_tampered_blob_and_no_credentials_fail_and_leave_nothing() {
+    let Some(r) = registry() else { return };
+    let layer = tar(&[Entry::File("data", &[b'x'; 4096], 0o644)]);
+    let pushed = r.push_image("fail/tampered", "1", &[layer], Compression::None, json!({}), "amd64").await;
+    // The registry serves what its disk holds: one byte changed, the same length.
+    let file = r.blob_file(&pushed.layers[0]);
+    let mut bytes = std::fs::read(&file).expect("the stored blob");
+    bytes[600] ^= 1;
+    std::fs::write(&file, bytes).expect("tampered");
+
+    let dir = tempfile::tempdir().expect("a runtime directory");
+    let store = Store::open(dir.path()).expect("a store");
+    let target = registry::resolve("test/fail/tampered:1", &declared(r, dir.path(), true)).expect("a target");
+    let err = pull_recording(&store, &target, &options()).await.0.expect_err("refused");
+    assert!(matches!(err, PullError::DigestMismatch { .. }), "{err}");
+    assert!(err.to_string().starts_with("digest mismatch"), "{err}");
+    assert!(!store.has_blob(&pushed.layers[0]), "a blob that does not match is not kept");
+    assert_eq!(roots(&store), 0, "no root");
+    assert_eq!(std::fs::read_dir(store.dir().join("tmp")).expect("tmp").count(), 0, "no partial file");
+
+    let anonymous = registry::resolve("test/fail/tampered:1", &declared(r, dir.path(), false)).expect("a target");
+    let err = pull_recording(&store, &anonymous, &options()).await.0.expect_err("refused");
+    assert!(matches!(err, PullError::Unauthorized(_)), "{err}");
+    assert!(!err.to_string().contains(PASSWORD));
+    assert_eq!(roots(&store), 0);
+
+    let missing = registry::resolve("test/fail/none:1", &declared(r, dir.path(), true)).expect("a target");
+    let err = pull_recording(&store, &missing, &options()).await.0.expect_err("refused");
+    assert!(matches!(err, PullError::NotFound(_)), "{err}");
+    assert!(err.to_string().contains("test/fail/none") || err.to_string().contains("fail/none"), "{err}");
+
+    // Nobody listening: tried again with backoff, then unreachable.
+    let closed = registry::Registry {
+        url: format!("http://127.0.0.1:{}", crate::support::binary::free_port()),
+        insecure: true,
+        ..Default::default()
+    };
+    let target = registry::resolve("gone/x:1", &BTreeMap::from([("gone".to_owned(), closed)])).expect("a target");
+    let err = pull_recording(&store, &target, &Options { attempts: 3, ..options() }).await.0.expect_err("refused");
+    assert!(matches!(err, PullError::Unreachable(_)), "{err}");
+}
+
+#[tokio::test]
+async fn an_index_picks_this_platform() {
+    let Some(r) = registry() else { return };
+    let mine = r
+        .push_image(
+            "multi/arch",
+            "amd64",
+            &[tar(&[Entry::File("arch", b"amd64", 0o644)])],
+            Compression::Gzip,
+            json!({}),
+            "amd64",
+        )
+        .await;
+    let other = r
+        .push_image(
+            "multi/arch",
+            "arm64",
+            &[tar(&[Entry::File("arch", b"arm64", 0o644)])],
+            Compression::Gzip,
+            json!({}),
+            "arm64",
+        )
+        .await;
+    let size = |d: &str| {
+        let hex = d.trim_start_matches("sha256:");
+        std::fs::metadata(r.dir.join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data"))
+            .expect("stored")
+            .len()
+    };
+    let (arch, os) = (sessiond::domain::runtime::image::platform(), "linux");
+    let this = arch.trim_start_matches("linux/").to_owned();
+    let (first, second) = if this == "arm64" { (&mine, &other) } else { (&other, &mine) };
+    let index = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": first.manifest, "size": size(&first.manifest),
+             "platform": {"architecture": if this == "arm64" { "amd64" } else { "arm64" }, "os": os}},
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": second.manifest, "size": size(&second.manifest),
+             "platform": {"architecture": this, "os": os}},
+        ],
+    }))
+    .expect("an index");
+    r.push_manifest("multi/arch", "latest", "application/vnd.oci.image.index.v1+json", &index).await;
+    let dir = tempfile::tempdir().expect("a runtime directory");
+    let store = Store::open(dir.path()).expect("a store");
+    let target = registry::resolve("test/multi/arch:latest", &declared(r, dir.path(), true)).expect("a target");
+    let pulled = pull_recording(&store, &target, &options()).await.0.expect("pulled");
+    assert_eq!(std::fs::read(pulled.image.root.join("arch")).expect("the file"), this.as_bytes());
+    assert_eq!(pulled.image.record.digest, second.manifest, "the digest of what ran: this platform's manifest");
+}
+
+#[tokio::test]
+async fn two_pulls_at_once_fetch_each_blob_once() {
+    let Some(r) = registry() else { return };
+    let layers: Vec<Vec<u8>> = (0..3)
+        .map(|i| {
+            let data: Vec<u8> =
+                (0..200_000_u32).map(|n| (n.wrapping_mul(2_654_435_761).wrapping_add(i) >> 13) as u8).collect();
+            tar(&[Entry::File(&format!("layer{i}"), &data, 0o644)])
+        })
+        .collect();
+    let pushed = r.push_image("together/once", "1", &layers, Compression::Gzip, json!({}), "amd64").await;
+    let dir = tempfile::tempdir().expect("a runtime directory");
+    let store = Store::open(dir.path()).expect("a store");
+    let target = registry::resolve("test/together/once:1", &declared(r, dir.path(), true)).expect("a target");
+    let opts = options();
+    let progress = Arc::new(Mutex::new(0));
+    let (p1, p2) = (progress.clone(), progress.clone());
+    let (mut hear1, mut hear2) =
+        (move |_: Progress| *p1.lock().expect("lock") += 1, move |_: Progress| *p2.lock().expect("lock") += 1);
+    let (a, b) = tokio::join!(pull(&store, &target, &opts, &mut hear1), pull(&store, &target, &opts, &mut hear2));
+    let (a, b) = (a.expect("first"), b.expect("second"));
+    assert_eq!(a.image.root, b.image.root, "one root for both");
+    for blob in [&pushed.config].into_iter().chain(&pushed.layers) {
+        assert_eq!(r.blob_gets(blob), 1, "{blob} fetched once for two pulls");
+    }
+    assert_eq!(roots(&store), 1);
+}
