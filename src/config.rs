@@ -249,6 +249,10 @@ pub struct RuntimeArgs {
     /// session past it is ended with "disk limit exceeded").
     #[arg(long, env = "SESSIOND_WORK_DIR_LIMIT", default_value_t = crate::domain::runtime::local::limits::DEFAULT_WORK_DIR_LIMIT)]
     pub work_dir_limit: u64,
+    /// Bytes the machine's store of pulled images may hold (an image larger than this fails
+    /// to pull, with that reason).
+    #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
+    pub image_cache_limit: u64,
 }
 
 impl Default for RuntimeArgs {
@@ -261,6 +265,7 @@ impl Default for RuntimeArgs {
             local_resource_group: "local".to_owned(),
             terminate_grace_ms: 5_000,
             work_dir_limit: crate::domain::runtime::local::limits::DEFAULT_WORK_DIR_LIMIT,
+            image_cache_limit: crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT,
         }
     }
 }

@@ -165,6 +165,7 @@ pub async fn choose_runtime(
         executable,
         tick: Duration::from_millis(500),
         work_dir_limit: args.work_dir_limit,
+        image_cache_limit: args.image_cache_limit,
     };
     match LocalRuntime::probe(config) {
         Ok((local, info)) => {

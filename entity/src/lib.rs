@@ -11,6 +11,7 @@ pub mod keypair_resource_policy;
 pub mod launch_group;
 pub mod project;
 pub mod project_member;
+pub mod registry;
 pub mod resource_group;
 pub mod resource_group_project;
 pub mod scheduling_history;

@@ -22,6 +22,7 @@ mod m20261202_000017_callbacks;
 mod m20261202_000018_pending_digest;
 mod m20261204_000019_session_tallies;
 mod m20261205_000020_scheduler_passes;
+mod m20261205_000021_registries;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -50,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000018_pending_digest::Migration),
             Box::new(m20261204_000019_session_tallies::Migration),
             Box::new(m20261205_000020_scheduler_passes::Migration),
+            Box::new(m20261205_000021_registries::Migration),
         ]
     }
 }

@@ -55,6 +55,19 @@ pub async fn local_environments(
     Ok(out)
 }
 
+/// The declared registries, by name.
+pub async fn registries(
+    db: &impl ConnectionTrait,
+) -> DomainResult<std::collections::BTreeMap<String, crate::domain::runtime::image::registry::Registry>> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in entity::registry::Entity::find().all(db).await? {
+        let registry = serde_json::from_value(r.settings)
+            .map_err(|e| super::DomainError::invariant(format!("registry {}: {e}", r.name)))?;
+        out.insert(r.name, registry);
+    }
+    Ok(out)
+}
+
 /// The resource groups project `project_id` may use, in the project's order: its default
 /// (the first) first. Visibility of the project is the caller's to check.
 pub async fn project_resource_groups(

@@ -22,17 +22,42 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::runtime::image::registry::{Registry, resolve};
+use crate::domain::runtime::local::files::ImagePull;
+
 /// What an interactive session runs when its image names nothing: it stays up until stopped.
 pub const KEEP_RUNNING: &str = "exec sleep infinity";
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Images {
     pub images: BTreeMap<String, LocalImage>,
+    /// The registries images' refs name (`sessiond apply`).
+    pub registries: BTreeMap<String, Registry>,
+}
+
+/// The most an image store holds unless told otherwise (`--image-cache-limit`).
+pub const DEFAULT_IMAGE_CACHE_LIMIT: u64 = 50 << 30;
+
+/// What a supervisor pulls for `image`, into the store under `runtime_dir`: nothing for an
+/// image that is a root on the machine; `Err` when its ref names no declared registry.
+pub fn image_pull(
+    image: &LocalImage,
+    registries: &BTreeMap<String, Registry>,
+    runtime_dir: &std::path::Path,
+    limit: u64,
+) -> Result<Option<ImagePull>, String> {
+    let Some(reference) = &image.reference else { return Ok(None) };
+    let target = resolve(reference, registries).map_err(|e| format!("the image's ref: {e}"))?;
+    Ok(Some(ImagePull { target, store: runtime_dir.to_path_buf(), limit, declared_command: image.command.is_some() }))
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LocalImage {
+    /// The OCI image pulled for it (`REGISTRY/REPOSITORY:TAG` or `…@sha256:…`), instead of
+    /// a root on the machine.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
     /// `host` (the default) or a directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,

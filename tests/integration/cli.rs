@@ -159,6 +159,7 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--local-resource-group", "SESSIOND_LOCAL_RESOURCE_GROUP", Some("local")),
     ("--terminate-grace-ms", "SESSIOND_TERMINATE_GRACE_MS", Some("5000")),
     ("--work-dir-limit", "SESSIOND_WORK_DIR_LIMIT", Some("10737418240")),
+    ("--image-cache-limit", "SESSIOND_IMAGE_CACHE_LIMIT", Some("53687091200")),
     ("--log-retention-days", "SESSIOND_LOG_RETENTION_DAYS", Some("30")),
     ("--log-lines-per-user", "SESSIOND_LOG_LINES_PER_USER", Some("1000000")),
     ("--callback-allow", "SESSIOND_CALLBACK_ALLOW", None),

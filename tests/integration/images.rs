@@ -264,3 +264,129 @@ async fn two_pulls_at_once_fetch_each_blob_once() {
     }
     assert_eq!(roots(&store), 1);
 }
+
+/// An image of Debian's static busybox (`/bin/sh` and friends as links to it), a file of
+/// its own in a second layer, `Env` and `WorkingDir`, pushed as `repo:tag`; `None` where
+/// the machine has no static busybox.
+async fn busybox_image(r: &Registry, repo: &str, tag: &str) -> Option<crate::support::registry::Pushed> {
+    let busybox = std::fs::read("/bin/busybox").ok()?;
+    let mut system = vec![Entry::Dir("bin"), Entry::File("bin/busybox", &busybox, 0o755)];
+    let tools = ["sh", "cat", "echo", "pwd", "ls", "env", "id", "sleep", "test"];
+    let links: Vec<String> = tools.iter().map(|t| format!("bin/{t}")).collect();
+    system.extend(links.iter().map(|l| Entry::Symlink(l, "busybox")));
+    let own = tar(&[
+        Entry::Dir("srv/app"),
+        Entry::File("etc/motd", b"made by the image", 0o644),
+        // Where the sandbox mounts, a link out of the root: replaced by a real directory.
+        Entry::Symlink("home", "/etc"),
+    ]);
+    let config = json!({"Env": ["PATH=/bin", "GREETING=from-image", "ONLY_IMAGE=kept"], "WorkingDir": "/srv/app", "User": "1000"});
+    Some(r.push_image(repo, tag, &[tar(&system), own], Compression::Gzip, config, "amd64").await)
+}
+
+/// A session whose image is an OCI reference runs in that image: its files (not the
+/// host's), its `Env` under the session's own variables, its `WorkingDir`; the image's
+/// `User` is not honoured and the log says so; the session went through PULLING, and the
+/// next one of the same image does not.
+async fn a_session_runs_in_its_pulled_image(mut app: crate::support::TestApp) {
+    use crate::local_runtime::{Machine, ended, input, launch, logs, until};
+    let Some(r) = registry() else { return };
+    let Some(_) = busybox_image(r, "sessions/busybox", "1").await else {
+        if std::env::var("SESSIOND_REQUIRE_REGISTRY").is_ok_and(|v| v == "1") {
+            panic!("no /bin/busybox (Debian's busybox-static) for the image a session runs in");
+        }
+        return;
+    };
+    let machine = Machine::new();
+    let secrets = tempfile::tempdir().expect("a directory for the password");
+    let password = secrets.path().join("password");
+    std::fs::write(&password, PASSWORD).expect("the password file");
+    let declaration = format!(
+        "[registries.test]\nurl = \"http://{host}\"\ninsecure = true\nusername = \"{USER}\"\npassword_file = \"{pw}\"\n\
+         [images.\"busybox:1\"]\ntypes = [\"BATCH\", \"INTERACTIVE\"]\nref = \"test/sessions/busybox:1\"\n",
+        host = r.host,
+        pw = password.display(),
+    );
+    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
+        &slots,
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
+        .await
+        .expect("applied");
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let script = "echo \"greeting=$GREETING only=$ONLY_IMAGE\"; echo \"cwd=$(pwd)\"; cat /etc/motd; echo; \
+                  test -e /usr/bin/python3 && echo host-python || echo no-host-python; id -u";
+    let env = json!({"image": "busybox:1", "environment": [{"name": "GREETING", "value": "mine"}]});
+    let id = launch(&app, "demo-alice", input("in-the-image", script, 256, env.clone())).await;
+    let s = until(&app, &id, ended).await;
+    let text = logs(&s);
+    assert_eq!((s["status"].as_str(), s["exitCode"].as_i64()), (Some("TERMINATED"), Some(0)), "{s}");
+    assert!(text.contains("greeting=mine only=kept"), "the session's own variable wins: {text}");
+    assert!(text.contains("cwd=/srv/app"), "the image's WorkingDir: {text}");
+    assert!(text.contains("made by the image"), "{text}");
+    assert!(text.contains("no-host-python"), "the image's files, not the host's: {text}");
+    assert!(text.contains("the image asks to run as user 1000"), "{text}");
+    let path: Vec<&str> =
+        s["statusTransitions"].as_array().expect("transitions").iter().filter_map(|t| t["toStatus"].as_str()).collect();
+    assert!(path.contains(&"PULLING"), "the first session pulled: {path:?}");
+
+    let again = launch(&app, "demo-alice", input("warm", "cat /etc/motd", 256, env)).await;
+    let s = until(&app, &again, ended).await;
+    assert_eq!(s["exitCode"].as_i64(), Some(0), "{s}");
+    let path: Vec<&str> =
+        s["statusTransitions"].as_array().expect("transitions").iter().filter_map(|t| t["toStatus"].as_str()).collect();
+    assert!(!path.contains(&"PULLING"), "a warm cache goes straight on: {path:?}");
+}
+
+/// A pull that fails ends the session ERROR in the registry's words, with PULL_FAILED in
+/// its history, and leaves no root.
+async fn a_failed_pull_is_an_error_in_the_registrys_words(mut app: crate::support::TestApp) {
+    use crate::local_runtime::{Machine, ended, input, launch, until};
+    let Some(r) = registry() else { return };
+    let machine = Machine::new();
+    // Declared without credentials: the registry refuses.
+    let declaration = format!(
+        "[registries.anon]\nurl = \"http://{}\"\ninsecure = true\n[images.\"nothing:1\"]\ntypes = [\"BATCH\"]\nref = \"anon/sessions/none:1\"\n",
+        r.host
+    );
+    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
+        &slots,
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
+        .await
+        .expect("applied");
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let id = launch(&app, "demo-alice", input("refused", "true", 256, json!({"image": "nothing:1"}))).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!(s["status"].as_str(), Some("ERROR"), "{s}");
+    let info = s["statusInfo"].as_str().unwrap_or_default();
+    assert!(info.starts_with("pull failed: unauthorized"), "{info}");
+    assert!(!info.contains(PASSWORD));
+    let history = app
+        .gql(
+            Some("demo-alice"),
+            "query($id: ID!) { session(id: $id) { schedulingHistory { edges { node { errorCode } } } } }",
+            json!({"id": id}),
+        )
+        .await;
+    let codes: Vec<&str> = history["data"]["session"]["schedulingHistory"]["edges"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{history}"))
+        .iter()
+        .filter_map(|h| h["node"]["errorCode"].as_str())
+        .collect();
+    assert!(codes.contains(&"PULL_FAILED"), "{history}");
+    assert_eq!(std::fs::read_dir(machine.path().join("oci/roots")).map(|d| d.count()).unwrap_or(0), 0);
+}
+
+crate::db_tests!(a_session_runs_in_its_pulled_image, a_failed_pull_is_an_error_in_the_registrys_words);

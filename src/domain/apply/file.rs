@@ -14,7 +14,7 @@ use super::reader::{Entry, Problem, Reader, Ref, Source, Table, quoted};
 use super::Declared;
 use super::sections::{
     AGENT_ENGINE, read_agent, read_domain, read_engine, read_group, read_image, read_local, read_policy, read_project,
-    read_user,
+    read_registry, read_user,
 };
 use crate::domain::environments::{Images, LocalImage};
 use crate::domain::runtime::engines::EngineKind;
@@ -70,8 +70,17 @@ pub fn read_text(p: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("cannot read {}: it is not UTF-8 text", p.display()))
 }
 
-const SECTIONS: &[&str] =
-    &["domains", "projects", "users", "keypair_policies", "engines", "resource_groups", "agents", "images"];
+const SECTIONS: &[&str] = &[
+    "domains",
+    "projects",
+    "users",
+    "keypair_policies",
+    "engines",
+    "resource_groups",
+    "agents",
+    "registries",
+    "images",
+];
 
 /// Reads `sources` as one declaration. `known_slots` are the slot names limits may use.
 pub fn parse(sources: &[Source], known_slots: &BTreeSet<String>) -> Result<Declared, Vec<Problem>> {
@@ -123,7 +132,8 @@ pub fn parse(sources: &[Source], known_slots: &BTreeSet<String>) -> Result<Decla
                     "engines" => read_engine(&mut e, &name_text, &mut declared),
                     "resource_groups" => read_group(&mut e, &name_text, &mut declared, &mut refs),
                     "agents" => read_agent(&mut e, &name_text, &mut declared, &mut refs),
-                    _ => read_image(&mut e, &name_text, &mut declared),
+                    "registries" => read_registry(&mut e, &name_text, &mut declared),
+                    _ => read_image(&mut e, &name_text, &mut declared, &mut refs),
                 }
             }
         }
@@ -169,6 +179,7 @@ fn check_references(declared: &Declared, refs: Vec<Ref>, problems: &mut Vec<Prob
         }
         let found = match r.section {
             "engines" => declared.engines.contains_key(&r.name),
+            "registries" => declared.registries.contains_key(&r.name),
             "domains" => declared.domains.contains_key(&r.name),
             "projects" => declared.projects.contains_key(&r.name),
             "keypair_policies" => declared.policies.contains_key(&r.name),
@@ -219,7 +230,7 @@ pub fn images_file(path: &Path) -> Result<Images, String> {
 pub fn images_text(name: &str, text: &str) -> Result<Images, String> {
     let source = Source { name: name.to_owned(), text: text.to_owned() };
     local_images(&source)
-        .map(|images| Images { images })
+        .map(|images| Images { images, registries: BTreeMap::new() })
         .map_err(|problems| problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
 }
 

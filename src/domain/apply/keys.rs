@@ -96,10 +96,19 @@ pub const AGENT_KEYS: &[Key] = &[
     key("schedulable", "boolean", "true", "false drains it: nothing new starts there"),
 ];
 
+pub const REGISTRY_KEYS: &[Key] = &[
+    key("url", "https://HOST[:PORT] (http:// with insecure)", REQUIRED, "where the registry answers"),
+    key("username", "string", "none", "who pulls (with password_file)"),
+    key("password_file", "absolute path", "none", "the file holding the password (read when pulling)"),
+    key("token_file", "absolute path", "none", "the file holding a bearer token, instead of a password"),
+    key("insecure", "boolean", "false", "plain HTTP, for a loopback address only"),
+];
+
 pub const IMAGE_KEYS: &[Key] = &[
     key("types", "list of session types", REQUIRED, "the session types it can run"),
     key("minimum", SLOTS, "none", "the least a session of it may ask for"),
     key("apps", "list of strings", "none", "the applications it offers (terminal, jupyter, …)"),
+    key("ref", "REGISTRY/REPOSITORY:TAG or …@sha256:…", "none", "the OCI image pulled for it (instead of root)"),
     key("root", "\"host\" or an absolute directory", "host", "where sessiond runs it itself: the root it sees"),
     key("command", "string", "exec sleep infinity", "what an interactive session runs"),
     key("prepare", "string", "none", "a one-time step before its first session on a machine (PULLING)"),
@@ -133,8 +142,13 @@ pub const ENTRIES: &[EntryKind] = &[
     EntryKind { header: "[resource_groups.NAME]", note: "", keys: GROUP_KEYS },
     EntryKind { header: "[agents.NAME]", note: "", keys: AGENT_KEYS },
     EntryKind {
+        header: "[registries.NAME]",
+        note: "an image's ref starts with NAME/ (or the registry's host)",
+        keys: REGISTRY_KEYS,
+    },
+    EntryKind {
         header: "[images.\"NAME\"]",
-        note: "root, command, prepare, env: where sessiond runs it",
+        note: "ref, root, command, prepare, env: where sessiond runs it",
         keys: IMAGE_KEYS,
     },
 ];
@@ -189,6 +203,7 @@ mod tests {
             ),
             "[resource_groups.NAME]" => ("[resource_groups.g]", vec![]),
             "[agents.NAME]" => ("[resource_groups.g]\n[agents.a]", vec![("resource_group", "\"g\"")]),
+            "[registries.NAME]" => ("[registries.r]", vec![("url", "\"https://r.example.org\"")]),
             "[images.\"NAME\"]" => ("[images.i]", vec![("types", "[\"BATCH\"]")]),
             other => panic!("no example entry for {other}: add one"),
         }

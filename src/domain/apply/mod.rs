@@ -94,6 +94,7 @@ pub struct Declared {
     pub groups: BTreeMap<String, GroupDecl>,
     pub engines: BTreeMap<String, EngineDecl>,
     pub agents: BTreeMap<String, AgentDecl>,
+    pub registries: BTreeMap<String, crate::domain::runtime::image::registry::Registry>,
     pub images: BTreeMap<String, ImageDecl>,
 }
 

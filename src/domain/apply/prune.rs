@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use sea_orm::{ColumnTrait, Condition, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use entity::{agent, domain, engine, image, keypair, keypair_resource_policy, project, resource_group, session, user};
+use entity::{
+    agent, domain, engine, image, keypair, keypair_resource_policy, project, registry, resource_group, session, user,
+};
 
 use super::write::Writer;
 use super::{Action, ApplyError, Declared};
@@ -72,6 +74,13 @@ impl Writer<'_> {
                 doomed.push(("engine", e.name.clone(), cond, Deletion::Engine(e.name)));
             }
         }
+        for r in registry::Entity::find().all(self.txn).await? {
+            if !d.registries.contains_key(&r.name) {
+                // Sessions name images, not registries: an image still naming it is not
+                // declared either (the file refers to no undeclared registry).
+                doomed.push(("registry", r.name.clone(), S::Id.is_null().into(), Deletion::Registry(r.name)));
+            }
+        }
         for (id, name) in &domains {
             if !d.domains.contains_key(name) {
                 doomed.push(("domain", name.clone(), S::DomainId.eq(*id).into(), Deletion::Domain(*id)));
@@ -127,6 +136,7 @@ enum Deletion {
     Policy(String),
     Domain(Uuid),
     Engine(String),
+    Registry(String),
 }
 
 impl Deletion {
@@ -145,6 +155,9 @@ impl Deletion {
             }
             Self::Domain(id) => domain::Entity::find_by_id(*id).lock_exclusive().one(txn).await.map(drop),
             Self::Engine(name) => engine::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop),
+            Self::Registry(name) => {
+                registry::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop)
+            }
         }
     }
 
@@ -166,6 +179,7 @@ impl Deletion {
                     .await?;
                 engine::Entity::delete_by_id(name).exec(txn).await?
             }
+            Self::Registry(name) => registry::Entity::delete_by_id(name).exec(txn).await?,
         };
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use sea_orm::{ActiveModelTrait, EntityTrait, Set, Unchanged};
 use serde_json::Value;
 
-use entity::{agent, engine, image, resource_group};
+use entity::{agent, engine, image, registry, resource_group};
 
 use super::shown::{diff, diff_list, diff_opt, slots_diff, slots_shown, strings, type_names};
 use super::write::Writer;
@@ -63,6 +63,48 @@ impl Writer<'_> {
                     .update(self.txn)
                     .await?;
                     self.change(Action::Update, "engine", name, details);
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Registries: where each is and the files of its credentials (never a credential).
+    pub(super) async fn registries(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, registry::Model> =
+            registry::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, r) in &d.registries {
+            let settings = serde_json::to_value(r).expect("a registry serialises");
+            let shown = |v: &Value| {
+                v.as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k} {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            match stored.get(name) {
+                None => {
+                    registry::ActiveModel {
+                        name: Set(name.clone()),
+                        settings: Set(settings.clone()),
+                        created_at: Set(self.now),
+                    }
+                    .insert(self.txn)
+                    .await?;
+                    self.change(Action::Create, "registry", name, vec![shown(&settings)]);
+                }
+                Some(m) if m.settings != settings => {
+                    let details = vec![format!("settings: {} → {}", shown(&m.settings), shown(&settings))];
+                    registry::ActiveModel {
+                        name: Unchanged(name.clone()),
+                        settings: Set(settings),
+                        created_at: Unchanged(m.created_at),
+                    }
+                    .update(self.txn)
+                    .await?;
+                    self.change(Action::Update, "registry", name, details);
                 }
                 Some(_) => {}
             }

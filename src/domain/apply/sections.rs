@@ -360,7 +360,52 @@ pub(super) fn read_agent(e: &mut Entry<'_, '_, '_, '_>, id: &str, declared: &mut
     );
 }
 
-pub(super) fn read_image(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
+/// A registry: its URL, credentials of one kind (files), plain HTTP on loopback only.
+pub(super) fn read_registry(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared) {
+    e.only(keys::REGISTRY_KEYS);
+    let url = e.required_string("url");
+    let username = e.string("username");
+    let password_file = e.string("password_file");
+    let token_file = e.string("token_file");
+    require_absolute(e, "password_file", password_file.as_deref(), "is an absolute path");
+    require_absolute(e, "token_file", token_file.as_deref(), "is an absolute path");
+    let insecure = e.boolean("insecure", false);
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') {
+        // An image's ref starts with it: it must not read as a host (a `.` or a `:`).
+        let line = e.line;
+        let path = e.path.clone();
+        e.r.problem_at(line, &path, "a registry's name has lower-case letters, digits, `-` and `_` only".to_owned());
+        return;
+    }
+    let Some(url) = url else { return };
+    let registry = crate::domain::runtime::image::registry::Registry {
+        url,
+        username,
+        password_file: password_file.map(Into::into),
+        token_file: token_file.map(Into::into),
+        insecure,
+    };
+    if let Err(why) = registry.validate() {
+        let key = if why.contains("insecure") || why.contains("loopback") {
+            "insecure"
+        } else if why.starts_with("url") {
+            "url"
+        } else {
+            "username"
+        };
+        let span = e.span_of(key);
+        e.bad(key, span, why);
+        return;
+    }
+    declared.registries.insert(name.to_owned(), registry);
+}
+
+pub(super) fn read_image(
+    e: &mut Entry<'_, '_, '_, '_>,
+    name: &str,
+    declared: &mut Declared,
+    refs: &mut Vec<super::reader::Ref>,
+) {
     e.only(keys::IMAGE_KEYS);
     let types = if e.value("types").is_none() {
         e.missing("types");
@@ -371,6 +416,10 @@ pub(super) fn read_image(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &m
     let minimum = e.slots("minimum");
     let apps = e.strings("apps").unwrap_or_default();
     let local = read_local(e);
+    if let Some(registry) = local.reference.as_deref().and_then(registry_named) {
+        let span = e.span_of("ref");
+        e.reference(refs, "ref", span, "registries", registry.to_owned(), "registry");
+    }
     let Some(types) = types else { return };
     declared.images.insert(
         name.to_owned(),
@@ -383,8 +432,34 @@ pub(super) fn read_image(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &m
     );
 }
 
-/// How an image runs on a machine of the local runtime: `root`, `command`, `prepare`, `env`.
+/// The registry name a reference starts with: a first part that does not read as a host
+/// (no `.`, no `:`, not `localhost`), before a `/`.
+fn registry_named(reference: &str) -> Option<&str> {
+    let (first, _) = reference.split_once('/')?;
+    (!first.contains(['.', ':']) && first != "localhost").then_some(first)
+}
+
+/// How an image runs on a machine of the local runtime: `ref` (an OCI image) or `root`,
+/// `command`, `prepare`, `env`.
 pub(super) fn read_local(e: &mut Entry<'_, '_, '_, '_>) -> LocalImage {
+    let reference = e.string("ref");
+    if let Some(r) = &reference {
+        let span = e.span_of("ref");
+        // A declared registry's name in the place of the host: read as a host to check the rest.
+        let as_host = match registry_named(r) {
+            Some(name) => r.replacen(name, "registry.invalid", 1),
+            None => r.clone(),
+        };
+        if let Err(why) = as_host.parse::<oci_client::Reference>() {
+            e.bad("ref", span, format!("is not an image reference (REGISTRY/REPOSITORY:TAG or …@sha256:…): {why}"));
+        } else if e.value("root").is_some() || e.value("prepare").is_some() {
+            e.bad(
+                "ref",
+                span,
+                "an image pulled from a registry is its own root: no root and no prepare beside ref".to_owned(),
+            );
+        }
+    }
     let root = e.string("root");
     if let Some(r) = &root
         && r != "host"
@@ -443,5 +518,5 @@ pub(super) fn read_local(e: &mut Entry<'_, '_, '_, '_>) -> LocalImage {
             other => e.bad("env", v.span(), format!("expected a table of strings, found {}", other.type_str())),
         }
     }
-    LocalImage { root, command, prepare, env }
+    LocalImage { reference, root, command, prepare, env }
 }

@@ -175,7 +175,10 @@ pub async fn write<A>(
                 from: SessionStatus::parse(&p.session.status),
                 to: Some(*last),
                 result: if failed { SchedulingResult::Failure } else { SchedulingResult::Success },
-                error_code: failed.then(|| "START_FAILED".to_owned()),
+                error_code: failed.then(|| {
+                    let pull = reason.as_deref().is_some_and(|r| r.starts_with(super::local::supervisor::PULL_FAILED));
+                    if pull { "PULL_FAILED" } else { "START_FAILED" }.to_owned()
+                }),
                 message: format!(
                     "{}{}{}",
                     path.join(" → "),

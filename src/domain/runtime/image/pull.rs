@@ -59,7 +59,7 @@ pub async fn pull(
     store: &Store,
     target: &Target,
     options: &Options,
-    report: &mut (dyn FnMut(Progress) + Send),
+    report: &mut dyn FnMut(Progress),
 ) -> Result<Pulled, PullError> {
     let reference = target.parsed()?;
     let known = match reference.digest() {
@@ -196,7 +196,7 @@ impl Fetch<'_> {
         &self,
         desc: &OciDescriptor,
         progress: &mut Progress,
-        report: &mut (dyn FnMut(Progress) + Send),
+        report: &mut dyn FnMut(Progress),
     ) -> Result<(), PullError> {
         let size = u64::try_from(desc.size)
             .map_err(|_| PullError::Invalid(format!("blob {} has a negative size", desc.digest)))?;
@@ -230,7 +230,7 @@ impl Fetch<'_> {
         desc: &OciDescriptor,
         size: u64,
         progress: &mut Progress,
-        report: &mut (dyn FnMut(Progress) + Send),
+        report: &mut dyn FnMut(Progress),
     ) -> Result<(), PullError> {
         let partial = self.store.partial(&desc.digest)?;
         let written = async {

@@ -24,6 +24,9 @@ use sha2::{Digest as _, Sha256};
 use super::unpack::{self, LayerError, Owner};
 use super::{ImageConfig, PullError};
 
+/// The directories a session's sandbox mounts over in an image's root.
+const MOUNT_POINTS: [&str; 4] = ["proc", "dev", "tmp", "home/work"];
+
 #[derive(Clone, Debug)]
 pub struct Store {
     dir: PathBuf,
@@ -62,25 +65,22 @@ pub struct Unpacked {
 }
 
 impl Store {
-    /// The store under `runtime_dir`, made if missing; what an interrupted pull left is
-    /// removed.
+    /// The store under `runtime_dir`, made if missing.
     pub fn open(runtime_dir: &Path) -> io::Result<Self> {
         let dir = runtime_dir.join("oci");
         for sub in ["blobs/sha256", "roots", "refs", "locks", "tmp"] {
             fs::create_dir_all(dir.join(sub))?;
         }
-        let store = Self { dir };
-        store.clean_tmp();
-        Ok(store)
+        Ok(Self { dir })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// Removes what no pull is writing any more: a partial file is named after its lock,
-    /// which a live pull holds.
-    fn clean_tmp(&self) {
+    /// Removes what no pull is writing any more (at the server's start): a partial file is
+    /// named after its lock, which a live pull holds.
+    pub fn clean(&self) {
         let Ok(entries) = fs::read_dir(self.dir.join("tmp")) else { return };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -155,7 +155,7 @@ impl Store {
     }
 
     pub fn remember(&self, reference: &str, digest: &str) -> Result<(), PullError> {
-        let tmp = self.dir.join("tmp").join(format!("ref.{}.{}", std::process::id(), escape(reference)));
+        let tmp = self.dir.join("refs").join(format!(".{}.{}", escape(reference), std::process::id()));
         fs::write(&tmp, digest)
             .and_then(|()| fs::rename(&tmp, self.dir.join("refs").join(escape(reference))))
             .map_err(|e| PullError::io("remembering a reference", &e))
@@ -233,6 +233,13 @@ impl Store {
             {
                 return Err(PullError::DigestMismatch { expected: expected.clone(), actual });
             }
+        }
+        // Where the sandbox mounts: real directories, whatever the image put there.
+        for at in MOUNT_POINTS {
+            unpack::mount_point(&rootfs, Path::new(at)).map_err(|e| match e {
+                LayerError::Io(e) => PullError::io("making the sandbox's mount points", &e),
+                other => PullError::Invalid(other.to_string()),
+            })?;
         }
         if let Some(o) = owner {
             std::os::unix::fs::chown(&rootfs, Some(o.uid), Some(o.gid))

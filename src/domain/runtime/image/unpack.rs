@@ -188,6 +188,34 @@ pub fn apply_layer(
     Ok(applied)
 }
 
+/// Makes `path` (relative to `root`) a real directory, each of its parents too: whatever
+/// else is there (a file, a symlink anywhere) is replaced. For the places a sandbox mounts
+/// over, so that no link of the image decides where a mount lands.
+pub fn mount_point(root: &Path, path: &Path) -> Result<(), LayerError> {
+    let mut dir = fs::open(root, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    for c in clean(path)?.components() {
+        let name = c.as_os_str();
+        let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        dir = match fs::openat(dir.as_fd(), name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(_) => {
+                remove_at(dir.as_fd(), name)?;
+                fs::mkdirat(dir.as_fd(), name, Mode::from_raw_mode(0o755))?;
+                fs::openat(dir.as_fd(), name, flags, Mode::empty())?
+            }
+        };
+    }
+    Ok(())
+}
+
+/// Whether `path` is a directory of `root`, resolved inside it.
+pub fn is_dir_in_root(root: &Path, path: &str) -> bool {
+    let Ok(root_fd) = fs::open(root, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) else {
+        return false;
+    };
+    in_root(root_fd.as_fd(), Path::new(path)).is_ok()
+}
+
 /// A layer's path made relative, `.` dropped; `..` refused (no image needs it, and it is
 /// how an archive tries to write outside).
 fn clean(path: &Path) -> Result<PathBuf, LayerError> {

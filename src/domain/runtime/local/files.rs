@@ -13,6 +13,7 @@
 //!                             bwrap.json   the sandbox's status lines (child pid, exit code)
 //!                             work/        the session's working directory, its home
 //!                             prepare/     where the image's prepare step runs (empty)
+//!                             pull.json    how far its image's pull is, its digest (supervisor)
 //! <runtime dir>/images/<name>.ready  the image's prepare step has run on this machine
 //! ```
 
@@ -65,6 +66,12 @@ impl SessionDir {
     pub fn work(&self) -> PathBuf {
         self.root.join("work")
     }
+    pub fn pull(&self) -> PathBuf {
+        self.root.join("pull.json")
+    }
+    pub fn read_pull(&self) -> Option<PullState> {
+        read_json(&self.pull())
+    }
     pub fn prepare_dir(&self) -> PathBuf {
         self.root.join("prepare")
     }
@@ -110,6 +117,13 @@ pub struct Spec {
     pub root: Option<PathBuf>,
     /// The image's one-time prepare step (PULLING), with its marker, when it has not run.
     pub prepare: Option<Prepare>,
+    /// The OCI image to pull (PULLING, when it is not on the machine yet) and run: its
+    /// root, `Env`, `WorkingDir` and command replace the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<ImagePull>,
+    /// Where the command starts (the image's `WorkingDir`); the work directory when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
     pub limits: super::limits::Limits,
     pub batch_timeout_seconds: Option<i64>,
     /// Between SIGTERM and killing whatever is left.
@@ -126,6 +140,41 @@ pub struct Spec {
     /// read it itself (a Slurm node's processes).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub report_usage: bool,
+}
+
+/// An OCI image a supervisor pulls into its machine's store before the session starts.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ImagePull {
+    pub target: crate::domain::runtime::image::registry::Target,
+    /// The runtime directory whose store it goes to.
+    pub store: PathBuf,
+    /// Most bytes one image may take (`--image-cache-limit`).
+    pub limit: u64,
+    /// The declaration names the command an interactive session runs: the image's
+    /// `Entrypoint` and `Cmd` do not replace it.
+    pub declared_command: bool,
+}
+
+/// How far the pull of a session's image is (`pull.json`), and what it resolved to.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PullState {
+    pub progress: crate::domain::runtime::image::Progress,
+    /// The manifest's digest, once pulled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+impl Spec {
+    /// The spec of a session whose image is pulled (`Some`): the image is its root, and
+    /// nothing of the machine's is prepared.
+    pub fn pulling(mut self, pull: Option<ImagePull>) -> Self {
+        if pull.is_some() {
+            self.root = None;
+            self.prepare = None;
+        }
+        self.pull = pull;
+        self
+    }
 }
 
 /// What a supervisor measured its session using, when the spec asks ([`Spec::report_usage`]).

@@ -79,6 +79,8 @@ pub struct LocalConfig {
     pub tick: Duration,
     /// Bytes each session's work directory may hold.
     pub work_dir_limit: u64,
+    /// Bytes the machine's image store may hold (`--image-cache-limit`).
+    pub image_cache_limit: u64,
 }
 
 pub struct LocalRuntime {
@@ -104,6 +106,10 @@ impl LocalRuntime {
         for dir in [config.dir.clone(), config.dir.join("sessions"), config.dir.join("images")] {
             std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             open_to_traverse(&dir).map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
+        }
+        // What pulls interrupted by a stop of the machine left half-written.
+        if let Ok(store) = crate::domain::runtime::image::store::Store::open(&config.dir) {
+            store.clean();
         }
         sandbox::probe(&config.dir.join(format!("probe-{}", std::process::id())))?;
         let enforcement = Enforcement::detect();
@@ -223,7 +229,8 @@ impl LocalRuntime {
     /// Reads the local environments stored with the images.
     async fn read_images(&self, db: &DatabaseConnection) -> DomainResult<()> {
         let stored = catalog::local_environments(db).await?;
-        *self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Images { images: stored };
+        let registries = catalog::registries(db).await?;
+        *self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Images { images: stored, registries };
         Ok(())
     }
 
@@ -235,15 +242,31 @@ impl LocalRuntime {
         }
     }
 
-    /// Images whose prepare step has run here (all images without one count as pulled).
+    /// Images whose prepare step has run here, or whose OCI image is in the machine's store
+    /// (all images without either count as pulled).
     fn prepared_images(&self) -> Value {
-        let stored = self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner).images.clone();
+        let (stored, registries) = {
+            let s = self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (s.images.clone(), s.registries.clone())
+        };
+        let store = crate::domain::runtime::image::store::Store::open(&self.config.dir).ok();
+        let in_store = |image: &images::LocalImage| {
+            let Ok(Some(pull)) = images::image_pull(image, &registries, &self.config.dir, 0) else { return false };
+            store.as_ref().is_some_and(|s| {
+                s.resolved(&pull.target.reference)
+                    .or_else(|| pull.target.parsed().ok().and_then(|r| r.digest().map(str::to_owned)))
+                    .is_some_and(|d| s.unpacked(&d).is_some())
+            })
+        };
         let mut names: Vec<String> = stored
             .into_iter()
             .chain(self.config.images.images.clone())
             .collect::<std::collections::BTreeMap<_, _>>()
             .into_iter()
-            .filter(|(name, image)| image.prepare.is_none() || files::image_ready(&self.config.dir, name).exists())
+            .filter(|(name, image)| match image.reference {
+                Some(_) => in_store(image),
+                None => image.prepare.is_none() || files::image_ready(&self.config.dir, name).exists(),
+            })
             .map(|(name, _)| name)
             .collect();
         names.sort();
@@ -258,6 +281,8 @@ impl LocalRuntime {
             prepare_dirs(&sd.root, &sd.work()).map_err(|e| format!("cannot hand the work directory over: {e}"))?;
         }
         let image = self.image(&s.image);
+        let registries = self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner).registries.clone();
+        let pull = images::image_pull(&image, &registries, &self.config.dir, self.config.image_cache_limit)?;
         let marker = files::image_ready(&self.config.dir, &s.image);
         let slots = &s.requested_slots;
         let accelerators = slots.get("cuda.device").and_then(Value::as_f64).unwrap_or(0.0);
@@ -269,7 +294,8 @@ impl LocalRuntime {
             self.config.grace,
             accelerator_devices(accelerators as usize),
             self.enforcement.clone(),
-        );
+        )
+        .pulling(pull);
         files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
         let log = {
             use std::os::unix::fs::OpenOptionsExt;
@@ -398,6 +424,8 @@ pub(crate) fn session_spec(
         image_env,
         root: image.root_dir(),
         prepare: image.prepare.clone().zip(prepare_marker).map(|(command, marker)| Prepare { command, marker }),
+        pull: None,
+        workdir: None,
         limits: Limits {
             // Whole cores: a fraction of a core is rounded up.
             cores: u32::try_from(cpu.ceil().max(1.0) as u64).unwrap_or(u32::MAX),

@@ -74,7 +74,13 @@ pub const DISK_LIMIT_EXCEEDED: &str = "disk limit exceeded";
 /// How a session that ended is recorded: status, reason, result and exit code.
 pub(crate) fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String, SessionResult, Option<i32>) {
     if let Some(why) = &exit.failed {
-        return (SessionStatus::Error, format!("failed to start: {why}"), SessionResult::Failure, None);
+        // A pull's failure is said as it is: the registry's words.
+        let reason = if why.starts_with(super::supervisor::PULL_FAILED) {
+            why.clone()
+        } else {
+            format!("failed to start: {why}")
+        };
+        return (SessionStatus::Error, reason, SessionResult::Failure, None);
     }
     let batch = s.session_type == SessionType::Batch.as_str();
     let code = exit.code;

@@ -99,7 +99,8 @@ fn bwrap_args(spec: &Spec, work: &Path, prepare: bool) -> Vec<String> {
     for d in &spec.devices {
         a.extend(["--dev-bind-try".into(), path(d), path(d)]);
     }
-    a.extend(["--bind".into(), path(work), HOME.into(), "--chdir".into(), HOME.into()]);
+    let start_in = spec.workdir.as_deref().filter(|_| !prepare).unwrap_or(HOME);
+    a.extend(["--bind".into(), path(work), HOME.into(), "--chdir".into(), start_in.into()]);
     a.push("--clearenv".into());
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
@@ -165,6 +166,8 @@ pub fn probe(scratch: &Path) -> Result<(), String> {
         image_env: Vec::new(),
         root: None,
         prepare: None,
+        pull: None,
+        workdir: None,
         limits: super::limits::Limits { cores: 1, memory: 64 << 20, pids: 64, disk: 64 << 20 },
         batch_timeout_seconds: None,
         grace_ms: 0,

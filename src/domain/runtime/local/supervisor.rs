@@ -17,13 +17,20 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::disk::{self, DISK_EVERY};
-use super::files::{self, Exit, OUTPUT_CAP, Phase, Process, SessionDir, Spec, State, write_json};
+use super::files::{self, Exit, OUTPUT_CAP, Phase, Process, SessionDir, Spec, State, read_json, write_json};
 use super::limits::Enforcement;
 use super::sandbox::{self, Wrapping};
 use super::signal::{self, KILL, TERM};
 use crate::domain::runtime::TIMEOUT_EXIT_CODE;
+use crate::domain::runtime::image::store::{Store, Unpacked};
+use crate::domain::runtime::image::unpack::{self, Owner};
+use crate::domain::runtime::image::{Progress, pull};
 
 const POLL: Duration = Duration::from_millis(50);
+/// How often a pull's progress is written.
+const PULL_REPORT: Duration = Duration::from_millis(250);
+/// How the reason of a session whose image could not be pulled begins.
+pub const PULL_FAILED: &str = "pull failed: ";
 
 /// Runs the session of `dir` to its end. `Err` only when there is nothing to report to
 /// (no readable spec, no writable state).
@@ -40,7 +47,7 @@ pub fn supervise(dir: &Path) -> Result<(), String> {
             }
         }
     }
-    let enforcement = &spec.enforcement;
+    let enforcement = &spec.enforcement.clone();
     let me = Process::current().ok_or("cannot read this process's start time")?;
     let mut state = State {
         phase: Phase::Preparing,
@@ -53,12 +60,101 @@ pub fn supervise(dir: &Path) -> Result<(), String> {
     let report = |state: &State| write_json(&sd.state(), state).map_err(|e| format!("cannot write the state: {e}"));
     report(&state)?;
 
-    let exit = run(&sd, &spec, enforcement, &mut state, &report);
+    let exit = match spec.pull.clone() {
+        Some(image) => match pull(&sd, &image, &mut state, &report) {
+            Ok(pulled) => {
+                use_image(&mut spec, &image, &pulled);
+                if let Some(user) = &pulled.record.config.user {
+                    note(&sd, &format!("the image asks to run as user {user}: sessions run unprivileged, as nobody"));
+                }
+                run(&sd, &spec, enforcement, &mut state, &report)
+            }
+            Err(exit) => exit,
+        },
+        None => run(&sd, &spec, enforcement, &mut state, &report),
+    };
     enforcement.kill_all(spec.session_id);
     enforcement.remove_when_empty(spec.session_id);
     state.phase = Phase::Exited;
     state.exit = Some(exit);
     report(&state)
+}
+
+/// Pulls the session's image into the machine's store (PULLING while anything is fetched,
+/// progress in `pull.json` at most four times a second), until a `stop` file asks to end.
+fn pull(
+    sd: &SessionDir,
+    image: &files::ImagePull,
+    state: &mut State,
+    report: &impl Fn(&State) -> Result<(), String>,
+) -> Result<Unpacked, Exit> {
+    let failed = |why: String| Exit { failed: Some(why), ..Exit::default() };
+    let store = Store::open(&image.store).map_err(|e| failed(format!("cannot open the image store: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failed(format!("cannot pull: {e}")))?;
+    let options = pull::Options {
+        owner: sandbox::is_root().then_some(Owner { uid: sandbox::NOBODY, gid: sandbox::NOBODY }),
+        limit: image.limit,
+        ..pull::Options::default()
+    };
+    let mut last: Option<Instant> = None;
+    let mut hear = |progress: Progress| {
+        if state.phase != Phase::Pulling {
+            // Something is fetched: the session shows PULLING (a warm cache never does).
+            state.phase = Phase::Pulling;
+            state.pulled = true;
+            report(state).ok();
+        }
+        let done = progress.bytes_done == progress.bytes_total && progress.layers_done == progress.layers_total;
+        if done || last.is_none_or(|at| at.elapsed() >= PULL_REPORT) {
+            last = Some(Instant::now());
+            write_json(&sd.pull(), &files::PullState { progress, digest: None }).ok();
+        }
+    };
+    let pulled = runtime.block_on(async {
+        tokio::select! {
+            pulled = pull::pull(&store, &image.target, &options, &mut hear) => Some(pulled),
+            () = async { while !sd.stop_requested() { tokio::time::sleep(POLL).await } } => None,
+        }
+    });
+    match pulled {
+        None => Err(Exit { stopped: true, ..Exit::default() }),
+        Some(Err(e)) => Err(failed(format!("{PULL_FAILED}{e}"))),
+        Some(Ok(pulled)) => {
+            let progress = read_json::<files::PullState>(&sd.pull()).map(|p| p.progress).unwrap_or_default();
+            write_json(&sd.pull(), &files::PullState { progress, digest: Some(pulled.image.record.digest.clone()) })
+                .ok();
+            Ok(pulled.image)
+        }
+    }
+}
+
+/// The session's spec with its image's config: `Env` first (the declaration's and the
+/// session's own variables win), `WorkingDir`, and `Entrypoint` + `Cmd` for an interactive
+/// session unless the declaration names its command.
+fn use_image(spec: &mut Spec, image: &files::ImagePull, pulled: &Unpacked) {
+    let config = &pulled.record.config;
+    let mine: std::collections::HashSet<&String> = spec.env.iter().map(|(k, _)| k).collect();
+    let mut env: Vec<(String, String)> = config.env.iter().filter(|(k, _)| !mine.contains(k)).cloned().collect();
+    env.append(&mut spec.env);
+    spec.env = env;
+    spec.workdir = config.working_dir.clone().filter(|w| unpack::is_dir_in_root(&pulled.root, w));
+    spec.root = Some(pulled.root.clone());
+    let words: Vec<&String> = config.entrypoint.iter().chain(&config.cmd).collect();
+    if !spec.batch && !image.declared_command && !words.is_empty() {
+        let quoted: Vec<String> = words.iter().map(|w| sandbox::quote(w)).collect();
+        spec.command = format!("exec {}", quoted.join(" "));
+    }
+}
+
+/// A line of sessiond's own in the session's output.
+fn note(sd: &SessionDir, line: &str) {
+    use std::io::Write as _;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(sd.output()) {
+        writeln!(f, "sessiond: {line}").ok();
+    }
 }
 
 fn run(

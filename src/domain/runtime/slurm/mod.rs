@@ -122,6 +122,12 @@ struct State {
     hurry: bool,
 }
 
+/// The images' local environments and the registries their refs name.
+type Declarations<'a> = (
+    &'a BTreeMap<String, crate::domain::environments::LocalImage>,
+    &'a BTreeMap<String, crate::domain::runtime::image::registry::Registry>,
+);
+
 impl SlurmEngine {
     pub fn new(name: String, group: String, settings: SlurmSettings, grace: Duration, registry: Registry) -> Self {
         let access = terminal::probe(&settings);
@@ -230,10 +236,10 @@ impl SlurmEngine {
         let to_submit: Vec<Uuid> =
             live.iter().filter(|s| s.status == Scheduled.as_str()).map(|s| s.keypair_id).collect();
         let limits = if to_submit.is_empty() { HashMap::new() } else { expiry::limits(db, &to_submit).await? };
-        let images = if live.iter().any(|s| s.status == Scheduled.as_str()) {
-            catalog::local_environments(db).await?
+        let (images, registries) = if live.iter().any(|s| s.status == Scheduled.as_str()) {
+            (catalog::local_environments(db).await?, catalog::registries(db).await?)
         } else {
-            BTreeMap::new()
+            (BTreeMap::new(), BTreeMap::new())
         };
         let now = clock::now();
         let mut plans: Vec<Plan> = Vec::new();
@@ -264,7 +270,7 @@ impl SlurmEngine {
                 (Scheduled, None, None) if claim.is_none() => {
                     let lifetime =
                         expiry::longest_lifetime(&s, &limits.get(&s.keypair_id).copied().unwrap_or_default());
-                    if let Some(plan) = self.submit(db, &s, &images, lifetime).await? {
+                    if let Some(plan) = self.submit(db, &s, (&images, &registries), lifetime).await? {
                         plans.push(plan);
                     }
                 }
@@ -359,7 +365,7 @@ impl SlurmEngine {
         &self,
         db: &DatabaseConnection,
         s: &session::Model,
-        images: &BTreeMap<String, crate::domain::environments::LocalImage>,
+        (images, registries): Declarations<'_>,
         lifetime: Option<i64>,
     ) -> DomainResult<Option<Plan>> {
         let claim = engine_job::Entity::insert(engine_job::ActiveModel {
@@ -377,7 +383,7 @@ impl SlurmEngine {
         let release = || engine_job::Entity::delete_by_id(s.id).exec(db);
         let sessiond = self.client.settings().sessiond_on_nodes();
         if sessiond.is_some()
-            && let Err(why) = self.write_session_dir(s, images)
+            && let Err(why) = self.write_session_dir(s, images, registries)
         {
             release().await?;
             return Ok(Some(Plan::failed_to_start(s.clone(), &why)));
@@ -411,6 +417,7 @@ impl SlurmEngine {
         &self,
         s: &session::Model,
         images: &BTreeMap<String, crate::domain::environments::LocalImage>,
+        registries: &BTreeMap<String, crate::domain::runtime::image::registry::Registry>,
     ) -> Result<(), String> {
         use crate::domain::runtime::local::limits::{DEFAULT_WORK_DIR_LIMIT, Enforcement};
         use crate::domain::runtime::local::{files, session_spec};
@@ -419,8 +426,16 @@ impl SlurmEngine {
         let image = images.get(&s.image).cloned().unwrap_or_default();
         // No node keeps a prepared image for sessiond: each job prepares its own.
         let marker = Some(sd.root.join("prepared"));
+        // One image store on the shared directory, for every node (see the design document).
+        let pull = crate::domain::environments::image_pull(
+            &image,
+            registries,
+            std::path::Path::new(&settings.output_dir),
+            crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT,
+        )?;
         let mut spec =
-            session_spec(s, &image, marker, DEFAULT_WORK_DIR_LIMIT, self.grace, Vec::new(), Enforcement::Watchdog);
+            session_spec(s, &image, marker, DEFAULT_WORK_DIR_LIMIT, self.grace, Vec::new(), Enforcement::Watchdog)
+                .pulling(pull);
         // Which GPUs Slurm allocates is known on the node: its supervisor binds them.
         // Its processes are the node's: the supervisor reports what they use.
         spec.report_usage = true;
