@@ -85,6 +85,11 @@ pub struct Model {
     /// A digest of `pending_reasons` (`occupancy::reasons_digest`), written with them: what
     /// the scheduling pass compares. 0: not known.
     pub pending_digest: i64,
+    /// How far its image's pull is, while PULLING: `{bytesDone, bytesTotal, layersDone,
+    /// layersTotal, at}`.
+    pub pull_progress: Option<Json>,
+    /// The manifest digest its image's reference resolved to when pulled: what ran.
+    pub image_digest: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

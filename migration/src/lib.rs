@@ -23,6 +23,7 @@ mod m20261202_000018_pending_digest;
 mod m20261204_000019_session_tallies;
 mod m20261205_000020_scheduler_passes;
 mod m20261205_000021_registries;
+mod m20261205_000022_session_pull;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -52,6 +53,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000019_session_tallies::Migration),
             Box::new(m20261205_000020_scheduler_passes::Migration),
             Box::new(m20261205_000021_registries::Migration),
+            Box::new(m20261205_000022_session_pull::Migration),
         ]
     }
 }

@@ -495,6 +495,8 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         callback_url: Set(None),
         callback_on_running: Set(false),
         pending_digest: Set(super::occupancy::reasons_digest(&[])),
+        pull_progress: Set(None),
+        image_digest: Set(None),
     };
     Generated { session, transitions: path }
 }

@@ -164,6 +164,9 @@ pub struct Modification {
     /// What changed and who changed it, in words: the history line and the event's reason.
     pub message: String,
     pub actor: Actor,
+    /// Whether the scheduling history records it: every decision does; a pull's progress
+    /// (its event alone says how far) does not.
+    pub history: bool,
 }
 
 impl Modification {
@@ -185,6 +188,7 @@ impl Modification {
             phase,
             message,
             actor,
+            history: true,
         }
     }
 }
@@ -242,7 +246,9 @@ pub async fn modify(
         kind: Set(m.kind.as_str().to_owned()),
         ..transition_row(m.session_id, Some(m.status), m.status, Some(m.message.clone()), now, &m.actor)
     });
-    transitions.notes.push((super::history::Entry::note(m.session_id, m.phase, m.message, m.actor), now));
+    if m.history {
+        transitions.notes.push((super::history::Entry::note(m.session_id, m.phase, m.message, m.actor), now));
+    }
     let after = session::Entity::find_by_id(m.session_id)
         .one(txn)
         .await?

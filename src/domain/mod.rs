@@ -141,6 +141,8 @@ pub(crate) mod testing {
             callback_url: None,
             callback_on_running: false,
             pending_digest: super::occupancy::reasons_digest(&[]),
+            pull_progress: None,
+            image_digest: None,
         }
     }
 }

@@ -118,8 +118,14 @@ impl SessionColumnKey {
 string_enum!(
     /// What a session's event says: its status changed; it will be reclaimed soon (its
     /// status stays; the reason says when and why); or something else of it changed (a
-    /// rename, its priority, an extension, an exemption: the reason says what, and who).
-    EventKind { StatusChange = "STATUS", ExpiryWarning = "EXPIRY_WARNING", Modified = "MODIFIED" }
+    /// rename, its priority, an extension, an exemption: the reason says what, and who); or
+    /// its image's pull went on (its status, PULLING, stays).
+    EventKind {
+        StatusChange = "STATUS",
+        ExpiryWarning = "EXPIRY_WARNING",
+        Modified = "MODIFIED",
+        PullProgress = "PULL_PROGRESS",
+    }
 );
 
 #[cfg(test)]

@@ -282,6 +282,16 @@ impl Session {
             })
             .collect()
     }
+    /// How far its image's pull is, while PULLING (updated at most once a second; a
+    /// `PULL_PROGRESS` event tells each update). Null otherwise.
+    async fn pull(&self) -> Option<PullProgress> {
+        crate::domain::runtime::reconcile::pull_shown(&self.0).map(PullProgress)
+    }
+    /// The digest of the image that ran: its reference resolved when the image was pulled
+    /// (`sha256:…`). Null for an image that is a local environment, and before the pull.
+    async fn image_digest(&self) -> Option<&str> {
+        self.0.image_digest.as_deref()
+    }
     /// When the session will be reclaimed, and why: the earlier of its lifetime's end and
     /// its batch timeout. Null before it runs, once it ends, or with neither.
     async fn expiry(&self) -> ApiResult<Option<SessionExpiry>> {
@@ -496,4 +506,24 @@ pub async fn session_connection(
         .collect();
     let page_info = PageInfo::of(&page, &edges, |e| cursor::encode(&e.position));
     Ok(SessionConnection { page_info, edges, set: Arc::new(set) })
+}
+
+/// How far a session's image pull is: its blobs' bytes (config and layers, compressed) and
+/// its layers, fetched or found on the machine, of the total.
+pub struct PullProgress(crate::domain::runtime::image::Progress);
+
+#[Object]
+impl PullProgress {
+    async fn bytes_done(&self) -> crate::graphql::scalars::BigInt {
+        crate::graphql::scalars::BigInt(i64::try_from(self.0.bytes_done).unwrap_or(i64::MAX))
+    }
+    async fn bytes_total(&self) -> crate::graphql::scalars::BigInt {
+        crate::graphql::scalars::BigInt(i64::try_from(self.0.bytes_total).unwrap_or(i64::MAX))
+    }
+    async fn layers_done(&self) -> i32 {
+        i32::try_from(self.0.layers_done).unwrap_or(i32::MAX)
+    }
+    async fn layers_total(&self) -> i32 {
+        i32::try_from(self.0.layers_total).unwrap_or(i32::MAX)
+    }
 }

@@ -102,6 +102,9 @@ pub enum SessionEventKind {
     /// extension) or its idle exemption. The status stays; the reason says what changed and
     /// who changed it, and `session` is as it now is.
     Modified,
+    /// Its image's pull went on: `session { pull }` says how far (at most one a second per
+    /// session; its status, PULLING, stays).
+    PullProgress,
 }
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use sessiond::domain::runtime::image::pull::{Options, Pulled, pull};
 use sessiond::domain::runtime::image::registry::{self, Target};
 use sessiond::domain::runtime::image::store::Store;
@@ -389,4 +389,86 @@ async fn a_failed_pull_is_an_error_in_the_registrys_words(mut app: crate::suppor
     assert_eq!(std::fs::read_dir(machine.path().join("oci/roots")).map(|d| d.count()).unwrap_or(0), 0);
 }
 
-crate::db_tests!(a_session_runs_in_its_pulled_image, a_failed_pull_is_an_error_in_the_registrys_words);
+/// A pull that takes a few seconds (the registry behind a slow link) shows: the session's
+/// `pull` grows, PULL_PROGRESS events tell each step without going backwards, the last at
+/// every byte and layer, and the digest of what ran is recorded.
+async fn a_slow_pull_shows_its_progress(mut app: crate::support::TestApp) {
+    use crate::local_runtime::{Machine, ended, input, launch, until};
+    use sessiond::domain::events::EventKind;
+    let Some(r) = registry() else { return };
+    let Ok(busybox) = std::fs::read("/bin/busybox") else { return };
+    // About 5 s at 1 MB/s: a layer that does not compress, and the shell.
+    let noise: Vec<u8> = (0..4_000_000_u32).map(|n| (n.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let layers = [
+        tar(&[Entry::Dir("bin"), Entry::File("bin/busybox", &busybox, 0o755), Entry::Symlink("bin/sh", "busybox")]),
+        tar(&[Entry::File("data/noise", &noise, 0o644)]),
+    ];
+    let pushed =
+        r.push_image("slow/pull", "1", &layers, Compression::Gzip, json!({"Env": ["PATH=/bin"]}), "amd64").await;
+    let slow = crate::support::registry::throttled(&r.host, 1_000_000).await;
+    let machine = Machine::new();
+    let secrets = tempfile::tempdir().expect("a directory for the password");
+    let password = secrets.path().join("password");
+    std::fs::write(&password, PASSWORD).expect("the password file");
+    let declaration = format!(
+        "[registries.slow]\nurl = \"http://{slow}\"\ninsecure = true\nusername = \"{USER}\"\npassword_file = \"{pw}\"\n\
+         [images.\"slow:1\"]\ntypes = [\"BATCH\"]\nref = \"slow/slow/pull:1\"\n",
+        pw = password.display(),
+    );
+    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
+        &slots,
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
+        .await
+        .expect("applied");
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let mut events = app.bus.subscribe();
+    let id = launch(&app, "demo-alice", input("slowly", "true", 256, json!({"image": "slow:1"}))).await;
+    // While it pulls, the session shows how far.
+    let seen = app
+        .wait_for(
+            "demo-alice",
+            "query($id: ID!) { session(id: $id) { status pull { bytesDone bytesTotal layersDone layersTotal } } }",
+            json!({"id": id}),
+            |r| r["data"]["session"]["pull"]["bytesDone"].as_i64().is_some_and(|b| b > 0),
+        )
+        .await;
+    let pull = &seen["data"]["session"]["pull"];
+    assert_eq!(seen["data"]["session"]["status"], "PULLING", "{seen}");
+    assert_eq!((pull["bytesTotal"].as_u64(), pull["layersTotal"].as_i64()), (Some(pushed.bytes), Some(2)), "{seen}");
+    let s = until(&app, &id, ended).await;
+    assert_eq!(s["exitCode"].as_i64(), Some(0), "{s}");
+    let uuid = crate::local_runtime::session_uuid(&id);
+    let mut steps = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if e.kind == EventKind::PullProgress && e.session.id.to_string() == uuid {
+            let (progress, _) =
+                sessiond::domain::runtime::reconcile::stored_progress(&e.session).expect("the event's progress");
+            steps.push(progress);
+        }
+    }
+    assert!(steps.len() >= 2, "progress told as it went: {steps:?}");
+    assert!(steps.windows(2).all(|w| w[1].bytes_done >= w[0].bytes_done && w[1].layers_done >= w[0].layers_done));
+    let last = steps.last().expect("a last step");
+    assert_eq!((last.bytes_done, last.layers_done), (pushed.bytes, 2), "the last at every byte: {steps:?}");
+    let digest = app
+        .gql(
+            Some("demo-alice"),
+            "query($id: ID!) { session(id: $id) { imageDigest pull { bytesDone } } }",
+            json!({"id": id}),
+        )
+        .await;
+    assert_eq!(digest["data"]["session"]["imageDigest"], json!(pushed.manifest), "{digest}");
+    assert_eq!(digest["data"]["session"]["pull"], Value::Null, "no progress once it has ended");
+}
+
+crate::db_tests!(
+    a_session_runs_in_its_pulled_image,
+    a_failed_pull_is_an_error_in_the_registrys_words,
+    a_slow_pull_shows_its_progress,
+);

@@ -214,3 +214,84 @@ pub async fn write<A>(
     history::record(&txn, entries, now).await?;
     lifecycle::commit(txn, transitions, bus).await
 }
+
+/// What a session's supervisor says of its image's pull (its `pull.json`).
+#[derive(Clone, Debug)]
+pub struct PullSeen {
+    pub session: session::Model,
+    pub state: crate::domain::runtime::local::files::PullState,
+}
+
+/// How often a session's pull progress is recorded and announced, at most.
+pub const PULL_PROGRESS_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
+
+/// A session's stored pull progress: how far, and when it was written.
+pub fn stored_progress(s: &session::Model) -> Option<(crate::domain::runtime::image::Progress, DateTime<Utc>)> {
+    let v = s.pull_progress.as_ref()?;
+    let progress = serde_json::from_value(v.get("progress")?.clone()).ok()?;
+    let at = v.get("at")?.as_str()?.parse().ok()?;
+    Some((progress, at))
+}
+
+/// How far a session's image pull is, as the session shows it: while it is PULLING only.
+pub fn pull_shown(s: &session::Model) -> Option<crate::domain::runtime::image::Progress> {
+    (s.status == SessionStatus::Pulling.as_str()).then(|| stored_progress(s).map(|(p, _)| p)).flatten()
+}
+
+/// Records what supervisors say of their sessions' pulls, through the one writer: the
+/// progress of a session still PULLING (a PULL_PROGRESS event, at most once a second per
+/// session, no history line: the PULLING step is the history), and the digest its image
+/// resolved to, once (MODIFIED, with a history line). Returns how many were written.
+pub async fn pulls(db: &DatabaseConnection, bus: &EventBus, engine: &str, seen: Vec<PullSeen>) -> DomainResult<usize> {
+    use crate::domain::lifecycle::{Modification, Transitions, Written};
+    use crate::domain::model::EventKind;
+    let now = clock::now();
+    let mut writes = Vec::new();
+    for p in seen {
+        let s = &p.session;
+        let status = SessionStatus::stored(&s.status)?;
+        let progress = p.state.progress;
+        // The last progress (the pull done) is always told; the others once a second.
+        let due = match stored_progress(s) {
+            Some((stored, _)) if stored == progress => false,
+            _ if p.state.digest.is_some() => true,
+            Some((_, at)) => now - at >= PULL_PROGRESS_EVERY,
+            None => true,
+        };
+        if status == SessionStatus::Pulling && due {
+            let percent = (progress.bytes_done * 100).checked_div(progress.bytes_total).unwrap_or(0);
+            let message = format!(
+                "pulling: {percent} % ({} of {} bytes, {} of {} layers)",
+                progress.bytes_done, progress.bytes_total, progress.layers_done, progress.layers_total
+            );
+            let mut m = Modification::new(s.id, status, "pull", message, Actor::system(engine));
+            m.kind = EventKind::PullProgress;
+            m.history = false;
+            let stored = serde_json::json!({"progress": progress, "at": now.to_rfc3339()});
+            m.set = vec![(session::Column::PullProgress, Expr::value(stored))];
+            writes.push(m);
+        }
+        if let Some(digest) = &p.state.digest
+            && s.image_digest.as_deref() != Some(digest.as_str())
+        {
+            let message = format!("image {} pulled as {digest}", s.image);
+            let mut m = Modification::new(s.id, status, "pull", message, Actor::system(engine));
+            m.guard_status = false;
+            m.set = vec![(session::Column::ImageDigest, Expr::value(digest.clone()))];
+            writes.push(m);
+        }
+    }
+    if writes.is_empty() {
+        return Ok(0);
+    }
+    let txn = crate::domain::begin_write(db).await?;
+    let mut transitions = Transitions::default();
+    let mut written = 0;
+    for m in writes {
+        if let Written::Done(_) = lifecycle::modify(&txn, m, now, &mut transitions).await? {
+            written += 1;
+        }
+    }
+    lifecycle::commit(txn, transitions, bus).await?;
+    Ok(written)
+}

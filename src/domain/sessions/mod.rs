@@ -118,6 +118,8 @@ fn session_at<R: RowAt>(row: &R, at: usize) -> Result<session::Model, sea_orm::D
         callback_url: row.at(next())?,
         callback_on_running: row.at(next())?,
         pending_digest: row.at(next())?,
+        pull_progress: row.at(next())?,
+        image_digest: row.at(next())?,
     })
 }
 

@@ -521,6 +521,8 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         callback_url: Set(None),
         callback_on_running: Set(false),
         pending_digest: Set(sessiond::domain::occupancy::reasons_digest(&[])),
+        pull_progress: Set(None),
+        image_digest: Set(None),
     }
 }
 

@@ -283,3 +283,35 @@ impl Registry {
         self.dir.join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data")
     }
 }
+
+/// A TCP proxy to `host` on a free loopback port that passes at most `bytes_per_second`
+/// towards the client: a slow registry, for a pull that takes a few seconds. It runs as
+/// long as the test process.
+pub async fn throttled(host: &str, bytes_per_second: u64) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a proxy port");
+    let address = listener.local_addr().expect("its address").to_string();
+    let upstream = host.to_owned();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { return };
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let up = tokio::spawn(async move { tokio::io::copy(&mut client_read, &mut server_write).await });
+                // Downstream in slices of a tenth of a second's bytes.
+                let slice = usize::try_from(bytes_per_second / 10).unwrap_or(1).max(1);
+                let mut buf = vec![0u8; slice];
+                while let Ok(n) = server_read.read(&mut buf).await {
+                    if n == 0 || client_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                up.abort();
+            });
+        }
+    });
+    address
+}
