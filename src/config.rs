@@ -71,6 +71,11 @@ pub enum Command {
         #[arg(long = "as", value_name = "EMAIL", env = "SESSIOND_APPLY_AS")]
         as_user: Option<String>,
     },
+    /// The images pulled onto this machine (its store, under the runtime directory).
+    Images {
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
     /// Manage API tokens.
     Token {
         #[command(subcommand)]
@@ -105,6 +110,20 @@ pub enum Command {
         /// The program and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// List them: digest, reference, size, last use, and whether a session runs it now.
+    Ls {
+        #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]
+        runtime_dir: PathBuf,
+    },
+    /// Remove every image no session runs now (with the blobs no image left needs).
+    Prune {
+        #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]
+        runtime_dir: PathBuf,
     },
 }
 

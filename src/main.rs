@@ -103,6 +103,46 @@ async fn apply(
     Ok(())
 }
 
+/// `sessiond images`: the machine's image store, listed or pruned.
+fn images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::error::Error>> {
+    use domain::runtime::image::store::Store;
+    let dir = match &command {
+        sessiond::config::ImagesCommand::Ls { runtime_dir }
+        | sessiond::config::ImagesCommand::Prune { runtime_dir } => runtime_dir,
+    };
+    if !dir.join("oci").is_dir() {
+        eprintln!("sessiond: no image store in {} (nothing pulled there yet)", dir.display());
+        return Ok(());
+    }
+    let store = Store::open(dir)?;
+    match command {
+        sessiond::config::ImagesCommand::Ls { .. } => {
+            println!("{:<71}  {:>12}  {:<20}  {:<6}  REFERENCE", "DIGEST", "SIZE", "LAST USED (UTC)", "IN USE");
+            for image in store.list() {
+                let used = image.used.map_or_else(
+                    || "never".to_owned(),
+                    |t| chrono::DateTime::<chrono::Utc>::from(t).format("%Y-%m-%d %H:%M:%S").to_string(),
+                );
+                let in_use = if store.in_use(&image.record.digest) { "yes" } else { "no" };
+                let size = image.record.compressed + image.record.unpacked;
+                println!(
+                    "{:<71}  {size:>12}  {used:<20}  {in_use:<6}  {}",
+                    image.record.digest, image.record.reference
+                );
+            }
+            eprintln!("sessiond: {} bytes in the store", store.size());
+        }
+        sessiond::config::ImagesCommand::Prune { .. } => {
+            let removed = store.evict(0);
+            for digest in &removed {
+                println!("removed {digest}");
+            }
+            eprintln!("sessiond: {} image(s) removed; {} bytes left in the store", removed.len(), store.size());
+        }
+    }
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     match cli.command {
         Command::Serve(args) => server::serve(*args).await?,
@@ -143,6 +183,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
             apply(&conn, &file, options).await?;
         }
+        Command::Images { command } => images(command)?,
         Command::Token { command: TokenCommand::Create { db: args, email, policy } } => {
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;

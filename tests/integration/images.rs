@@ -472,3 +472,54 @@ crate::db_tests!(
     a_failed_pull_is_an_error_in_the_registrys_words,
     a_slow_pull_shows_its_progress,
 );
+
+/// The store over its limit removes the images no session runs, least recently used first,
+/// never one in use; `sessiond images ls` and `prune` say and do the same.
+#[tokio::test]
+async fn over_its_limit_the_store_removes_what_no_session_runs() {
+    let Some(r) = registry() else { return };
+    let image = |seed: u32| -> Vec<u8> {
+        let data: Vec<u8> =
+            (0..100_000_u32).map(|n| (n.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 9) as u8).collect();
+        tar(&[Entry::File("data", &data, 0o644)])
+    };
+    let a = r.push_image("cache/a", "1", &[image(1)], Compression::Gzip, json!({}), "amd64").await;
+    let b = r.push_image("cache/b", "1", &[image(2)], Compression::Gzip, json!({}), "amd64").await;
+    let dir = tempfile::tempdir().expect("a runtime directory");
+    let store = Store::open(dir.path()).expect("a store");
+    let registries = declared(r, dir.path(), true);
+    let target = |repo: &str| registry::resolve(&format!("test/{repo}:1"), &registries).expect("a target");
+    pull_recording(&store, &target("cache/a"), &options()).await.0.expect("a");
+    let held_a = store.hold(&a.manifest).expect("a in use");
+    pull_recording(&store, &target("cache/b"), &options()).await.0.expect("b");
+    let held_b = store.hold(&b.manifest).expect("b in use");
+    let one = store.size() / 2 + 1_000;
+    assert!(store.evict(one).is_empty(), "both are in use: neither goes");
+    assert_eq!(roots(&store), 2);
+
+    // The CLI sees the same store.
+    let ls = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
+        .args(["images", "ls", "--runtime-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("images ls");
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(ls.status.success() && text.contains(&a.manifest) && text.contains(&b.manifest), "{text}");
+    assert_eq!(text.matches(" yes ").count(), 2, "both in use: {text}");
+
+    drop(held_a);
+    assert_eq!(store.evict(one), vec![a.manifest.clone()], "the unused one goes, the one in use stays");
+    assert!(store.unpacked(&b.manifest).is_some() && store.unpacked(&a.manifest).is_none());
+    assert!(!store.has_blob(&a.layers[0]) && store.has_blob(&b.layers[0]), "its blobs go with it, no other's");
+    // Needed again, it is pulled again.
+    assert!(pull_recording(&store, &target("cache/a"), &options()).await.0.expect("a again").fetched);
+
+    drop(held_b);
+    let prune = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
+        .args(["images", "prune", "--runtime-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("images prune");
+    assert!(prune.status.success(), "{}", String::from_utf8_lossy(&prune.stderr));
+    assert_eq!(roots(&store), 0, "prune removes every image not in use");
+}

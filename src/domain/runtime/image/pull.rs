@@ -22,7 +22,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::registry::Target;
-use super::store::{Layer, Store, Unpacked, hex};
+use super::store::{Layer, Parts, Store, Unpacked, hex};
 use super::unpack::Owner;
 use super::{ImageConfig, Progress, PullError, platform};
 
@@ -138,14 +138,17 @@ pub async fn pull(
             size: size(l),
         })
         .collect();
-    let (unpacking, reference_text, owner, limit) =
-        (store.clone(), target.reference.clone(), options.owner, options.limit);
-    let digest_for_unpack = digest.clone();
-    let image = tokio::task::spawn_blocking(move || {
-        unpacking.unpack(&digest_for_unpack, &reference_text, &config, &layers, owner, limit)
-    })
-    .await
-    .map_err(|e| PullError::Invalid(format!("unpacking stopped: {e}")))??;
+    let parts = Parts {
+        digest: digest.clone(),
+        reference: target.reference.clone(),
+        config,
+        config_blob: manifest.config.digest.clone(),
+        layers,
+    };
+    let (unpacking, owner, limit) = (store.clone(), options.owner, options.limit);
+    let image = tokio::task::spawn_blocking(move || unpacking.unpack(&parts, owner, limit))
+        .await
+        .map_err(|e| PullError::Invalid(format!("unpacking stopped: {e}")))??;
     store.remember(&target.reference, &digest)?;
     store.touch(&digest)?;
     Ok(Pulled { image, fetched: true })

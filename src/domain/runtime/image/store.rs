@@ -4,7 +4,8 @@
 //! <runtime dir>/oci/blobs/sha256/<hex>        verified blobs: configs and layers, as fetched
 //!                   roots/<hex>/rootfs/       an image's unpacked root (manifest digest)
 //!                   roots/<hex>/image.json    its record: reference, config, sizes
-//!                   roots/<hex>/used          touched by every session that runs it
+//!                   roots/<hex>/used          touched by every session that runs it; each
+//!                                             holds a shared flock on it while it runs
 //!                   refs/<escaped reference>  the manifest digest a reference was pulled as
 //!                   locks/<hex>               flock: one fetch of a blob, one unpack of a root
 //!                   tmp/                      partial blobs and roots, renamed into place
@@ -41,6 +42,19 @@ pub struct Layer {
     pub size: u64,
 }
 
+/// What an image is made of, as its manifest and config say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parts {
+    /// The manifest's digest.
+    pub digest: String,
+    /// The reference it is pulled (or imported) as.
+    pub reference: String,
+    pub config: ImageConfig,
+    /// The config's blob.
+    pub config_blob: String,
+    pub layers: Vec<Layer>,
+}
+
 /// What the store knows of an unpacked image.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -49,6 +63,9 @@ pub struct Record {
     /// The reference it was first pulled as.
     pub reference: String,
     pub config: ImageConfig,
+    /// The config's blob.
+    #[serde(default)]
+    pub config_blob: String,
     pub layers: Vec<String>,
     /// Bytes of its blobs (compressed) and of its unpacked files.
     pub compressed: u64,
@@ -149,6 +166,94 @@ impl Store {
         File::create(&path).map(drop).map_err(|e| PullError::io("marking an image used", &e))
     }
 
+    /// Holds `digest`'s image as in use until the file returned is dropped (a shared lock:
+    /// any number of sessions; [`Self::evict`] and [`Self::prune`] leave it).
+    pub fn hold(&self, digest: &str) -> Result<File, PullError> {
+        let path = self.root(digest)?.join("used");
+        let file = File::create(&path).map_err(|e| PullError::io("marking an image used", &e))?;
+        file.lock_shared().map_err(|e| PullError::io("marking an image used", &e))?;
+        Ok(file)
+    }
+
+    /// Whether a session runs `digest`'s image now.
+    pub fn in_use(&self, digest: &str) -> bool {
+        let Ok(dir) = self.root(digest) else { return false };
+        let Ok(used) = File::options().read(true).open(dir.join("used")) else { return false };
+        used.try_lock().is_err()
+    }
+
+    /// Bytes the store holds: every blob, and every root's unpacked files.
+    pub fn size(&self) -> u64 {
+        let blobs: u64 = fs::read_dir(self.dir.join("blobs/sha256"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        blobs + self.list().iter().map(|i| i.record.unpacked).sum::<u64>()
+    }
+
+    /// Removes the images no session runs, least recently used first, until the store
+    /// holds at most `limit` bytes (all of them with `limit` 0), with the blobs no image
+    /// left needs. An image in use is never removed. Returns the digests removed.
+    pub fn evict(&self, limit: u64) -> Vec<String> {
+        let mut images = self.list();
+        images.sort_by_key(|i| i.used);
+        let mut size = self.size();
+        let mut removed = Vec::new();
+        for image in images {
+            if size <= limit && limit > 0 {
+                break;
+            }
+            let digest = image.record.digest.clone();
+            // A session holding it keeps it; an unpack of it in progress holds its lock.
+            let Ok(_unpacking) = self.lock_file(Self::hex(&digest).unwrap_or_default()) else { continue };
+            if _unpacking.try_lock().is_err() {
+                continue;
+            }
+            let used = File::options().create(true).truncate(false).write(true).open(image.root.with_file_name("used"));
+            let Ok(used) = used else { continue };
+            if used.try_lock().is_err() {
+                continue;
+            }
+            let Ok(dir) = self.root(&digest) else { continue };
+            let gone = self.dir.join("tmp").join(format!(
+                "gone-{}.{}",
+                Self::hex(&digest).unwrap_or_default(),
+                std::process::id()
+            ));
+            if fs::rename(&dir, &gone).is_err() {
+                continue;
+            }
+            remove_any(&gone);
+            size = size.saturating_sub(image.record.unpacked);
+            removed.push(digest);
+        }
+        // Blobs of no image left, and references to images gone.
+        let needed: std::collections::HashSet<String> =
+            self.list().into_iter().flat_map(|i| i.record.layers.into_iter().chain([i.record.config_blob])).collect();
+        if !removed.is_empty() {
+            for entry in fs::read_dir(self.dir.join("blobs/sha256")).into_iter().flatten().flatten() {
+                let digest = format!("sha256:{}", entry.file_name().to_string_lossy());
+                if !needed.contains(&digest) {
+                    // A pull in progress holds its blob's lock: a blob it just fetched stays.
+                    let Ok(lock) = self.lock_file(entry.file_name().to_str().unwrap_or_default()) else { continue };
+                    if lock.try_lock().is_ok() {
+                        fs::remove_file(entry.path()).ok();
+                    }
+                }
+            }
+            for entry in fs::read_dir(self.dir.join("refs")).into_iter().flatten().flatten() {
+                let to = fs::read_to_string(entry.path()).unwrap_or_default();
+                if removed.iter().any(|d| *d == to.trim()) {
+                    fs::remove_file(entry.path()).ok();
+                }
+            }
+        }
+        removed
+    }
+
     /// The manifest digest `reference` was last pulled as here.
     pub fn resolved(&self, reference: &str) -> Option<String> {
         fs::read_to_string(self.dir.join("refs").join(escape(reference))).ok().map(|s| s.trim().to_owned())
@@ -175,22 +280,15 @@ impl Store {
     /// Unpacks the image of manifest `digest` from its layers (all in the store) into its
     /// root, once: a second caller waits for the first and finds it done. Each layer's
     /// uncompressed bytes must match its `diff_id`; the root may hold at most `limit` bytes.
-    pub fn unpack(
-        &self,
-        digest: &str,
-        reference: &str,
-        config: &ImageConfig,
-        layers: &[Layer],
-        owner: Option<Owner>,
-        limit: u64,
-    ) -> Result<Unpacked, PullError> {
+    pub fn unpack(&self, parts: &Parts, owner: Option<Owner>, limit: u64) -> Result<Unpacked, PullError> {
+        let digest = parts.digest.as_str();
         let _lock = self.lock(digest)?;
         if let Some(done) = self.unpacked(digest) {
             return Ok(done);
         }
         let tmp = self.dir.join("tmp").join(format!("root-{}.{}", Self::hex(digest)?, std::process::id()));
         remove_any(&tmp);
-        if let Err(e) = self.unpack_into(&tmp, digest, reference, config, layers, owner, limit) {
+        if let Err(e) = self.unpack_into(&tmp, parts, owner, limit) {
             remove_any(&tmp);
             return Err(e);
         }
@@ -201,17 +299,8 @@ impl Store {
         self.unpacked(digest).ok_or_else(|| PullError::Invalid("the unpacked image vanished".into()))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn unpack_into(
-        &self,
-        tmp: &Path,
-        digest: &str,
-        reference: &str,
-        config: &ImageConfig,
-        layers: &[Layer],
-        owner: Option<Owner>,
-        limit: u64,
-    ) -> Result<(), PullError> {
+    fn unpack_into(&self, tmp: &Path, parts: &Parts, owner: Option<Owner>, limit: u64) -> Result<(), PullError> {
+        let (reference, layers) = (&parts.reference, &parts.layers);
         let rootfs = tmp.join("rootfs");
         fs::create_dir_all(&rootfs).map_err(|e| PullError::io("making a root", &e))?;
         let mut budget = limit;
@@ -246,9 +335,10 @@ impl Store {
                 .map_err(|e| PullError::io("a root's owner", &e))?;
         }
         let record = Record {
-            digest: digest.to_owned(),
-            reference: reference.to_owned(),
-            config: config.clone(),
+            digest: parts.digest.clone(),
+            reference: reference.clone(),
+            config: parts.config.clone(),
+            config_blob: parts.config_blob.clone(),
             layers: layers.iter().map(|l| l.digest.clone()).collect(),
             compressed: layers.iter().map(|l| l.size).sum(),
             unpacked: limit - budget,

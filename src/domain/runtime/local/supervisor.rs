@@ -62,7 +62,7 @@ pub fn supervise(dir: &Path) -> Result<(), String> {
 
     let exit = match spec.pull.clone() {
         Some(image) => match pull(&sd, &image, &mut state, &report) {
-            Ok(pulled) => {
+            Ok((pulled, _held)) => {
                 use_image(&mut spec, &image, &pulled);
                 if let Some(user) = &pulled.record.config.user {
                     note(&sd, &format!("the image asks to run as user {user}: sessions run unprivileged, as nobody"));
@@ -81,13 +81,15 @@ pub fn supervise(dir: &Path) -> Result<(), String> {
 }
 
 /// Pulls the session's image into the machine's store (PULLING while anything is fetched,
-/// progress in `pull.json` at most four times a second), until a `stop` file asks to end.
+/// progress in `pull.json` at most four times a second), until a `stop` file asks to end;
+/// then holds it in use (the file returned, until the session ends) and makes the store
+/// fit its limit again, removing images no session runs.
 fn pull(
     sd: &SessionDir,
     image: &files::ImagePull,
     state: &mut State,
     report: &impl Fn(&State) -> Result<(), String>,
-) -> Result<Unpacked, Exit> {
+) -> Result<(Unpacked, std::fs::File), Exit> {
     let failed = |why: String| Exit { failed: Some(why), ..Exit::default() };
     let store = Store::open(&image.store).map_err(|e| failed(format!("cannot open the image store: {e}")))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -113,22 +115,34 @@ fn pull(
             write_json(&sd.pull(), &files::PullState { progress, digest: None }).ok();
         }
     };
-    let pulled = runtime.block_on(async {
-        tokio::select! {
-            pulled = pull::pull(&store, &image.target, &options, &mut hear) => Some(pulled),
-            () = async { while !sd.stop_requested() { tokio::time::sleep(POLL).await } } => None,
+    // Held in use as soon as it is there; another machine's session may have removed it
+    // between the pull and the hold (it was unused then): pulled again, once.
+    for _ in 0..2 {
+        let pulled = runtime.block_on(async {
+            tokio::select! {
+                pulled = pull::pull(&store, &image.target, &options, &mut hear) => Some(pulled),
+                () = async { while !sd.stop_requested() { tokio::time::sleep(POLL).await } } => None,
+            }
+        });
+        let pulled = match pulled {
+            None => return Err(Exit { stopped: true, ..Exit::default() }),
+            Some(Err(e)) => return Err(failed(format!("{PULL_FAILED}{e}"))),
+            Some(Ok(pulled)) => pulled,
+        };
+        let digest = pulled.image.record.digest.clone();
+        let Ok(held) = store.hold(&digest) else { continue };
+        if store.unpacked(&digest).is_none() {
+            continue;
         }
-    });
-    match pulled {
-        None => Err(Exit { stopped: true, ..Exit::default() }),
-        Some(Err(e)) => Err(failed(format!("{PULL_FAILED}{e}"))),
-        Some(Ok(pulled)) => {
-            let progress = read_json::<files::PullState>(&sd.pull()).map(|p| p.progress).unwrap_or_default();
-            write_json(&sd.pull(), &files::PullState { progress, digest: Some(pulled.image.record.digest.clone()) })
-                .ok();
-            Ok(pulled.image)
+        for gone in store.evict(image.limit) {
+            // The supervisor's own log: what else the machine holds is no session's business.
+            eprintln!("sessiond supervise: removed image {gone} (unused, the store over --image-cache-limit)");
         }
+        let progress = read_json::<files::PullState>(&sd.pull()).map(|p| p.progress).unwrap_or_default();
+        write_json(&sd.pull(), &files::PullState { progress, digest: Some(digest) }).ok();
+        return Ok((pulled.image, held));
     }
+    Err(failed(format!("{PULL_FAILED}the image was removed from this machine as it was pulled; try again")))
 }
 
 /// The session's spec with its image's config: `Env` first (the declaration's and the
