@@ -105,6 +105,7 @@ macro_rules! session_plain_fields {
             "idleChecks" idle_checks: ApiResult<Vec<IdleCheck>> =
                 |s, now| Ok(crate::domain::idle::checks(s, now)?.into_iter().map(IdleCheck::from).collect());
             "exemptIdle" exempt_idle: bool = |s, now| s.exempt_idle;
+            "imageDigest" image_digest: Option<&str> = |s, now| s.image_digest.as_deref();
         }
     };
 }
@@ -290,7 +291,7 @@ impl Session {
     /// The digest of the image that ran: its reference resolved when the image was pulled
     /// (`sha256:…`). Null for an image that is a local environment, and before the pull.
     async fn image_digest(&self) -> Option<&str> {
-        self.0.image_digest.as_deref()
+        plain::image_digest(&self.0, clock::now())
     }
     /// When the session will be reclaimed, and why: the earlier of its lifetime's end and
     /// its batch timeout. Null before it runs, once it ends, or with neither.

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use entity::{agent, engine, image, registry, resource_group};
 
-use super::shown::{diff, diff_list, diff_opt, slots_diff, slots_shown, strings, type_names};
+use super::shown::{diff, diff_list, diff_opt, settings_shown, slots_diff, slots_shown, strings, type_names};
 use super::write::Writer;
 use super::{Action, ApplyError, Declared};
 use crate::domain::catalog;
@@ -23,13 +23,6 @@ impl Writer<'_> {
         for (name, e) in &d.engines {
             let kind = e.settings.kind().as_str().to_owned();
             let settings = e.settings.to_json();
-            let shown = |v: &Value| {
-                v.as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| format!("{k} {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
-                    .collect::<Vec<_>>()
-            };
             match stored.get(name) {
                 None => {
                     engine::ActiveModel {
@@ -41,7 +34,7 @@ impl Writer<'_> {
                     .insert(self.txn)
                     .await?;
                     let mut details = vec![format!("kind {kind}")];
-                    details.extend(shown(&settings));
+                    details.extend(settings_shown(&settings));
                     self.change(Action::Create, "engine", name, details);
                 }
                 Some(m) if m.kind != kind || m.settings != settings => {
@@ -50,8 +43,8 @@ impl Writer<'_> {
                     if m.settings != settings {
                         details.push(format!(
                             "settings: {} → {}",
-                            shown(&m.settings).join(", "),
-                            shown(&settings).join(", ")
+                            settings_shown(&m.settings).join(", "),
+                            settings_shown(&settings).join(", ")
                         ));
                     }
                     engine::ActiveModel {
@@ -76,14 +69,6 @@ impl Writer<'_> {
             registry::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
         for (name, r) in &d.registries {
             let settings = serde_json::to_value(r).expect("a registry serialises");
-            let shown = |v: &Value| {
-                v.as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| format!("{k} {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
             match stored.get(name) {
                 None => {
                     registry::ActiveModel {
@@ -93,10 +78,14 @@ impl Writer<'_> {
                     }
                     .insert(self.txn)
                     .await?;
-                    self.change(Action::Create, "registry", name, vec![shown(&settings)]);
+                    self.change(Action::Create, "registry", name, vec![settings_shown(&settings).join(", ")]);
                 }
                 Some(m) if m.settings != settings => {
-                    let details = vec![format!("settings: {} → {}", shown(&m.settings), shown(&settings))];
+                    let details = vec![format!(
+                        "settings: {} → {}",
+                        settings_shown(&m.settings).join(", "),
+                        settings_shown(&settings).join(", ")
+                    )];
                     registry::ActiveModel {
                         name: Unchanged(name.clone()),
                         settings: Set(settings),

@@ -13,6 +13,15 @@ pub(super) fn type_names(types: &[SessionType]) -> Vec<String> {
     types.iter().map(|t| t.as_str().to_owned()).collect()
 }
 
+/// Settings stored as a JSON object (an engine's, a registry's), as `key value` words.
+pub(super) fn settings_shown(v: &Value) -> Vec<String> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k} {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+        .collect()
+}
+
 pub(super) fn strings(v: &Value) -> Vec<String> {
     v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_owned)).collect()
 }

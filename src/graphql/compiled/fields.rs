@@ -459,6 +459,7 @@ mod tests {
         ("Session", "callbacks"),            // the detail panel's: statements of its own
         ("Session", "schedulingHistory"),    // arguments, a statement per session
         ("Session", "apps"),                 // the runtime's terminal
+        ("Session", "pull"),                 // the detail panel's, while PULLING
         ("Project", "sessionScopes"),        // the viewer's membership
         ("Session", "logs"),                 // arguments, a statement per session
         ("Session", "utilizationHistory"),   // arguments, a statement per session
