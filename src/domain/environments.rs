@@ -40,15 +40,27 @@ pub const DEFAULT_IMAGE_CACHE_LIMIT: u64 = 50 << 30;
 
 /// What a supervisor pulls for `image`, into the store under `runtime_dir`: nothing for an
 /// image that is a root on the machine; `Err` when its ref names no declared registry.
+/// `pinned`: the digest to run (a relaunch's), instead of what the reference names now.
 pub fn image_pull(
     image: &LocalImage,
+    pinned: Option<&str>,
     registries: &BTreeMap<String, Registry>,
     runtime_dir: &std::path::Path,
     limit: u64,
 ) -> Result<Option<ImagePull>, String> {
     let Some(reference) = &image.reference else { return Ok(None) };
-    let target = resolve(reference, registries).map_err(|e| format!("the image's ref: {e}"))?;
-    Ok(Some(ImagePull { target, store: runtime_dir.to_path_buf(), limit, declared_command: image.command.is_some() }))
+    let mut target = resolve(reference, registries).map_err(|e| format!("the image's ref: {e}"))?;
+    if let Some(digest) = pinned {
+        let parsed = target.parsed().map_err(|e| format!("the image's ref: {e}"))?;
+        target.reference = format!("{}/{}@{digest}", parsed.registry(), parsed.repository());
+    }
+    Ok(Some(ImagePull {
+        target,
+        store: runtime_dir.to_path_buf(),
+        limit,
+        declared_command: image.command.is_some(),
+        refresh: pinned.is_none(),
+    }))
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -78,6 +78,7 @@ impl Template {
             // A template may be shared: its sessions' ends go to their own owners' URLs.
             callback_url: None,
             callback_on_running: false,
+            image_digest: None,
         };
         Ok(Self {
             id: t.id,

@@ -91,6 +91,7 @@ impl LaunchSessionInput {
             depends_on: self.depends_on.iter().flatten().map(|id| decode_uuid(id, NodeKind::Session)).collect(),
             callback_url: self.callback_url.clone(),
             callback_on_running: self.callback_on_running,
+            image_digest: None,
         })
     }
 }
@@ -118,6 +119,10 @@ pub struct RelaunchOverrides {
     /// Null: none.
     pub callback_url: MaybeUndefined<String>,
     pub callback_on_running: Option<bool>,
+    /// Run what the image's reference names now (a tag's newest), not the digest the
+    /// session ran (`imageDigest`). Default false.
+    #[graphql(default)]
+    pub newest_image: bool,
 }
 
 /// What is left of `v`: `None` when undefined, `Some(None)` when null.
@@ -145,6 +150,7 @@ impl RelaunchOverrides {
             idempotency_key: self.idempotency_key,
             callback_url: given(self.callback_url, |u| u),
             callback_on_running: self.callback_on_running,
+            newest_image: self.newest_image,
         }
     }
 }

@@ -467,7 +467,87 @@ async fn a_slow_pull_shows_its_progress(mut app: crate::support::TestApp) {
     assert_eq!(digest["data"]["session"]["pull"], Value::Null, "no progress once it has ended");
 }
 
+/// A relaunch runs the digest its session ran, though the tag moved since; asked for the
+/// newest, it runs what the tag names now.
+async fn a_relaunch_runs_the_same_digest_unless_asked_for_the_newest(mut app: crate::support::TestApp) {
+    use crate::local_runtime::{Machine, ended, input, launch, logs, until};
+    let Some(r) = registry() else { return };
+    let Ok(busybox) = std::fs::read("/bin/busybox") else { return };
+    let version = |v: &'static [u8]| {
+        vec![
+            tar(&[
+                Entry::Dir("bin"),
+                Entry::File("bin/busybox", &busybox, 0o755),
+                Entry::Symlink("bin/sh", "busybox"),
+                Entry::Symlink("bin/cat", "busybox"),
+            ]),
+            tar(&[Entry::File("version", v, 0o644)]),
+        ]
+    };
+    let first = r
+        .push_image("pin/app", "1", &version(b"first"), Compression::Gzip, json!({"Env": ["PATH=/bin"]}), "amd64")
+        .await;
+    let machine = Machine::new();
+    let secrets = tempfile::tempdir().expect("a directory for the password");
+    let password = secrets.path().join("password");
+    std::fs::write(&password, PASSWORD).expect("the password file");
+    let declaration = format!(
+        "[registries.test]\nurl = \"http://{host}\"\ninsecure = true\nusername = \"{USER}\"\npassword_file = \"{pw}\"\n\
+         [images.\"app:1\"]\ntypes = [\"BATCH\"]\nref = \"test/pin/app:1\"\n",
+        host = r.host,
+        pw = password.display(),
+    );
+    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
+        &slots,
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
+        .await
+        .expect("applied");
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let id = launch(&app, "demo-alice", input("pinned", "cat /version", 256, json!({"image": "app:1"}))).await;
+    let s = until(&app, &id, ended).await;
+    assert!(logs(&s).contains("first"), "{s}");
+    // The tag moves on.
+    let second = r
+        .push_image("pin/app", "1", &version(b"second"), Compression::Gzip, json!({"Env": ["PATH=/bin"]}), "amd64")
+        .await;
+    assert_ne!(first.manifest, second.manifest);
+    const RELAUNCH: &str =
+        "mutation($id: ID!, $o: RelaunchOverrides) { relaunchSession(id: $id, overrides: $o) { session { id } } }";
+    let again = |newest: bool| {
+        let app = &app;
+        let id = id.clone();
+        async move {
+            let resp = app.gql(Some("demo-alice"), RELAUNCH, json!({"id": id, "o": {"newestImage": newest}})).await;
+            resp["data"]["relaunchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned()
+        }
+    };
+    let digest_of = |id: String| {
+        let app = &app;
+        async move {
+            let r = app
+                .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { imageDigest } }", json!({"id": id}))
+                .await;
+            r["data"]["session"]["imageDigest"].as_str().map(str::to_owned)
+        }
+    };
+    let same = again(false).await;
+    let s = until(&app, &same, ended).await;
+    assert!(logs(&s).contains("first") && !logs(&s).contains("second"), "the digest that ran before: {s}");
+    assert_eq!(digest_of(same).await.as_deref(), Some(first.manifest.as_str()));
+    let newest = again(true).await;
+    let s = until(&app, &newest, ended).await;
+    assert!(logs(&s).contains("second"), "the tag's newest: {s}");
+    assert_eq!(digest_of(newest).await.as_deref(), Some(second.manifest.as_str()));
+}
+
 crate::db_tests!(
+    a_relaunch_runs_the_same_digest_unless_asked_for_the_newest,
     a_session_runs_in_its_pulled_image,
     a_failed_pull_is_an_error_in_the_registrys_words,
     a_slow_pull_shows_its_progress,

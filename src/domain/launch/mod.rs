@@ -56,6 +56,9 @@ pub struct LaunchRequest {
     pub callback_url: Option<String>,
     /// ... and of its start (RUNNING) too.
     pub callback_on_running: bool,
+    /// The digest of the image to run (a relaunch's: what ran before); none: what the
+    /// image's reference names when it is pulled.
+    pub image_digest: Option<String>,
 }
 
 /// What a session was launched from.

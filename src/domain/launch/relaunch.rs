@@ -2,7 +2,8 @@
 //! group, resources per container, cluster size, environment, startup command, batch
 //! timeout, priority), any of it overridden, through the same validation, quotas and
 //! idempotency as a launch. Only the owner relaunches: anyone else's session is NOT_FOUND,
-//! exactly like none. The new session says where it came from (`launched_from_*`).
+//! exactly like none. The new session says where it came from (`launched_from_*`), and
+//! runs the digest its image ran as, unless asked for what the image's reference names now.
 
 use sea_orm::{DatabaseConnection, EntityTrait};
 use uuid::Uuid;
@@ -37,6 +38,8 @@ pub struct Overrides {
     /// `Some(None)`: none.
     pub callback_url: Option<Option<String>>,
     pub callback_on_running: Option<bool>,
+    /// Run what the image's reference names now, not the digest the session ran.
+    pub newest_image: bool,
 }
 
 impl Overrides {
@@ -47,7 +50,13 @@ impl Overrides {
         }
         r.session_type = self.session_type.unwrap_or(r.session_type);
         if let Some(image) = self.image {
+            if image != r.image {
+                r.image_digest = None;
+            }
             r.image = image;
+        }
+        if self.newest_image {
+            r.image_digest = None;
         }
         if let Some(group) = self.resource_group {
             r.resource_group = Some(group);
@@ -97,6 +106,8 @@ fn stored_request(s: &session::Model) -> DomainResult<LaunchRequest> {
         depends_on: Vec::new(),
         callback_url: s.callback_url.clone(),
         callback_on_running: s.callback_on_running,
+        // The same image as ran, unless asked for the newest.
+        image_digest: s.image_digest.clone(),
     })
 }
 

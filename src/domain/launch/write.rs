@@ -154,7 +154,7 @@ pub async fn write(
             callback_on_running: plan.launch.callback_url.is_some() && plan.launch.callback_on_running,
             pending_digest: no_reasons_digest,
             pull_progress: None,
-            image_digest: None,
+            image_digest: plan.launch.image_digest.clone(),
         })
         .collect();
     rows::insert_all(&txn, sessions.iter().cloned().map(session::ActiveModel::from).collect(), None).await?;

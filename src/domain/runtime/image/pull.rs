@@ -36,7 +36,8 @@ pub struct Options {
     /// Attempts at an unreachable registry, the first wait between them doubling.
     pub attempts: u32,
     pub backoff: Duration,
-    /// Asks the registry what a tag names now, even when the machine has pulled it before.
+    /// Asks the registry what a tag names now, even when the machine has pulled it before
+    /// (which serves only when the registry cannot be reached).
     pub refresh: bool,
 }
 
@@ -85,10 +86,21 @@ pub async fn pull(
         ..Default::default()
     });
     let fetch = Fetch { store, client: &client, reference: &reference, options };
-    let (manifest, digest) = fetch
-        .retrying(|| client.pull_image_manifest(&reference, &auth))
-        .await
-        .map_err(|e| classify(e, &target.reference))?;
+    let (manifest, digest) = match fetch.retrying(|| client.pull_image_manifest(&reference, &auth)).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            let failed = classify(e, &target.reference);
+            // Asked for a tag's newest and the registry cannot be reached: what this
+            // machine pulled before serves (an air-gapped site runs on).
+            if let PullError::Unreachable(_) = failed
+                && let Some(image) = store.resolved(&target.reference).and_then(|d| store.unpacked(&d))
+            {
+                store.touch(&image.record.digest)?;
+                return Ok(Pulled { image, fetched: false });
+            }
+            return Err(failed);
+        }
+    };
     Store::hex(&digest)?;
     if let Some(image) = store.unpacked(&digest) {
         store.remember(&target.reference, &digest)?;

@@ -153,6 +153,10 @@ pub struct ImagePull {
     /// The declaration names the command an interactive session runs: the image's
     /// `Entrypoint` and `Cmd` do not replace it.
     pub declared_command: bool,
+    /// Ask the registry what a tag names now (what this machine pulled before serves only
+    /// when the registry cannot be reached); a digest is never asked again.
+    #[serde(default)]
+    pub refresh: bool,
 }
 
 /// How far the pull of a session's image is (`pull.json`), and what it resolved to.

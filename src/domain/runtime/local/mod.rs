@@ -251,7 +251,9 @@ impl LocalRuntime {
         };
         let store = crate::domain::runtime::image::store::Store::open(&self.config.dir).ok();
         let in_store = |image: &images::LocalImage| {
-            let Ok(Some(pull)) = images::image_pull(image, &registries, &self.config.dir, 0) else { return false };
+            let Ok(Some(pull)) = images::image_pull(image, None, &registries, &self.config.dir, 0) else {
+                return false;
+            };
             store.as_ref().is_some_and(|s| {
                 s.resolved(&pull.target.reference)
                     .or_else(|| pull.target.parsed().ok().and_then(|r| r.digest().map(str::to_owned)))
@@ -282,7 +284,8 @@ impl LocalRuntime {
         }
         let image = self.image(&s.image);
         let registries = self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner).registries.clone();
-        let pull = images::image_pull(&image, &registries, &self.config.dir, self.config.image_cache_limit)?;
+        let pinned = s.image_digest.as_deref();
+        let pull = images::image_pull(&image, pinned, &registries, &self.config.dir, self.config.image_cache_limit)?;
         let marker = files::image_ready(&self.config.dir, &s.image);
         let slots = &s.requested_slots;
         let accelerators = slots.get("cuda.device").and_then(Value::as_f64).unwrap_or(0.0);

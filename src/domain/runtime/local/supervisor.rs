@@ -99,6 +99,7 @@ fn pull(
     let options = pull::Options {
         owner: sandbox::is_root().then_some(Owner { uid: sandbox::NOBODY, gid: sandbox::NOBODY }),
         limit: image.limit,
+        refresh: image.refresh,
         ..pull::Options::default()
     };
     let mut last: Option<Instant> = None;

@@ -429,6 +429,7 @@ impl SlurmEngine {
         // One image store on the shared directory, for every node (see the design document).
         let pull = crate::domain::environments::image_pull(
             &image,
+            s.image_digest.as_deref(),
             registries,
             std::path::Path::new(&settings.output_dir),
             crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT,
