@@ -120,6 +120,28 @@ pub enum ImagesCommand {
         #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]
         runtime_dir: PathBuf,
     },
+    /// Pull an image into the store now (to warm a machine before its sessions need it):
+    /// `HOST[:PORT]/REPOSITORY:TAG` or `…@sha256:…`, from the registry the flags describe
+    /// (anonymous HTTPS without them).
+    Pull {
+        reference: String,
+        #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]
+        runtime_dir: PathBuf,
+        /// The registry's URL (as `[registries.NAME] url`).
+        #[arg(long)]
+        registry_url: Option<String>,
+        /// Plain HTTP, on a loopback address only.
+        #[arg(long, requires = "registry_url")]
+        insecure: bool,
+        #[arg(long, requires = "password_file")]
+        username: Option<String>,
+        #[arg(long, requires = "username")]
+        password_file: Option<PathBuf>,
+        #[arg(long, conflicts_with = "username")]
+        token_file: Option<PathBuf>,
+        #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
+        image_cache_limit: u64,
+    },
     /// Remove every image no session runs now (with the blobs no image left needs).
     Prune {
         #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]

@@ -55,6 +55,9 @@ fn main() -> ExitCode {
                 ExitCode::from(125)
             }
         };
+    } else if let Command::Images { command } = cli.command {
+        // The machine's store, without a server: a pull runs its own small runtime.
+        images(command)
     } else {
         match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(rt) => rt.block_on(run(cli)),
@@ -103,12 +106,13 @@ async fn apply(
     Ok(())
 }
 
-/// `sessiond images`: the machine's image store, listed or pruned.
+/// `sessiond images`: the machine's image store, listed, pulled into or pruned.
 fn images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::error::Error>> {
     use domain::runtime::image::store::Store;
     let dir = match &command {
         sessiond::config::ImagesCommand::Ls { runtime_dir }
         | sessiond::config::ImagesCommand::Prune { runtime_dir } => runtime_dir,
+        sessiond::config::ImagesCommand::Pull { .. } => return pull_image(command),
     };
     if !dir.join("oci").is_dir() {
         eprintln!("sessiond: no image store in {} (nothing pulled there yet)", dir.display());
@@ -132,6 +136,7 @@ fn images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::e
             }
             eprintln!("sessiond: {} bytes in the store", store.size());
         }
+        sessiond::config::ImagesCommand::Pull { .. } => return Err("`images pull` is handled apart".into()),
         sessiond::config::ImagesCommand::Prune { .. } => {
             let removed = store.evict(0);
             for digest in &removed {
@@ -140,6 +145,62 @@ fn images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::e
             eprintln!("sessiond: {} image(s) removed; {} bytes left in the store", removed.len(), store.size());
         }
     }
+    Ok(())
+}
+
+/// `sessiond images pull`: one image into the store, its progress on stderr once a second.
+fn pull_image(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::error::Error>> {
+    use domain::runtime::image::{Progress, pull, registry, store::Store, unpack::Owner};
+    let sessiond::config::ImagesCommand::Pull {
+        reference,
+        runtime_dir,
+        registry_url,
+        insecure,
+        username,
+        password_file,
+        token_file,
+        image_cache_limit,
+    } = command
+    else {
+        return Err("not a pull".into());
+    };
+    let mut registries = std::collections::BTreeMap::new();
+    if let Some(url) = registry_url {
+        let r = registry::Registry { url, username, password_file, token_file, insecure };
+        r.validate()?;
+        registries.insert("command-line".to_owned(), r);
+    }
+    let target = registry::resolve(&reference, &registries)?;
+    let store = Store::open(&runtime_dir)?;
+    let root = domain::runtime::local::sandbox::is_root();
+    let nobody = domain::runtime::local::sandbox::NOBODY;
+    let options = pull::Options {
+        owner: root.then_some(Owner { uid: nobody, gid: nobody }),
+        limit: image_cache_limit,
+        refresh: true,
+        ..pull::Options::default()
+    };
+    let mut last = std::time::Instant::now();
+    let mut hear = |p: Progress| {
+        if last.elapsed() >= std::time::Duration::from_secs(1) {
+            last = std::time::Instant::now();
+            eprintln!(
+                "sessiond: {} of {} bytes, {} of {} layers",
+                p.bytes_done, p.bytes_total, p.layers_done, p.layers_total
+            );
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let pulled = runtime.block_on(pull::pull(&store, &target, &options, &mut hear))?;
+    let r = &pulled.image.record;
+    println!("{} {}", r.digest, r.reference);
+    eprintln!(
+        "sessiond: {} ({} bytes of blobs, {} bytes unpacked){}",
+        r.digest,
+        r.compressed,
+        r.unpacked,
+        if pulled.fetched { "" } else { ", already on this machine" }
+    );
     Ok(())
 }
 
@@ -183,7 +244,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
             apply(&conn, &file, options).await?;
         }
-        Command::Images { command } => images(command)?,
+        Command::Images { .. } => return Err("`images` runs without the server's runtime".into()),
         Command::Token { command: TokenCommand::Create { db: args, email, policy } } => {
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;

@@ -142,6 +142,36 @@ async fn zstd_and_uncompressed_layers() {
     }
 }
 
+/// A Docker schema-2 image (Docker's media types, as `docker push` writes them) is pulled
+/// as an OCI one.
+#[tokio::test]
+async fn a_docker_schema_2_image_is_pulled_too() {
+    let Some(r) = registry() else { return };
+    let layer = tar(&[Entry::File("from-docker", b"schema 2", 0o644)]);
+    let (blob, _) = crate::support::registry::compress(&layer, Compression::Gzip);
+    let layer_digest = r.push_blob("docker/two", &blob).await;
+    let config = serde_json::to_vec(&json!({
+        "architecture": "amd64", "os": "linux", "config": {"Env": ["FROM=docker"]},
+        "rootfs": {"type": "layers", "diff_ids": [crate::support::registry::digest(&layer)]},
+    }))
+    .expect("a config");
+    let config_digest = r.push_blob("docker/two", &config).await;
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": config.len(), "digest": config_digest},
+        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": blob.len(), "digest": layer_digest}],
+    }))
+    .expect("a manifest");
+    r.push_manifest("docker/two", "1", "application/vnd.docker.distribution.manifest.v2+json", &manifest).await;
+    let dir = tempfile::tempdir().expect("a runtime directory");
+    let store = Store::open(dir.path()).expect("a store");
+    let target = registry::resolve("test/docker/two:1", &declared(r, dir.path(), true)).expect("a target");
+    let pulled = pull_recording(&store, &target, &options()).await.0.expect("pulled");
+    assert_eq!(std::fs::read(pulled.image.root.join("from-docker")).expect("the file"), b"schema 2");
+    assert_eq!(pulled.image.record.config.env, vec![("FROM".to_owned(), "docker".to_owned())]);
+}
+
 #[tokio::test]
 async fn a_tampered_blob_and_no_credentials_fail_and_leave_nothing() {
     let Some(r) = registry() else { return };
@@ -546,7 +576,60 @@ async fn a_relaunch_runs_the_same_digest_unless_asked_for_the_newest(mut app: cr
     assert_eq!(digest_of(newest).await.as_deref(), Some(second.manifest.as_str()));
 }
 
+/// A Slurm session whose image is an OCI reference: the job's supervisor on the node pulls
+/// it into the store on the shared directory and runs in it; the digest is recorded.
+async fn a_slurm_session_runs_in_its_pulled_image(mut app: crate::support::TestApp) {
+    use crate::local_runtime::{ended, launch, logs, until};
+    let Some(r) = registry() else { return };
+    let Some(c) = crate::support::slurm::cluster() else { return };
+    let Some(pushed) = busybox_image(r, "slurm/busybox", "1").await else { return };
+    let _one = crate::support::slurm::lock().await;
+    c.cancel_all();
+    crate::slurm::on_slurm(&mut app, c, 2000).await;
+    // The jobs' user reads the password on the node.
+    let secrets = tempfile::tempdir().expect("a directory for the password");
+    let password = secrets.path().join("password");
+    std::fs::write(&password, PASSWORD).expect("the password file");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(secrets.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    let declaration = format!(
+        "[registries.test]\nurl = \"http://{host}\"\ninsecure = true\nusername = \"{USER}\"\npassword_file = \"{pw}\"\n\
+         [images.\"busybox:1\"]\ntypes = [\"BATCH\"]\nref = \"test/slurm/busybox:1\"\n",
+        host = r.host,
+        pw = password.display(),
+    );
+    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
+        &slots,
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
+        .await
+        .expect("applied");
+    let input = json!({
+        "projectId": crate::support::project("default/default"), "name": "on-a-node", "image": "busybox:1",
+        "type": "BATCH", "resourceGroup": crate::slurm::GROUP, "startupCommand": "cat /etc/motd; echo; pwd",
+        "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": 256_i64 << 20}],
+    });
+    let id = launch(&app, "demo-alice", input).await;
+    let s = until(&app, &id, ended).await;
+    let text = logs(&s);
+    assert_eq!(s["exitCode"].as_i64(), Some(0), "{s}");
+    assert!(
+        text.contains("made by the image") && text.contains("/srv/app"),
+        "the image's files and WorkingDir: {text}"
+    );
+    let digest =
+        app.gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { imageDigest } }", json!({"id": id})).await;
+    assert_eq!(digest["data"]["session"]["imageDigest"], json!(pushed.manifest), "{digest}");
+}
+
 crate::db_tests!(
+    a_slurm_session_runs_in_its_pulled_image,
     a_relaunch_runs_the_same_digest_unless_asked_for_the_newest,
     a_session_runs_in_its_pulled_image,
     a_failed_pull_is_an_error_in_the_registrys_words,

@@ -222,6 +222,22 @@ pub struct PullSeen {
     pub state: crate::domain::runtime::local::files::PullState,
 }
 
+/// What the supervisors of `live` sessions say of their pulls that is news: progress of
+/// those PULLING, a digest not recorded yet. `dir_of`: a session's directory.
+pub fn pulls_seen(
+    live: &[session::Model],
+    dir_of: impl Fn(Uuid) -> crate::domain::runtime::local::files::SessionDir,
+) -> Vec<PullSeen> {
+    let pulling = SessionStatus::Pulling.as_str();
+    live.iter()
+        .filter_map(|s| {
+            let state = dir_of(s.id).read_pull()?;
+            let news = s.status == pulling || state.digest.as_deref() != s.image_digest.as_deref();
+            (news && (state.digest.is_some() || s.status == pulling)).then(|| PullSeen { session: s.clone(), state })
+        })
+        .collect()
+}
+
 /// How often a session's pull progress is recorded and announced, at most.
 pub const PULL_PROGRESS_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
 

@@ -56,7 +56,7 @@ fn start() -> Result<Registry, String> {
     std::fs::write(dir.join("htpasswd"), format!("{USER}:{hash}\n")).map_err(|e| e.to_string())?;
     let mut last = String::new();
     for _ in 0..5 {
-        let port = super::binary::free_port();
+        let port = free_port();
         let config = format!(
             "version: 0.1\nlog:\n  level: info\n  formatter: text\n  accesslog:\n    disabled: false\n\
              storage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\n\
@@ -89,6 +89,10 @@ fn start() -> Result<Registry, String> {
         );
     }
     Err(last)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("its address").port()
 }
 
 /// Stops the registry and removes its directory once this process is gone.

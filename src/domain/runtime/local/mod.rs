@@ -342,15 +342,7 @@ impl Runtime for LocalRuntime {
         }
         let now = clock::now();
         // What supervisors say of their images' pulls: recorded apart from the statuses.
-        let pulls: Vec<reconcile::PullSeen> = live
-            .iter()
-            .filter_map(|s| {
-                let state = SessionDir::of(&self.config.dir, s.id).read_pull()?;
-                let news = s.status == Pulling.as_str() || state.digest.as_deref() != s.image_digest.as_deref();
-                (news && (state.digest.is_some() || s.status == Pulling.as_str()))
-                    .then(|| reconcile::PullSeen { session: s.clone(), state })
-            })
-            .collect();
+        let pulls = reconcile::pulls_seen(&live, |id| SessionDir::of(&self.config.dir, id));
         if !pulls.is_empty() {
             reconcile::pulls(db, bus, ENGINE_RULE, pulls).await?;
         }

@@ -241,6 +241,12 @@ impl SlurmEngine {
         } else {
             (BTreeMap::new(), BTreeMap::new())
         };
+        // What the supervisors on the nodes say of their images' pulls.
+        let output_dir = self.client.settings().output_dir.clone();
+        let pulls = reconcile::pulls_seen(&live, |id| job::session_dir(&output_dir, id));
+        if !pulls.is_empty() {
+            reconcile::pulls(db, bus, &format!("Slurm engine {}", self.name), pulls).await?;
+        }
         let now = clock::now();
         let mut plans: Vec<Plan> = Vec::new();
         let mut adopted = Vec::new();
