@@ -295,6 +295,50 @@ async fn two_pulls_at_once_fetch_each_blob_once() {
     assert_eq!(roots(&store), 1);
 }
 
+/// How a declared registry is signed in to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Credentials {
+    None,
+    /// The test user, its password in a file of the server's user.
+    File,
+    /// The same, the file readable by anyone (a Slurm job's user reads it on the node).
+    Shared,
+}
+
+/// Declares registry `name` at `host` and `images` (TOML entries of `[images]`) with
+/// `sessiond apply`'s code; the directory returned holds the password file, kept while it
+/// is needed.
+async fn declare(
+    app: &crate::support::TestApp,
+    (name, host): (&str, &str),
+    credentials: Credentials,
+    images: &str,
+) -> tempfile::TempDir {
+    let secrets = tempfile::tempdir().expect("a directory for the password");
+    let password = secrets.path().join("password");
+    std::fs::write(&password, PASSWORD).expect("the password file");
+    if credentials == Credentials::Shared {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(secrets.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    let sign_in = match credentials {
+        Credentials::None => String::new(),
+        _ => format!("username = \"{USER}\"\npassword_file = \"{}\"\n", password.display()),
+    };
+    let text = format!("[registries.{name}]\nurl = \"http://{host}\"\ninsecure = true\n{sign_in}{images}");
+    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text }],
+        &slots,
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
+        .await
+        .expect("applied");
+    secrets
+}
+
 /// An image of Debian's static busybox (`/bin/sh` and friends as links to it), a file of
 /// its own in a second layer, `Env` and `WorkingDir`, pushed as `repo:tag`; `None` where
 /// the machine has no static busybox.
@@ -328,24 +372,13 @@ async fn a_session_runs_in_its_pulled_image(mut app: crate::support::TestApp) {
         return;
     };
     let machine = Machine::new();
-    let secrets = tempfile::tempdir().expect("a directory for the password");
-    let password = secrets.path().join("password");
-    std::fs::write(&password, PASSWORD).expect("the password file");
-    let declaration = format!(
-        "[registries.test]\nurl = \"http://{host}\"\ninsecure = true\nusername = \"{USER}\"\npassword_file = \"{pw}\"\n\
-         [images.\"busybox:1\"]\ntypes = [\"BATCH\", \"INTERACTIVE\"]\nref = \"test/sessions/busybox:1\"\n",
-        host = r.host,
-        pw = password.display(),
-    );
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
-        &slots,
+    let _password = declare(
+        &app,
+        ("test", &r.host),
+        Credentials::File,
+        "[images.\"busybox:1\"]\ntypes = [\"BATCH\", \"INTERACTIVE\"]\nref = \"test/sessions/busybox:1\"\n",
     )
-    .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
-        .await
-        .expect("applied");
+    .await;
     if !app.start_local_runtime(&machine.path(), 500, None).await {
         return;
     }
@@ -380,19 +413,13 @@ async fn a_failed_pull_is_an_error_in_the_registrys_words(mut app: crate::suppor
     let Some(r) = registry() else { return };
     let machine = Machine::new();
     // Declared without credentials: the registry refuses.
-    let declaration = format!(
-        "[registries.anon]\nurl = \"http://{}\"\ninsecure = true\n[images.\"nothing:1\"]\ntypes = [\"BATCH\"]\nref = \"anon/sessions/none:1\"\n",
-        r.host
-    );
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
-        &slots,
+    let _password = declare(
+        &app,
+        ("anon", &r.host),
+        Credentials::None,
+        "[images.\"nothing:1\"]\ntypes = [\"BATCH\"]\nref = \"anon/sessions/none:1\"\n",
     )
-    .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
-        .await
-        .expect("applied");
+    .await;
     if !app.start_local_runtime(&machine.path(), 500, None).await {
         return;
     }
@@ -437,23 +464,13 @@ async fn a_slow_pull_shows_its_progress(mut app: crate::support::TestApp) {
         r.push_image("slow/pull", "1", &layers, Compression::Gzip, json!({"Env": ["PATH=/bin"]}), "amd64").await;
     let slow = crate::support::registry::throttled(&r.host, 1_000_000).await;
     let machine = Machine::new();
-    let secrets = tempfile::tempdir().expect("a directory for the password");
-    let password = secrets.path().join("password");
-    std::fs::write(&password, PASSWORD).expect("the password file");
-    let declaration = format!(
-        "[registries.slow]\nurl = \"http://{slow}\"\ninsecure = true\nusername = \"{USER}\"\npassword_file = \"{pw}\"\n\
-         [images.\"slow:1\"]\ntypes = [\"BATCH\"]\nref = \"slow/slow/pull:1\"\n",
-        pw = password.display(),
-    );
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
-        &slots,
+    let _password = declare(
+        &app,
+        ("slow", &slow),
+        Credentials::File,
+        "[images.\"slow:1\"]\ntypes = [\"BATCH\"]\nref = \"slow/slow/pull:1\"\n",
     )
-    .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
-        .await
-        .expect("applied");
+    .await;
     if !app.start_local_runtime(&machine.path(), 500, None).await {
         return;
     }
@@ -518,24 +535,13 @@ async fn a_relaunch_runs_the_same_digest_unless_asked_for_the_newest(mut app: cr
         .push_image("pin/app", "1", &version(b"first"), Compression::Gzip, json!({"Env": ["PATH=/bin"]}), "amd64")
         .await;
     let machine = Machine::new();
-    let secrets = tempfile::tempdir().expect("a directory for the password");
-    let password = secrets.path().join("password");
-    std::fs::write(&password, PASSWORD).expect("the password file");
-    let declaration = format!(
-        "[registries.test]\nurl = \"http://{host}\"\ninsecure = true\nusername = \"{USER}\"\npassword_file = \"{pw}\"\n\
-         [images.\"app:1\"]\ntypes = [\"BATCH\"]\nref = \"test/pin/app:1\"\n",
-        host = r.host,
-        pw = password.display(),
-    );
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
-        &slots,
+    let _password = declare(
+        &app,
+        ("test", &r.host),
+        Credentials::File,
+        "[images.\"app:1\"]\ntypes = [\"BATCH\"]\nref = \"test/pin/app:1\"\n",
     )
-    .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
-        .await
-        .expect("applied");
+    .await;
     if !app.start_local_runtime(&machine.path(), 500, None).await {
         return;
     }
@@ -587,29 +593,13 @@ async fn a_slurm_session_runs_in_its_pulled_image(mut app: crate::support::TestA
     c.cancel_all();
     crate::slurm::on_slurm(&mut app, c, 2000).await;
     // The jobs' user reads the password on the node.
-    let secrets = tempfile::tempdir().expect("a directory for the password");
-    let password = secrets.path().join("password");
-    std::fs::write(&password, PASSWORD).expect("the password file");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(secrets.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    }
-    let declaration = format!(
-        "[registries.test]\nurl = \"http://{host}\"\ninsecure = true\nusername = \"{USER}\"\npassword_file = \"{pw}\"\n\
-         [images.\"busybox:1\"]\ntypes = [\"BATCH\"]\nref = \"test/slurm/busybox:1\"\n",
-        host = r.host,
-        pw = password.display(),
-    );
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text: declaration }],
-        &slots,
+    let _password = declare(
+        &app,
+        ("test", &r.host),
+        Credentials::Shared,
+        "[images.\"busybox:1\"]\ntypes = [\"BATCH\"]\nref = \"test/slurm/busybox:1\"\n",
     )
-    .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
-        .await
-        .expect("applied");
+    .await;
     let input = json!({
         "projectId": crate::support::project("default/default"), "name": "on-a-node", "image": "busybox:1",
         "type": "BATCH", "resourceGroup": crate::slurm::GROUP, "startupCommand": "cat /etc/motd; echo; pwd",
