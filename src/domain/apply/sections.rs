@@ -416,7 +416,7 @@ pub(super) fn read_image(
     let minimum = e.slots("minimum");
     let apps = e.strings("apps").unwrap_or_default();
     let local = read_local(e);
-    if let Some(registry) = local.reference.as_deref().and_then(registry_named) {
+    if let Some(registry) = local.reference.as_deref().and_then(crate::domain::runtime::image::registry::named) {
         let span = e.span_of("ref");
         e.reference(refs, "ref", span, "registries", registry.to_owned(), "registry");
     }
@@ -432,13 +432,6 @@ pub(super) fn read_image(
     );
 }
 
-/// The registry name a reference starts with: a first part that does not read as a host
-/// (no `.`, no `:`, not `localhost`), before a `/`.
-fn registry_named(reference: &str) -> Option<&str> {
-    let (first, _) = reference.split_once('/')?;
-    (!first.contains(['.', ':']) && first != "localhost").then_some(first)
-}
-
 /// How an image runs on a machine of the local runtime: `ref` (an OCI image) or `root`,
 /// `command`, `prepare`, `env`.
 pub(super) fn read_local(e: &mut Entry<'_, '_, '_, '_>) -> LocalImage {
@@ -446,7 +439,7 @@ pub(super) fn read_local(e: &mut Entry<'_, '_, '_, '_>) -> LocalImage {
     if let Some(r) = &reference {
         let span = e.span_of("ref");
         // A declared registry's name in the place of the host: read as a host to check the rest.
-        let as_host = match registry_named(r) {
+        let as_host = match crate::domain::runtime::image::registry::named(r) {
             Some(name) => r.replacen(name, "registry.invalid", 1),
             None => r.clone(),
         };

@@ -22,7 +22,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::registry::Target;
-use super::store::{Layer, Parts, Store, Unpacked, hex};
+use super::store::{Layer, Parts, Store, Unpacked};
 use super::unpack::Owner;
 use super::{ImageConfig, Progress, PullError, platform};
 
@@ -89,7 +89,7 @@ pub async fn pull(
     let (manifest, digest) = match fetch.retrying(|| client.pull_image_manifest(&reference, &auth)).await {
         Ok(answer) => answer,
         Err(e) => {
-            let failed = classify(e, &target.reference);
+            let failed = classify(&e, &target.reference);
             // Asked for a tag's newest and the registry cannot be reached: what this
             // machine pulled before serves (an air-gapped site runs on).
             if let PullError::Unreachable(_) = failed
@@ -253,7 +253,7 @@ impl Fetch<'_> {
                 .client
                 .pull_blob_stream(self.reference, desc)
                 .await
-                .map_err(|e| classify(e, &self.reference.whole()))?;
+                .map_err(|e| classify(&e, &self.reference.whole()))?;
             let mut file = tokio::fs::File::create(&partial).await.map_err(|e| PullError::io("writing a blob", &e))?;
             let mut hash = Sha256::new();
             let mut received = 0_u64;
@@ -272,7 +272,7 @@ impl Fetch<'_> {
                 report(*progress);
             }
             file.flush().await.map_err(|e| PullError::io("writing a blob", &e))?;
-            let actual = format!("sha256:{}", hex(&hash.finalize()));
+            let actual = format!("sha256:{}", crate::domain::secrets::hex(&hash.finalize()));
             if actual != desc.digest {
                 return Err(PullError::DigestMismatch { expected: desc.digest.clone(), actual });
             }
@@ -288,7 +288,7 @@ impl Fetch<'_> {
 
 /// The failures [`classify`] calls unreachable: worth another attempt.
 fn retryable(e: &OciDistributionError) -> bool {
-    matches!(e, OciDistributionError::RequestError(_) | OciDistributionError::ServerError { code: 500.., .. })
+    matches!(classify(e, ""), PullError::Unreachable(_))
 }
 
 /// A failure of the blob's stream: the digest check of `oci-client`, or the connection.
@@ -317,7 +317,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// What a registry's failure means to the user, in its own words.
-fn classify(e: OciDistributionError, reference: &str) -> PullError {
+fn classify(e: &OciDistributionError, reference: &str) -> PullError {
     use OciDistributionError as E;
     let about = |words: String| if reference.is_empty() { words } else { format!("{words} ({reference})") };
     match e {
@@ -333,22 +333,22 @@ fn classify(e: OciDistributionError, reference: &str) -> PullError {
             }
         }
         E::UnauthorizedError { .. } => PullError::Unauthorized(about("authentication required".into())),
-        E::AuthenticationFailure(words) => PullError::Unauthorized(about(words)),
+        E::AuthenticationFailure(words) => PullError::Unauthorized(about(words.clone())),
         E::ServerError { code, message, .. } => match code {
-            401 | 403 => PullError::Unauthorized(about(message)),
-            404 => PullError::NotFound(about(message)),
+            401 | 403 => PullError::Unauthorized(about(message.clone())),
+            404 => PullError::NotFound(about(message.clone())),
             500.. => PullError::Unreachable(about(format!("the registry answered {code}: {message}"))),
-            _ => PullError::Invalid(about(message)),
+            _ => PullError::Invalid(about(message.clone())),
         },
         E::ImageManifestNotFoundError(words) if words.contains("platform") => {
             PullError::NoPlatform { platform: platform(), reference: reference.to_owned() }
         }
-        E::ImageManifestNotFoundError(words) => PullError::NotFound(about(words)),
+        E::ImageManifestNotFoundError(words) => PullError::NotFound(about(words.clone())),
         E::DigestError(DigestError::VerificationError { expected, actual }) => {
-            PullError::DigestMismatch { expected, actual }
+            PullError::DigestMismatch { expected: expected.clone(), actual: actual.clone() }
         }
-        E::RequestError(e) => PullError::Unreachable(about(chain(&e))),
-        E::IoError(e) => PullError::io("the registry's answer", &e),
+        E::RequestError(e) => PullError::Unreachable(about(chain(e))),
+        E::IoError(e) => PullError::io("the registry's answer", e),
         other => PullError::Invalid(about(other.to_string())),
     }
 }

@@ -126,12 +126,19 @@ impl Target {
     }
 }
 
+/// The registry name a reference starts with: a first part that does not read as a host
+/// (no `.`, no `:`, not `localhost`), before a `/`. A declared registry's name never reads
+/// as a host (`apply` allows lower-case letters, digits, `-` and `_`).
+pub fn named(reference: &str) -> Option<&str> {
+    let (first, _) = reference.split_once('/')?;
+    (!first.contains(['.', ':']) && first != "localhost").then_some(first)
+}
+
 /// The target of `reference`: its first part a declared registry's name (replaced by the
 /// registry's host) or a host.
 pub fn resolve(reference: &str, registries: &BTreeMap<String, Registry>) -> Result<Target, String> {
-    let (first, rest) = reference.split_once('/').unwrap_or(("", reference));
-    let (full, registry) = match registries.get(first) {
-        Some(r) => (format!("{}/{rest}", r.host()?), Some(r.clone())),
+    let (full, registry) = match named(reference).and_then(|n| registries.get(n).map(|r| (n, r))) {
+        Some((name, r)) => (format!("{}{}", r.host()?, &reference[name.len()..]), Some(r.clone())),
         None => (reference.to_owned(), None),
     };
     let parsed: Reference = full.parse().map_err(|e| format!("reference {reference:?}: {e}"))?;

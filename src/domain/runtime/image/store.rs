@@ -208,8 +208,8 @@ impl Store {
             }
             let digest = image.record.digest.clone();
             // A session holding it keeps it; an unpack of it in progress holds its lock.
-            let Ok(_unpacking) = self.lock_file(Self::hex(&digest).unwrap_or_default()) else { continue };
-            if _unpacking.try_lock().is_err() {
+            let Ok(unpacking) = self.lock_file(Self::hex(&digest).unwrap_or_default()) else { continue };
+            if unpacking.try_lock().is_err() {
                 continue;
             }
             let used = File::options().create(true).truncate(false).write(true).open(image.root.with_file_name("used"));
@@ -349,8 +349,9 @@ impl Store {
     }
 }
 
-/// A reference as one file name: anything but letters, digits, `.` and `-` escaped.
-fn escape(reference: &str) -> String {
+/// A name (an image's, a reference) as one file name: anything but letters, digits, `.` and
+/// `-` escaped.
+pub(crate) fn escape(reference: &str) -> String {
     reference
         .bytes()
         .map(|b| match b {
@@ -396,7 +397,7 @@ impl<R: Read> Hashing<R> {
 
     /// `sha256:<hex>` of everything read so far.
     pub fn digest(&self) -> String {
-        format!("sha256:{}", hex(&self.hash.clone().finalize()))
+        format!("sha256:{}", crate::domain::secrets::hex(&self.hash.clone().finalize()))
     }
 }
 
@@ -406,8 +407,4 @@ impl<R: Read> Read for Hashing<R> {
         self.hash.update(&buf[..n]);
         Ok(n)
     }
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

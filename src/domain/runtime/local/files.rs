@@ -88,14 +88,7 @@ impl SessionDir {
 
 /// The marker of an image whose prepare step has run on this machine.
 pub fn image_ready(runtime_dir: &Path, image: &str) -> PathBuf {
-    // One file name per image name: anything but letters, digits, `.` and `-` is escaped.
-    let safe: String = image
-        .bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' => char::from(b).to_string(),
-            b => format!("_{b:02x}"),
-        })
-        .collect();
+    let safe = crate::domain::runtime::image::store::escape(image);
     runtime_dir.join("images").join(format!("{safe}.ready"))
 }
 
