@@ -113,6 +113,7 @@ fn images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::e
         sessiond::config::ImagesCommand::Ls { runtime_dir }
         | sessiond::config::ImagesCommand::Prune { runtime_dir } => runtime_dir,
         sessiond::config::ImagesCommand::Pull { .. } => return pull_image(command),
+        sessiond::config::ImagesCommand::Import { .. } => return import_images(command),
     };
     if !dir.join("oci").is_dir() {
         eprintln!("sessiond: no image store in {} (nothing pulled there yet)", dir.display());
@@ -136,7 +137,9 @@ fn images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::e
             }
             eprintln!("sessiond: {} bytes in the store", store.size());
         }
-        sessiond::config::ImagesCommand::Pull { .. } => return Err("`images pull` is handled apart".into()),
+        sessiond::config::ImagesCommand::Pull { .. } | sessiond::config::ImagesCommand::Import { .. } => {
+            return Err("`images pull` and `images import` are handled apart".into());
+        }
         sessiond::config::ImagesCommand::Prune { .. } => {
             let removed = store.evict(0);
             for digest in &removed {
@@ -150,7 +153,7 @@ fn images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::e
 
 /// `sessiond images pull`: one image into the store, its progress on stderr once a second.
 fn pull_image(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::error::Error>> {
-    use domain::runtime::image::{Progress, pull, registry, store::Store, unpack::Owner};
+    use domain::runtime::image::{Progress, pull, registry, store::Store};
     let sessiond::config::ImagesCommand::Pull {
         reference,
         runtime_dir,
@@ -172,14 +175,7 @@ fn pull_image(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn st
     }
     let target = registry::resolve(&reference, &registries)?;
     let store = Store::open(&runtime_dir)?;
-    let root = domain::runtime::local::sandbox::is_root();
-    let nobody = domain::runtime::local::sandbox::NOBODY;
-    let options = pull::Options {
-        owner: root.then_some(Owner { uid: nobody, gid: nobody }),
-        limit: image_cache_limit,
-        refresh: true,
-        ..pull::Options::default()
-    };
+    let options = pull::Options { refresh: true, ..store_options(image_cache_limit) };
     let mut last = std::time::Instant::now();
     let mut hear = |p: Progress| {
         if last.elapsed() >= std::time::Duration::from_secs(1) {
@@ -201,6 +197,40 @@ fn pull_image(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn st
         r.unpacked,
         if pulled.fetched { "" } else { ", already on this machine" }
     );
+    Ok(())
+}
+
+/// How the commands write into the store: as the sandbox's user when run as root, within
+/// `limit` bytes.
+fn store_options(limit: u64) -> domain::runtime::image::pull::Options {
+    let nobody = domain::runtime::local::sandbox::NOBODY;
+    domain::runtime::image::pull::Options {
+        owner: domain::runtime::local::sandbox::is_root()
+            .then_some(domain::runtime::image::unpack::Owner { uid: nobody, gid: nobody }),
+        limit,
+        ..Default::default()
+    }
+}
+
+/// `sessiond images import`: the images of a file into the store.
+fn import_images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::error::Error>> {
+    use domain::runtime::image::{import, store::Store};
+    let sessiond::config::ImagesCommand::Import { file, names, runtime_dir, image_cache_limit } = command else {
+        return Err("not an import".into());
+    };
+    let store = Store::open(&runtime_dir)?;
+    let options = store_options(image_cache_limit);
+    for imported in import::import(&store, &file, &names, &options)? {
+        let r = &imported.image.record;
+        println!("{} {}", r.digest, imported.references.join(" "));
+        eprintln!(
+            "sessiond: imported {} ({} bytes of blobs, {} bytes unpacked){}",
+            r.digest,
+            r.compressed,
+            r.unpacked,
+            if imported.references.is_empty() { "; the file names it by no reference: give one with --as" } else { "" }
+        );
+    }
     Ok(())
 }
 

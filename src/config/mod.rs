@@ -145,6 +145,22 @@ pub enum ImagesCommand {
         #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
         image_cache_limit: u64,
     },
+    /// Load the images of a file into the store, without a registry (an air-gapped site):
+    /// an OCI image layout (a directory, or its tar) or a `docker save` archive, plain,
+    /// gzip or zstd. Each image is known by the references the file names it by
+    /// (`docker save`'s tags, a layout's `io.containerd.image.name`), and by `--as`.
+    Import {
+        file: PathBuf,
+        /// A reference the image is known by too, whole as a session's image resolves it
+        /// (`HOST[:PORT]/REPOSITORY:TAG`, the host a declared registry's): for a file of
+        /// one image. May be given more than once.
+        #[arg(long = "as", value_name = "REFERENCE")]
+        names: Vec<String>,
+        #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]
+        runtime_dir: PathBuf,
+        #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
+        image_cache_limit: u64,
+    },
     /// Remove every image no session runs now (with the blobs no image left needs).
     Prune {
         #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]

@@ -110,7 +110,7 @@ macro_rules! file_columns {
 
 file_columns! {
     Name "Name" free = |r| Ok(r.session.name.clone());
-    Status "Status" formatted = |r| Ok(sessions::status(r.session)?.as_str().to_owned());
+    Status "Status" formatted = |r| sessions::status_text(r.session);
     Cpu "CPU (cores)" formatted = |r| Ok(number(sessions::requested_slots(r.session)?.get(slots::CPU)));
     Memory "Memory (GiB)" formatted = |r| Ok(gib(sessions::requested_slots(r.session)?.get(slots::MEM)));
     Type "Type" formatted = |r| Ok(sessions::session_type(r.session)?.as_str().to_owned());

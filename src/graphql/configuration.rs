@@ -137,7 +137,7 @@ impl ConfigurationQuery {
                 })
                 .collect::<ApiResult<_>>()?,
             resource_groups: c.resource_groups.into_iter().map(group).collect(),
-            images: c.images.into_iter().map(Image).collect(),
+            images: c.images.into_iter().map(Image::catalog).collect(),
         })
     }
 }

@@ -120,7 +120,7 @@ pub struct RelaunchOverrides {
     pub callback_url: MaybeUndefined<String>,
     pub callback_on_running: Option<bool>,
     /// Run what the image's reference names now (a tag's newest), not the digest the
-    /// session ran (`imageDigest`). Default false.
+    /// session ran (`image { digest }`). Default false.
     #[graphql(default)]
     pub newest_image: bool,
 }

@@ -67,8 +67,15 @@ impl ResourceGroup {
     }
 }
 
-/// A runtime image sessions start from.
-pub struct Image(pub entity::image::Model);
+/// A runtime image sessions start from; a session's image carries the digest it ran.
+pub struct Image(pub entity::image::Model, pub Option<String>);
+
+impl Image {
+    /// An image of the catalog (no session's).
+    pub fn catalog(image: entity::image::Model) -> Self {
+        Self(image, None)
+    }
+}
 
 #[Object]
 impl Image {
@@ -85,6 +92,17 @@ impl Image {
     /// Applications a running session offers, e.g. jupyter, terminal.
     async fn apps(&self) -> Vec<String> {
         image_apps(&self.0)
+    }
+    /// The OCI reference it is pulled from, as declared (`REGISTRY/REPOSITORY:TAG` or
+    /// `…@sha256:…`); null for an image that runs on a root of the machine.
+    async fn reference(&self) -> Option<String> {
+        crate::domain::sessions::image_reference(&self.0)
+    }
+    /// A session's image: the digest that ran, its reference resolved when it was pulled
+    /// (`sha256:…`; null before the pull, and for an image on a root of the machine). In the
+    /// catalog: the digest its reference pins, if it names one.
+    async fn digest(&self) -> Option<String> {
+        crate::domain::sessions::image_digest(&self.0, self.1.as_deref())
     }
 }
 
@@ -176,7 +194,7 @@ impl ResourceQuery {
     #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn images(&self, ctx: &Context<'_>) -> ApiResult<Vec<Image>> {
         viewer(ctx)?;
-        Ok(catalog::images(db(ctx)?).await?.into_iter().map(Image).collect())
+        Ok(catalog::images(db(ctx)?).await?.into_iter().map(Image::catalog).collect())
     }
 
     /// The resource groups a project may use, its default first.

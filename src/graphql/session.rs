@@ -24,6 +24,7 @@ use super::loaders::{
 };
 use super::people::{Project, User};
 use super::resource::{Image, ResourceGroup};
+use super::scalars::BigInt;
 use super::scheduling::{self, SchedulingHistoryConnection};
 use super::session_paging::{PageArgs, page_complexity, read_page};
 use super::session_values::{EnvVar, LaunchOrigin, LaunchOriginKind, SessionApp, SessionExpiry, StatusTransition};
@@ -105,7 +106,6 @@ macro_rules! session_plain_fields {
             "idleChecks" idle_checks: ApiResult<Vec<IdleCheck>> =
                 |s, now| Ok(crate::domain::idle::checks(s, now)?.into_iter().map(IdleCheck::from).collect());
             "exemptIdle" exempt_idle: bool = |s, now| s.exempt_idle;
-            "imageDigest" image_digest: Option<&str> = |s, now| s.image_digest.as_deref();
         }
     };
 }
@@ -267,10 +267,10 @@ impl Session {
     }
     async fn image(&self, ctx: &Context<'_>) -> ApiResult<Image> {
         if let Some(i) = &self.1.image {
-            return Ok(Image(i.clone()));
+            return Ok(Image(i.clone(), self.0.image_digest.clone()));
         }
         let i = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
-        Ok(Image(i.ok_or_else(|| DomainError::invariant("session without image"))?))
+        Ok(Image(i.ok_or_else(|| DomainError::invariant("session without image"))?, self.0.image_digest.clone()))
     }
     async fn environment(&self) -> Vec<EnvVar> {
         self.0
@@ -286,12 +286,7 @@ impl Session {
     /// How far its image's pull is, while PULLING (updated at most once a second; a
     /// `PULL_PROGRESS` event tells each update). Null otherwise.
     async fn pull(&self) -> Option<PullProgress> {
-        crate::domain::runtime::reconcile::pull_shown(&self.0).map(PullProgress)
-    }
-    /// The digest of the image that ran: its reference resolved when the image was pulled
-    /// (`sha256:…`). Null for an image that is a local environment, and before the pull.
-    async fn image_digest(&self) -> Option<&str> {
-        plain::image_digest(&self.0, clock::now())
+        dom::pull(&self.0).map(PullProgress)
     }
     /// When the session will be reclaimed, and why: the earlier of its lifetime's end and
     /// its batch timeout. Null before it runs, once it ends, or with neither.
@@ -511,20 +506,35 @@ pub async fn session_connection(
 
 /// How far a session's image pull is: its blobs' bytes (config and layers, compressed) and
 /// its layers, fetched or found on the machine, of the total.
-pub struct PullProgress(crate::domain::runtime::image::Progress);
+pub struct PullProgress(pub crate::domain::runtime::image::Progress);
 
 #[Object]
 impl PullProgress {
-    async fn bytes_done(&self) -> crate::graphql::scalars::BigInt {
-        crate::graphql::scalars::BigInt(i64::try_from(self.0.bytes_done).unwrap_or(i64::MAX))
+    async fn bytes_done(&self) -> BigInt {
+        big(self.0.bytes_done)
     }
-    async fn bytes_total(&self) -> crate::graphql::scalars::BigInt {
-        crate::graphql::scalars::BigInt(i64::try_from(self.0.bytes_total).unwrap_or(i64::MAX))
+    async fn bytes_total(&self) -> BigInt {
+        big(self.0.bytes_total)
     }
     async fn layers_done(&self) -> i32 {
-        i32::try_from(self.0.layers_done).unwrap_or(i32::MAX)
+        int(self.0.layers_done)
     }
     async fn layers_total(&self) -> i32 {
-        i32::try_from(self.0.layers_total).unwrap_or(i32::MAX)
+        int(self.0.layers_total)
     }
+    /// The share of the bytes done, in whole percent (0 before the total is known).
+    async fn percent(&self) -> i32 {
+        percent(&self.0)
+    }
+}
+
+/// A pull's figures as the schema gives them (for the compiled list too).
+pub(super) fn big(n: u64) -> BigInt {
+    BigInt(i64::try_from(n).unwrap_or(i64::MAX))
+}
+pub(super) fn int(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+pub(super) fn percent(p: &crate::domain::runtime::image::Progress) -> i32 {
+    p.percent().map_or(0, i32::from)
 }

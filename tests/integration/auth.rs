@@ -39,10 +39,7 @@ async fn every_demo_user_authenticates(app: TestApp) {
 /// The page's own `PageViewer` (web/src/page.ts): its projects, their scopes and the
 /// settings in one statement beside the token's, for every role, however many projects.
 async fn the_pages_viewer_costs_two_statements(app: TestApp) {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web/src/page.ts");
-    let text = std::fs::read_to_string(path).expect("page.ts");
-    let from = text.find("const VIEWER = `").expect("the page's viewer") + "const VIEWER = `".len();
-    let document = &text[from..from + text[from..].find('`').expect("its end")];
+    let document = &crate::support::page_document("page.ts", "VIEWER");
     for token in ["demo-alice", "demo-admin", "demo-root", "demo-carol"] {
         let (statements, resp) = app.count_statements(app.gql(Some(token), document, json!({}))).await;
         assert!(resp.get("errors").is_none(), "{token}: {resp}");

@@ -35,15 +35,11 @@ const LITERALS: &str = "query($p: ID!) {
 /// The Sessions page's own list document (`LIST` of web/src/page.ts): the list with every
 /// column the page shows, and the counts of its tabs beside it.
 fn page_document() -> String {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web/src/page.ts");
-    let text = std::fs::read_to_string(path).expect("page.ts");
-    let from = text.find("const LIST = `").expect("the page's list") + "const LIST = `".len();
-    let to = text[from..].find('`').expect("its end") + from;
-    text[from..to].to_owned()
+    crate::support::page_document("page.ts", "LIST")
 }
 
 /// The page's variables for its first page of `tab` in `scope`, as refresh() sends them.
-fn page_variables(p: &str, scope: &str, tab: &str) -> Value {
+pub(crate) fn page_variables(p: &str, scope: &str, tab: &str) -> Value {
     json!({"p": p, "scope": scope, "filter": {"tab": tab}, "counted": {},
            "order": [{"field": "CREATED_AT", "direction": "DESC"}], "first": 20})
 }

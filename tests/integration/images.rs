@@ -488,6 +488,26 @@ async fn a_slow_pull_shows_its_progress(mut app: crate::support::TestApp) {
     let pull = &seen["data"]["session"]["pull"];
     assert_eq!(seen["data"]["session"]["status"], "PULLING", "{seen}");
     assert_eq!((pull["bytesTotal"].as_u64(), pull["layersTotal"].as_i64()), (Some(pushed.bytes), Some(2)), "{seen}");
+    // The page's own list says how far (compiled), and so does the CSV's status cell.
+    let p = crate::support::project("default/default");
+    let list = app
+        .gql(
+            Some("demo-alice"),
+            &crate::support::page_document("page.ts", "LIST"),
+            crate::compiled::page_variables(&p, "MINE", "RUNNING"),
+        )
+        .await;
+    let rows = list["data"]["sessions"]["edges"].as_array().cloned().unwrap_or_default();
+    let row = rows.iter().find(|e| e["node"]["id"] == json!(id)).unwrap_or_else(|| panic!("listed: {list}"));
+    let percent = row["node"]["pull"]["percent"].as_i64().unwrap_or_else(|| panic!("the list's pull: {list}"));
+    assert!((0..=100).contains(&percent), "{list}");
+    let (_, _, csv) =
+        crate::export::export(&app, Some("demo-alice"), &format!("projectId={p}&columns=NAME,STATUS")).await;
+    let records = crate::export::records(&csv);
+    let status = records.iter().find(|r| r[0] == "slowly").map(|r| r[1].clone()).expect("the CSV's row");
+    // Still pulling (it takes seconds more), or gone on since: never PULLING alone.
+    let pulling = status.strip_prefix("PULLING ").and_then(|p| p.strip_suffix(" %"));
+    assert!(pulling.is_some_and(|p| p.parse::<u8>().is_ok()) || !status.starts_with("PULLING"), "{status}");
     let s = until(&app, &id, ended).await;
     assert_eq!(s["exitCode"].as_i64(), Some(0), "{s}");
     let uuid = crate::local_runtime::session_uuid(&id);
@@ -506,11 +526,11 @@ async fn a_slow_pull_shows_its_progress(mut app: crate::support::TestApp) {
     let digest = app
         .gql(
             Some("demo-alice"),
-            "query($id: ID!) { session(id: $id) { imageDigest pull { bytesDone } } }",
+            "query($id: ID!) { session(id: $id) { image { digest } pull { bytesDone } } }",
             json!({"id": id}),
         )
         .await;
-    assert_eq!(digest["data"]["session"]["imageDigest"], json!(pushed.manifest), "{digest}");
+    assert_eq!(digest["data"]["session"]["image"]["digest"], json!(pushed.manifest), "{digest}");
     assert_eq!(digest["data"]["session"]["pull"], Value::Null, "no progress once it has ended");
 }
 
@@ -567,9 +587,9 @@ async fn a_relaunch_runs_the_same_digest_unless_asked_for_the_newest(mut app: cr
         let app = &app;
         async move {
             let r = app
-                .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { imageDigest } }", json!({"id": id}))
+                .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { image { digest } } }", json!({"id": id}))
                 .await;
-            r["data"]["session"]["imageDigest"].as_str().map(str::to_owned)
+            r["data"]["session"]["image"]["digest"].as_str().map(str::to_owned)
         }
     };
     let same = again(false).await;
@@ -605,7 +625,7 @@ async fn a_slurm_session_runs_in_its_pulled_image(mut app: crate::support::TestA
         "type": "BATCH", "resourceGroup": crate::slurm::GROUP, "startupCommand": "cat /etc/motd; echo; pwd",
         "resources": [{"slot": "cpu", "amount": 1}, {"slot": "mem", "amount": 256_i64 << 20}],
     });
-    let id = launch(&app, "demo-alice", input).await;
+    let id = launch(&app, "demo-alice", input.clone()).await;
     let s = until(&app, &id, ended).await;
     let text = logs(&s);
     assert_eq!(s["exitCode"].as_i64(), Some(0), "{s}");
@@ -613,12 +633,31 @@ async fn a_slurm_session_runs_in_its_pulled_image(mut app: crate::support::TestA
         text.contains("made by the image") && text.contains("/srv/app"),
         "the image's files and WorkingDir: {text}"
     );
-    let digest =
-        app.gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { imageDigest } }", json!({"id": id})).await;
-    assert_eq!(digest["data"]["session"]["imageDigest"], json!(pushed.manifest), "{digest}");
+    let digest = app
+        .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { image { digest } } }", json!({"id": id}))
+        .await;
+    assert_eq!(digest["data"]["session"]["image"]["digest"], json!(pushed.manifest), "{digest}");
+
+    // A registry the node cannot reach: the session fails, saying so, after the retries.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("its address");
+    let _declared = declare(
+        &app,
+        ("gone", &gone.to_string()),
+        Credentials::None,
+        "[images.\"gone:1\"]\ntypes = [\"BATCH\"]\nref = \"gone/slurm/busybox:1\"\n",
+    )
+    .await;
+    let mut unreachable = input.clone();
+    unreachable["image"] = json!("gone:1");
+    unreachable["name"] = json!("unreachable");
+    let id = launch(&app, "demo-alice", unreachable).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!(s["status"], "ERROR", "{s}");
+    assert!(s["statusInfo"].as_str().is_some_and(|i| i.contains("registry unreachable")), "{s}");
 }
 
 crate::db_tests!(
+    an_imported_image_runs_a_session_offline,
     a_slurm_session_runs_in_its_pulled_image,
     a_relaunch_runs_the_same_digest_unless_asked_for_the_newest,
     a_session_runs_in_its_pulled_image,
@@ -675,4 +714,218 @@ async fn over_its_limit_the_store_removes_what_no_session_runs() {
         .expect("images prune");
     assert!(prune.status.success(), "{}", String::from_utf8_lossy(&prune.stderr));
     assert_eq!(roots(&store), 0, "prune removes every image not in use");
+}
+
+/// A layout's blobs, keyed by digest, and its index file.
+struct Layout {
+    blobs: Vec<(String, Vec<u8>)>,
+    index: Value,
+}
+
+impl Layout {
+    fn add(&mut self, bytes: Vec<u8>) -> (String, usize) {
+        let d = crate::support::registry::digest(&bytes);
+        let size = bytes.len();
+        self.blobs.push((d.clone(), bytes));
+        (d, size)
+    }
+
+    /// An image of `layers` (gzip'd) for `architecture`: its manifest's digest and size.
+    fn image(&mut self, layers: &[Vec<u8>], config: Value, architecture: &str) -> (String, usize) {
+        let mut descriptors = Vec::new();
+        let mut diff_ids = Vec::new();
+        for t in layers {
+            let (blob, media_type) = crate::support::registry::compress(t, Compression::Gzip);
+            let (d, size) = self.add(blob);
+            descriptors.push(json!({"mediaType": media_type, "digest": d, "size": size}));
+            diff_ids.push(crate::support::registry::digest(t));
+        }
+        let config = json!({"architecture": architecture, "os": "linux", "config": config,
+            "rootfs": {"type": "layers", "diff_ids": diff_ids}});
+        let (cd, cs) = self.add(serde_json::to_vec(&config).expect("a config"));
+        let manifest = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
+            "layers": descriptors});
+        self.add(serde_json::to_vec(&manifest).expect("a manifest"))
+    }
+
+    /// The layout as a gzip'd tar, as `skopeo copy … oci-archive:` writes one.
+    fn archive(&self, at: &Path) {
+        let mut b = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+        let mut put = |path: &str, bytes: &[u8]| {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(bytes.len() as u64);
+            h.set_mode(0o644);
+            h.set_entry_type(tar::EntryType::Regular);
+            b.append_data(&mut h, path, bytes).expect("an entry");
+        };
+        put("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
+        for (d, bytes) in &self.blobs {
+            put(&format!("blobs/sha256/{}", d.trim_start_matches("sha256:")), bytes);
+        }
+        put("index.json", &serde_json::to_vec(&self.index).expect("an index"));
+        let gz = b.into_inner().expect("a tar").finish().expect("gzip");
+        std::fs::write(at, gz).expect("the archive");
+    }
+}
+
+/// This machine's architecture, as an image index says it.
+fn this_arch() -> String {
+    sessiond::domain::runtime::image::platform().trim_start_matches("linux/").to_owned()
+}
+
+/// `images import` loads an OCI layout (its multi-platform index: this machine's image
+/// only) and a `docker save` archive (two images, one layer a link to another's) without a
+/// registry; each is known by the references the file names it by. A blob that does not
+/// match its name fails and leaves nothing.
+#[test]
+fn an_oci_layout_and_a_docker_save_archive_are_imported() {
+    use sessiond::domain::runtime::image::import::import;
+    let dir = tempfile::tempdir().expect("a directory");
+    let store = Store::open(&dir.path().join("runtime")).expect("a store");
+    let options = Options::default();
+
+    let mut layout = Layout { blobs: Vec::new(), index: json!({}) };
+    let base = tar(&[Entry::Dir("etc"), Entry::File("etc/motd", b"imported", 0o644)]);
+    let mine = layout.image(std::slice::from_ref(&base), json!({"Env": ["A=1"]}), &this_arch());
+    let other = layout.image(&[tar(&[Entry::File("etc/motd", b"the other platform", 0o644)])], json!({}), "s390x");
+    let nested = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": other.0, "size": other.1,
+         "platform": {"os": "linux", "architecture": "s390x"}},
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": mine.0, "size": mine.1,
+         "platform": {"os": "linux", "architecture": this_arch()}}]});
+    let (index, size) = layout.add(serde_json::to_vec(&nested).expect("an index"));
+    layout.index = json!({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json",
+        "digest": index, "size": size, "annotations": {"io.containerd.image.name": "example.org/tools/layout:1",
+        "org.opencontainers.image.ref.name": "1"}}]});
+    let file = dir.path().join("layout.tar.gz");
+    layout.archive(&file);
+    let imported = import(&store, &file, &[], &options).expect("imported");
+    assert_eq!(imported.len(), 1, "this platform's image only");
+    assert_eq!(imported[0].image.record.digest, mine.0);
+    assert_eq!(imported[0].references, vec!["example.org/tools/layout:1".to_owned()]);
+    assert_eq!(store.resolved("example.org/tools/layout:1").as_deref(), Some(mine.0.as_str()));
+    assert_eq!(std::fs::read(imported[0].image.root.join("etc/motd")).expect("motd"), b"imported");
+    let other_layer = &layout.blobs[3].0;
+    assert!(!store.has_blob(other_layer) && !store.has_blob(&index), "no blob no image here needs is kept");
+    assert!(
+        import(&store, &file, &["a/b:1".into(), "bad ref".into()], &options).is_err(),
+        "a name must be a reference"
+    );
+
+    // `docker save` before Docker 25: layers as `ID/layer.tar`, a config `HEX.json`.
+    let config = |cmd: &str| {
+        serde_json::to_vec(&json!({"architecture": this_arch(), "os": "linux", "config": {"Cmd": [cmd]},
+            "rootfs": {"type": "layers", "diff_ids": [crate::support::registry::digest(&base)]}}))
+        .expect("a config")
+    };
+    let (two, three) = (config("two"), config("three"));
+    let name = |c: &[u8]| format!("{}.json", crate::support::registry::digest(c).trim_start_matches("sha256:"));
+    let manifest = json!([
+        {"Config": name(&two), "RepoTags": ["tools:2"], "Layers": ["l1/layer.tar"]},
+        {"Config": name(&three), "RepoTags": ["tools:3"], "Layers": ["l2/layer.tar"]}]);
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    for (path, bytes) in [(name(&two).as_str(), &two[..]), (&name(&three), &three), ("l1/layer.tar", &base)] {
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut h, path, bytes).expect("an entry");
+    }
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    b.append_link(&mut h, "l2/layer.tar", "../l1/layer.tar").expect("a link");
+    let bytes = serde_json::to_vec(&manifest).expect("manifest.json");
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(bytes.len() as u64);
+    b.append_data(&mut h, "manifest.json", &bytes[..]).expect("manifest.json");
+    let saved = dir.path().join("saved.tar");
+    std::fs::write(&saved, b.into_inner().expect("a tar")).expect("the archive");
+    assert!(
+        matches!(import(&store, &saved, &["example.org/x:1".into()], &options), Err(PullError::Invalid(_))),
+        "a name given applies to one image"
+    );
+    let imported = import(&store, &saved, &[], &options).expect("imported");
+    let refs: Vec<&str> = imported.iter().flat_map(|i| i.references.iter().map(String::as_str)).collect();
+    assert_eq!(refs.len(), 2, "{refs:?}");
+    assert!(refs.contains(&"docker.io/library/tools:2") && refs.contains(&"docker.io/library/tools:3"), "{refs:?}");
+    for i in &imported {
+        assert_eq!(std::fs::read(i.image.root.join("etc/motd")).expect("motd"), b"imported");
+        assert_eq!(store.resolved(&i.references[0]).as_deref(), Some(i.image.record.digest.as_str()));
+    }
+    assert_eq!(imported[0].image.record.config.cmd.len(), 1);
+
+    // A blob whose bytes are not its name's.
+    let fresh = tempfile::tempdir().expect("a directory");
+    let store = Store::open(fresh.path()).expect("a store");
+    let mut tampered = Layout { blobs: Vec::new(), index: json!({}) };
+    let (m, s) = tampered.image(&[tar(&[Entry::File("x", b"x", 0o644)])], json!({}), &this_arch());
+    tampered.index = json!({"schemaVersion": 2, "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": m, "size": s}]});
+    tampered.blobs[0].1.push(0);
+    let file = fresh.path().join("tampered.tar.gz");
+    tampered.archive(&file);
+    let e = import(&store, &file, &["example.org/x:1".into()], &options).expect_err("refused");
+    assert!(matches!(e, PullError::DigestMismatch { .. }), "{e}");
+    assert_eq!(roots(&store), 0);
+    assert!(!store.has_blob(&tampered.blobs[0].0), "nothing of it is kept");
+}
+
+/// An image imported from a file runs a session while its registry cannot be reached: the
+/// pull finds it at once, and the session records its digest.
+async fn an_imported_image_runs_a_session_offline(mut app: crate::support::TestApp) {
+    use crate::local_runtime::{Machine, ended, input, launch, logs, until};
+    let Ok(busybox) = std::fs::read("/bin/busybox") else {
+        assert!(
+            !std::env::var("SESSIOND_REQUIRE_REGISTRY").is_ok_and(|v| v == "1"),
+            "no /bin/busybox (Debian's busybox-static) for the imported image"
+        );
+        return;
+    };
+    let machine = Machine::new();
+    let gone = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        l.local_addr().expect("its address").to_string()
+    };
+    let mut layout = Layout { blobs: Vec::new(), index: json!({}) };
+    let layer = tar(&[
+        Entry::Dir("bin"),
+        Entry::File("bin/busybox", &busybox, 0o755),
+        Entry::Symlink("bin/sh", "busybox"),
+        Entry::Symlink("bin/cat", "busybox"),
+        Entry::File("etc/motd", b"imported for offline use", 0o644),
+    ]);
+    let (manifest, size) = layout.image(&[layer], json!({"Env": ["PATH=/bin"]}), &this_arch());
+    layout.index = json!({"schemaVersion": 2, "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest, "size": size}]});
+    let file = machine.path().with_extension("oci.tar.gz");
+    layout.archive(&file);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
+        .args(["images", "import"])
+        .arg(&file)
+        .args(["--as", &format!("{gone}/tools/busybox:1"), "--runtime-dir"])
+        .arg(machine.path())
+        .output()
+        .expect("images import");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&manifest));
+
+    let _declared = declare(
+        &app,
+        ("offline", &gone),
+        Credentials::None,
+        "[images.\"tools:1\"]\ntypes = [\"BATCH\"]\nref = \"offline/tools/busybox:1\"\n",
+    )
+    .await;
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let id = launch(&app, "demo-alice", input("offline", "cat /etc/motd", 256, json!({"image": "tools:1"}))).await;
+    let s = until(&app, &id, ended).await;
+    assert_eq!(s["exitCode"].as_i64(), Some(0), "{s}");
+    assert!(logs(&s).contains("imported for offline use"), "{s}");
+    let image = app
+        .gql(Some("demo-alice"), "query($id: ID!) { session(id: $id) { image { name digest } } }", json!({"id": id}))
+        .await;
+    assert_eq!(image["data"]["session"]["image"], json!({"name": "tools:1", "digest": manifest}), "{image}");
 }

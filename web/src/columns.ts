@@ -2,7 +2,7 @@
 // API sorts by it) and how a row shows it.
 
 import { amount, bytes, duration, h, when } from './dom.js';
-import { counted, slotLabel, typeLabel } from './labels.js';
+import { counted, type Pull, slotLabel, statusLabel, typeLabel } from './labels.js';
 
 export interface Slots {
   cpu: number;
@@ -25,6 +25,8 @@ export interface Row {
   queuePosition: number | null;
   result: string;
   statusInfo: string | null;
+  /** How far its image's pull is, while PULLING. */
+  pull: Pull | null;
   agent: string | null;
   owner: { email: string };
   project: { name: string };
@@ -56,7 +58,7 @@ function slots(r: Row): Slots {
 }
 
 function status(r: Row): Cell {
-  const badge = h('span', { class: `status status-${r.status.toLowerCase()}` }, r.status);
+  const badge = h('span', { class: `status status-${r.status.toLowerCase()}` }, statusLabel(r.status, r.pull));
   if (r.status !== 'PENDING') return badge;
   const why = r.pendingReasons.map((p) => p.message).join(' ');
   return h(

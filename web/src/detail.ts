@@ -4,8 +4,8 @@
 // extension) reads it again, and its log grows line by line until it has ended.
 
 import { ApiError, gql } from './api.js';
-import { byId, fill, h, when } from './dom.js';
-import { typeLabel } from './labels.js';
+import { byId, bytes, fill, h, when } from './dom.js';
+import { statusLabel, typeLabel } from './labels.js';
 import { authorization, subscribe, type Subscription, wsUrl } from './live.js';
 
 interface Detail {
@@ -14,6 +14,7 @@ interface Detail {
   status: string;
   type: string;
   statusInfo: string | null;
+  pull: { percent: number; bytesDone: number; bytesTotal: number; layersDone: number; layersTotal: number } | null;
   pendingReasons: { message: string }[];
   queuePosition: number | null;
   apps: { name: string; url: string | null }[];
@@ -32,7 +33,7 @@ export interface Listed {
 }
 
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
-  pendingReasons { message } apps { name url }
+  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url }
   statusTransitions { fromStatus toStatus occurredAt reason }
   schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 
@@ -136,10 +137,23 @@ function renderSummary(summary: HTMLElement, s: Detail): void {
     h(
       'p',
       {},
-      h('span', { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status }, s.status),
+      h(
+        'span',
+        { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status },
+        statusLabel(s.status, s.pull),
+      ),
       ` ${typeLabel(s.type)}`,
       s.statusInfo ? ` — ${s.statusInfo}` : '',
     ),
+    s.pull
+      ? h(
+          'p',
+          { class: 'pull' },
+          h('progress', { max: 100, value: s.pull.percent, 'aria-label': 'Image pull' }),
+          ` Pulling the image: ${bytes(s.pull.bytesDone)} of ${bytes(s.pull.bytesTotal)}, ` +
+            `${s.pull.layersDone} of ${s.pull.layersTotal} layers`,
+        )
+      : null,
     s.status === 'PENDING'
       ? h(
           'p',

@@ -42,3 +42,13 @@ export function typeLabel(type: string): string {
 export function counted(n: number | string, one: string, many: string): string {
   return `${n} ${Number(n) === 1 ? one : many}`;
 }
+
+/** How far an image's pull is, as the API gives it while a session is PULLING. */
+export interface Pull {
+  percent: number;
+}
+
+/** A status as a badge says it: `PULLING 43 %` while the image is pulled. */
+export function statusLabel(status: string, pull: Pull | null | undefined): string {
+  return pull ? `${status} ${pull.percent} %` : status;
+}

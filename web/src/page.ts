@@ -5,6 +5,7 @@ import { ApiError, gql, setToken, token, whenTokenRefused } from './api.js';
 import { type Column, COLUMNS, type Row } from './columns.js';
 import { openDetail } from './detail.js';
 import { byId, fill, h } from './dom.js';
+import type { Pull } from './labels.js';
 import { openLauncher } from './launcher.js';
 import { subscribe, type Subscription } from './live.js';
 import { renderPanel } from './panel.js';
@@ -49,7 +50,7 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
   sessions(projectId: $p, scope: $scope, filter: $filter, orderBy: $order, first: $first, after: $after, last: $last, before: $before) {
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
     edges { node { id name status type createdAt startedAt terminatedAt elapsedSeconds clusterSize priority
-      queuePosition result statusInfo agent owner { email } project { name } resourceGroup { name } image { name }
+      queuePosition result statusInfo pull { percent } agent owner { email } project { name } resourceGroup { name } image { name }
       requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { cpu memory accelerators { slot amount } }
       pendingReasons { code message } statusChangedBy { kind rule user { email } } expiry { at reason }
       utilization { slot current } } }
@@ -58,7 +59,9 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
 }`;
 
 const EVENTS = `subscription PageEvents($p: ID!, $scope: SessionScope, $after: String) {
-  sessionEvents(projectId: $p, scope: $scope, after: $after) { cursor kind sessionId toStatus session { name statusInfo } }
+  sessionEvents(projectId: $p, scope: $scope, after: $after) {
+    cursor kind sessionId toStatus session { name statusInfo pull { percent } }
+  }
 }`;
 
 /** An event of the list's feed, as the page reads it. */
@@ -67,7 +70,7 @@ interface ListEvent {
   kind: string;
   sessionId: string;
   toStatus: string;
-  session: { name: string; statusInfo: string | null } | null;
+  session: { name: string; statusInfo: string | null; pull: Pull | null } | null;
 }
 
 let state: State | null = null;
@@ -540,6 +543,10 @@ function follow(s: State): void {
     next: (data) => {
       const e = data.sessionEvents;
       lastCursor = e.cursor;
+      if (e.kind === 'PULL_PROGRESS') {
+        pulled(s, e);
+        return;
+      }
       if (e.kind === 'STATUS' && e.toStatus === 'ERROR') failed(s, e);
       scheduleRefresh();
     },
@@ -557,6 +564,17 @@ function follow(s: State): void {
       return false;
     },
   });
+}
+
+/** A pull went on: the row's status cell says how far, in place (nothing else of the list
+ * changes with it). */
+function pulled(s: State, e: ListEvent): void {
+  const row = s.rows.find((r) => r.id === e.sessionId);
+  const cell = document.querySelector<HTMLElement>(`tr[data-session="${CSS.escape(e.sessionId)}"] td[data-column="STATUS"]`);
+  const status = COLUMNS.find((c) => c.key === 'STATUS');
+  if (!row || !cell || !status || !e.session) return;
+  row.pull = e.session.pull;
+  fill(cell, status.render(row));
 }
 
 /** Says that a session failed, with a way to its detail (it is under Finished now). */

@@ -249,11 +249,6 @@ pub fn stored_progress(s: &session::Model) -> Option<(crate::domain::runtime::im
     Some((progress, at))
 }
 
-/// How far a session's image pull is, as the session shows it: while it is PULLING only.
-pub fn pull_shown(s: &session::Model) -> Option<crate::domain::runtime::image::Progress> {
-    (s.status == SessionStatus::Pulling.as_str()).then(|| stored_progress(s).map(|(p, _)| p)).flatten()
-}
-
 /// Records what supervisors say of their sessions' pulls, through the one writer: the
 /// progress of a session still PULLING (a PULL_PROGRESS event, at most once a second per
 /// session, no history line: the PULLING step is the history), and the digest its image
@@ -275,7 +270,7 @@ pub async fn pulls(db: &DatabaseConnection, bus: &EventBus, engine: &str, seen: 
             None => true,
         };
         if status == SessionStatus::Pulling && due {
-            let percent = (progress.bytes_done * 100).checked_div(progress.bytes_total).unwrap_or(0);
+            let percent = progress.percent().unwrap_or(0);
             let message = format!(
                 "pulling: {percent} % ({} of {} bytes, {} of {} layers)",
                 progress.bytes_done, progress.bytes_total, progress.layers_done, progress.layers_total

@@ -73,6 +73,39 @@ pub fn image_apps(image: &entity::image::Model) -> Vec<String> {
     image.apps.as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_owned)).collect()
 }
 
+/// The OCI reference an image is pulled from, as declared with it; `None` for an image
+/// that runs on a root of the machine.
+pub fn image_reference(image: &entity::image::Model) -> Option<String> {
+    let declared = image.local_environment.clone()?;
+    serde_json::from_value::<crate::domain::environments::LocalImage>(declared).ok()?.reference
+}
+
+/// The digest of an image: what a session of it ran (`ran`, its reference resolved when it
+/// was pulled), else the digest its reference pins (`…@sha256:…`), if it names one.
+pub fn image_digest(image: &entity::image::Model, ran: Option<&str>) -> Option<String> {
+    match ran {
+        Some(d) => Some(d.to_owned()),
+        None => image_reference(image)?.rsplit_once('@').map(|(_, d)| d.to_owned()),
+    }
+}
+
+/// How far a session's image pull is, as the session shows it: while it is PULLING only.
+pub fn pull(s: &session::Model) -> Option<crate::domain::runtime::image::Progress> {
+    (s.status == crate::domain::status::SessionStatus::Pulling.as_str())
+        .then(|| crate::domain::runtime::reconcile::stored_progress(s).map(|(p, _)| p))
+        .flatten()
+}
+
+/// A session's status in words, as a file shows it: `PULLING 43 %` while its image is
+/// pulled, the status alone otherwise.
+pub fn status_text(s: &session::Model) -> DomainResult<String> {
+    let status = status(s)?.as_str();
+    Ok(match pull(s).and_then(|p| p.percent()) {
+        Some(percent) => format!("{status} {percent} %"),
+        None => status.to_owned(),
+    })
+}
+
 /// Whole seconds from creation to termination, or to `now` while not terminated.
 pub fn elapsed_seconds(s: &session::Model, now: DateTime<Utc>) -> i64 {
     elapsed_between(s.created_at, s.terminated_at, now)

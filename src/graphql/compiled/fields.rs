@@ -28,7 +28,7 @@ use super::super::errors::ApiResult;
 use super::super::ids::{NodeKind, encode};
 use super::super::people::Role;
 use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
-use super::super::session::{plain, session_plain_fields};
+use super::super::session::{big, int, percent, plain, session_plain_fields};
 use super::super::types::{
     ExpiryReason, IdleCheck, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount,
     SlotUse,
@@ -43,7 +43,9 @@ pub(super) enum Node<'a> {
     User(&'a user::Model),
     Project(&'a project::Model),
     ResourceGroup(&'a resource_group::Model),
-    Image(&'a image::Model),
+    /// An image, with the digest its session ran.
+    Image(&'a image::Model, Option<&'a str>),
+    Pull(crate::domain::runtime::image::Progress),
     LaunchGroup(&'a launch_group::Model),
     Expiry(&'a PageRow, Expiry),
     SlotUse(SlotUse),
@@ -128,6 +130,22 @@ fn expiry_of<'n, 'a>(n: &'n Node<'a>) -> DomainResult<(&'a PageRow, &'n Expiry)>
     match n {
         Node::Expiry(row, e) => Ok((row, e)),
         _ => Err(DomainError::invariant("not a SessionExpiry")),
+    }
+}
+
+/// The image (and the digest its session ran) a getter of `Image` reads.
+fn image_of<'a>(n: &Node<'a>) -> DomainResult<(&'a image::Model, Option<&'a str>)> {
+    match n {
+        Node::Image(i, ran) => Ok((i, *ran)),
+        _ => Err(DomainError::invariant("not an Image")),
+    }
+}
+
+/// The progress a getter of `PullProgress` reads.
+fn pull_of<'n>(n: &'n Node<'_>) -> DomainResult<&'n crate::domain::runtime::image::Progress> {
+    match n {
+        Node::Pull(p) => Ok(p),
+        _ => Err(DomainError::invariant("not a PullProgress")),
     }
 }
 
@@ -220,10 +238,21 @@ pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
             get!(|n, p| leaf(session_types(&node!(n, ResourceGroup).allowed_session_types)))
         }
 
-        ("Image", "name") => get!(|n, p| text(&node!(n, Image).name)),
-        ("Image", "supportedTypes") => get!(|n, p| leaf(session_types(&node!(n, Image).supported_types))),
-        ("Image", "minimumSlots") => get!(|n, p| amounts(minimum_slots(node!(n, Image)).map_err(|e| e.0)?)),
-        ("Image", "apps") => get!(|n, p| leaf(image_apps(node!(n, Image)))),
+        ("Image", "name") => get!(|n, p| text(&image_of(n)?.0.name)),
+        ("Image", "supportedTypes") => get!(|n, p| leaf(session_types(&image_of(n)?.0.supported_types))),
+        ("Image", "minimumSlots") => get!(|n, p| amounts(minimum_slots(image_of(n)?.0).map_err(|e| e.0)?)),
+        ("Image", "apps") => get!(|n, p| leaf(image_apps(image_of(n)?.0))),
+        ("Image", "reference") => get!(|n, p| leaf(crate::domain::sessions::image_reference(image_of(n)?.0))),
+        ("Image", "digest") => get!(|n, p| {
+            let (image, ran) = image_of(n)?;
+            leaf(crate::domain::sessions::image_digest(image, ran))
+        }),
+
+        ("PullProgress", "bytesDone") => get!(|n, p| leaf(big(pull_of(n)?.bytes_done))),
+        ("PullProgress", "bytesTotal") => get!(|n, p| leaf(big(pull_of(n)?.bytes_total))),
+        ("PullProgress", "layersDone") => get!(|n, p| leaf(int(pull_of(n)?.layers_done))),
+        ("PullProgress", "layersTotal") => get!(|n, p| leaf(int(pull_of(n)?.layers_total))),
+        ("PullProgress", "percent") => get!(|n, p| leaf(percent(pull_of(n)?))),
 
         ("LaunchGroup", "id") => get!(|n, p| leaf(encode(NodeKind::LaunchGroup, node!(n, LaunchGroup).id))),
         ("LaunchGroup", "name") => get!(|n, p| text(&node!(n, LaunchGroup).name)),
@@ -338,7 +367,13 @@ fn session(field: &str) -> Option<Get> {
             let group = p.groups.get(&s.resource_group).ok_or_else(|| missing("resource group"))?;
             Ok(Out::One(Node::ResourceGroup(group)))
         }),
-        "image" => get!(|s, row, p| Ok(Out::One(Node::Image(p.images.get(&s.image).ok_or_else(|| missing("image"))?)))),
+        "image" => get!(|s, row, p| {
+            let image = p.images.get(&s.image).ok_or_else(|| missing("image"))?;
+            Ok(Out::One(Node::Image(image, s.image_digest.as_deref())))
+        }),
+        "pull" => {
+            get!(|s, row, p| Ok(crate::domain::sessions::pull(s).map_or(Out::Null, |pull| Out::One(Node::Pull(pull)))))
+        }
         "pendingReasons" => get!(|s, row, p| {
             let reasons = crate::domain::sessions::pending_reasons(s)?;
             Ok(Out::Many(reasons.into_iter().map(|r| Node::PendingReason(r.into())).collect()))
@@ -459,7 +494,6 @@ mod tests {
         ("Session", "callbacks"),            // the detail panel's: statements of its own
         ("Session", "schedulingHistory"),    // arguments, a statement per session
         ("Session", "apps"),                 // the runtime's terminal
-        ("Session", "pull"),                 // the detail panel's, while PULLING
         ("Project", "sessionScopes"),        // the viewer's membership
         ("Session", "logs"),                 // arguments, a statement per session
         ("Session", "utilizationHistory"),   // arguments, a statement per session

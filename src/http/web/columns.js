@@ -1,14 +1,14 @@
 // The list's columns: each `SessionColumnKey` with its heading, its sort field (when the
 // API sorts by it) and how a row shows it.
 import { amount, bytes, duration, h, when } from './dom.js';
-import { counted, slotLabel, typeLabel } from './labels.js';
+import { counted, slotLabel, statusLabel, typeLabel } from './labels.js';
 const LIVE = new Set(['PREPARING', 'PULLING', 'PREPARED', 'CREATING', 'RUNNING', 'TERMINATING']);
 /** A running session's slots are what it occupies; a waiting or ended one's, what it asked for. */
 function slots(r) {
     return LIVE.has(r.status) ? r.occupiedSlots : r.requestedSlots;
 }
 function status(r) {
-    const badge = h('span', { class: `status status-${r.status.toLowerCase()}` }, r.status);
+    const badge = h('span', { class: `status status-${r.status.toLowerCase()}` }, statusLabel(r.status, r.pull));
     if (r.status !== 'PENDING')
         return badge;
     const why = r.pendingReasons.map((p) => p.message).join(' ');

@@ -3,11 +3,11 @@
 // open, it follows the session: each event of it (a status change, a rename, an
 // extension) reads it again, and its log grows line by line until it has ended.
 import { ApiError, gql } from './api.js';
-import { byId, fill, h, when } from './dom.js';
-import { typeLabel } from './labels.js';
+import { byId, bytes, fill, h, when } from './dom.js';
+import { statusLabel, typeLabel } from './labels.js';
 import { authorization, subscribe, wsUrl } from './live.js';
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
-  pendingReasons { message } apps { name url }
+  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url }
   statusTransitions { fromStatus toStatus occurredAt reason }
   schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 /** Its last 200 lines, then each new one until it has ended (at once, if it has). */
@@ -106,7 +106,10 @@ export async function openDetail(id, name, listed) {
     });
 }
 function renderSummary(summary, s) {
-    fill(summary, h('p', {}, h('span', { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status }, s.status), ` ${typeLabel(s.type)}`, s.statusInfo ? ` — ${s.statusInfo}` : ''), s.status === 'PENDING'
+    fill(summary, h('p', {}, h('span', { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status }, statusLabel(s.status, s.pull)), ` ${typeLabel(s.type)}`, s.statusInfo ? ` — ${s.statusInfo}` : ''), s.pull
+        ? h('p', { class: 'pull' }, h('progress', { max: 100, value: s.pull.percent, 'aria-label': 'Image pull' }), ` Pulling the image: ${bytes(s.pull.bytesDone)} of ${bytes(s.pull.bytesTotal)}, ` +
+            `${s.pull.layersDone} of ${s.pull.layersTotal} layers`)
+        : null, s.status === 'PENDING'
         ? h('p', { class: 'reasons' }, s.queuePosition !== null ? `#${s.queuePosition} in queue. ` : '', s.pendingReasons.map((r) => r.message).join(' '))
         : null, h('h3', {}, 'Status transitions'), h('ol', { class: 'transitions' }, s.statusTransitions.map((t) => h('li', {}, `${when(t.occurredAt)}: ${t.fromStatus ?? '—'} → ${t.toStatus}`, t.reason ? ` (${t.reason})` : ''))), h('h3', {}, 'Scheduling history'), h('table', { class: 'history' }, h('thead', {}, h('tr', {}, h('th', {}, 'When'), h('th', {}, 'Phase'), h('th', {}, 'Result'), h('th', {}, 'Message'))), h('tbody', {}, s.schedulingHistory.edges.map(({ node: e }) => h('tr', {}, h('td', {}, when(e.createdAt)), h('td', {}, e.phase), h('td', {}, e.result), h('td', {}, e.message, e.attempts > 1 ? ` (×${e.attempts}, last ${when(e.lastTriedAt)})` : ''))))));
 }

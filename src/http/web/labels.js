@@ -35,3 +35,7 @@ export function typeLabel(type) {
 export function counted(n, one, many) {
     return `${n} ${Number(n) === 1 ? one : many}`;
 }
+/** A status as a badge says it: `PULLING 43 %` while the image is pulled. */
+export function statusLabel(status, pull) {
+    return pull ? `${status} ${pull.percent} %` : status;
+}

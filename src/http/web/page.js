@@ -16,7 +16,7 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
   sessions(projectId: $p, scope: $scope, filter: $filter, orderBy: $order, first: $first, after: $after, last: $last, before: $before) {
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
     edges { node { id name status type createdAt startedAt terminatedAt elapsedSeconds clusterSize priority
-      queuePosition result statusInfo agent owner { email } project { name } resourceGroup { name } image { name }
+      queuePosition result statusInfo pull { percent } agent owner { email } project { name } resourceGroup { name } image { name }
       requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { cpu memory accelerators { slot amount } }
       pendingReasons { code message } statusChangedBy { kind rule user { email } } expiry { at reason }
       utilization { slot current } } }
@@ -24,7 +24,9 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
   sessionCounts(projectId: $p, scope: $scope, filter: $counted) { running finished }
 }`;
 const EVENTS = `subscription PageEvents($p: ID!, $scope: SessionScope, $after: String) {
-  sessionEvents(projectId: $p, scope: $scope, after: $after) { cursor kind sessionId toStatus session { name statusInfo } }
+  sessionEvents(projectId: $p, scope: $scope, after: $after) {
+    cursor kind sessionId toStatus session { name statusInfo pull { percent } }
+  }
 }`;
 let state = null;
 let events = null;
@@ -493,6 +495,10 @@ function follow(s) {
         next: (data) => {
             const e = data.sessionEvents;
             lastCursor = e.cursor;
+            if (e.kind === 'PULL_PROGRESS') {
+                pulled(s, e);
+                return;
+            }
             if (e.kind === 'STATUS' && e.toStatus === 'ERROR')
                 failed(s, e);
             scheduleRefresh();
@@ -512,6 +518,17 @@ function follow(s) {
             return false;
         },
     });
+}
+/** A pull went on: the row's status cell says how far, in place (nothing else of the list
+ * changes with it). */
+function pulled(s, e) {
+    const row = s.rows.find((r) => r.id === e.sessionId);
+    const cell = document.querySelector(`tr[data-session="${CSS.escape(e.sessionId)}"] td[data-column="STATUS"]`);
+    const status = COLUMNS.find((c) => c.key === 'STATUS');
+    if (!row || !cell || !status || !e.session)
+        return;
+    row.pull = e.session.pull;
+    fill(cell, status.render(row));
 }
 /** Says that a session failed, with a way to its detail (it is under Finished now). */
 function failed(s, e) {

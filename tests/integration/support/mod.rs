@@ -573,6 +573,16 @@ pub fn error_codes(resp: &Value) -> Vec<String> {
 }
 
 /// Declares, for each named `async fn(TestApp)`, a test on SQLite and one on PostgreSQL.
+/// A document the Sessions page itself sends: the constant `name` of `web/src/FILE`.
+pub fn page_document(file: &str, name: &str) -> String {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("web/src").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let start = format!("const {name} = `");
+    let from = text.find(&start).unwrap_or_else(|| panic!("{name} in {file}")) + start.len();
+    let to = text[from..].find('`').expect("its end") + from;
+    text[from..to].to_owned()
+}
+
 #[macro_export]
 macro_rules! db_tests {
     ($($name:ident),+ $(,)?) => {$(

@@ -10,7 +10,10 @@
 //! - [`store`]: the store's layout, its locks (one puller per blob and per image, across
 //!   processes), and the unpacking of a root from its layers.
 //! - [`unpack`]: one layer applied to a root, safely.
+//! - [`import`]: images from a file (an OCI layout, a `docker save` archive), for a site
+//!   without a registry.
 
+pub mod import;
 pub mod pull;
 pub mod registry;
 pub mod store;
@@ -28,6 +31,15 @@ pub struct Progress {
     pub bytes_total: u64,
     pub layers_done: u32,
     pub layers_total: u32,
+}
+
+impl Progress {
+    /// The share of the bytes done, in whole percent; `None` before the total is known.
+    pub fn percent(&self) -> Option<u8> {
+        (self.bytes_done.min(self.bytes_total) * 100)
+            .checked_div(self.bytes_total)
+            .map(|p| u8::try_from(p).unwrap_or(100))
+    }
 }
 
 /// Why a pull failed, in the registry's own words where it gave any. Never holds a

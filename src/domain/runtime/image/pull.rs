@@ -22,9 +22,9 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::registry::Target;
-use super::store::{Layer, Parts, Store, Unpacked};
+use super::store::{Parts, Store, Unpacked};
 use super::unpack::Owner;
-use super::{ImageConfig, Progress, PullError, platform};
+use super::{Progress, PullError, platform};
 
 /// How a pull behaves.
 #[derive(Clone, Debug)]
@@ -86,15 +86,19 @@ pub async fn pull(
         ..Default::default()
     });
     let fetch = Fetch { store, client: &client, reference: &reference, options };
-    let (manifest, digest) = match fetch.retrying(|| client.pull_image_manifest(&reference, &auth)).await {
+    // What this machine pulled (or imported) as this tag before, if anything: it serves
+    // when the registry cannot be reached, at once (an air-gapped site runs on, without
+    // waiting out the retries).
+    let before = match reference.digest() {
+        None => store.resolved(&target.reference).and_then(|d| store.unpacked(&d)),
+        Some(_) => None,
+    };
+    let attempts = if before.is_some() { 1 } else { options.attempts };
+    let (manifest, digest) = match fetch.retrying(attempts, || client.pull_image_manifest(&reference, &auth)).await {
         Ok(answer) => answer,
         Err(e) => {
             let failed = classify(&e, &target.reference);
-            // Asked for a tag's newest and the registry cannot be reached: what this
-            // machine pulled before serves (an air-gapped site runs on).
-            if let PullError::Unreachable(_) = failed
-                && let Some(image) = store.resolved(&target.reference).and_then(|d| store.unpacked(&d))
-            {
+            if let (PullError::Unreachable(_), Some(image)) = (&failed, before) {
                 store.touch(&image.record.digest)?;
                 return Ok(Pulled { image, fetched: false });
             }
@@ -125,38 +129,12 @@ pub async fn pull(
     fetch.blob(&manifest.config, &mut progress, report).await?;
     let config_bytes = std::fs::read(store.blob(&manifest.config.digest)?)
         .map_err(|e| PullError::io("reading the image's config", &e))?;
-    let config = ImageConfig::parse(&config_bytes)?;
-    let diff_ids = diff_ids(&config_bytes);
-    if !diff_ids.is_empty() && diff_ids.len() != manifest.layers.len() {
-        return Err(PullError::Invalid(format!(
-            "the config lists {} layers, the manifest {}",
-            diff_ids.len(),
-            manifest.layers.len()
-        )));
-    }
+    let parts = Parts::of(digest.clone(), target.reference.clone(), &manifest, &config_bytes)?;
     for layer in &manifest.layers {
         fetch.blob(layer, &mut progress, report).await?;
         progress.layers_done += 1;
         report(progress);
     }
-    let layers: Vec<Layer> = manifest
-        .layers
-        .iter()
-        .enumerate()
-        .map(|(i, l)| Layer {
-            digest: l.digest.clone(),
-            media_type: l.media_type.clone(),
-            diff_id: diff_ids.get(i).cloned(),
-            size: size(l),
-        })
-        .collect();
-    let parts = Parts {
-        digest: digest.clone(),
-        reference: target.reference.clone(),
-        config,
-        config_blob: manifest.config.digest.clone(),
-        layers,
-    };
     let (unpacking, owner, limit) = (store.clone(), options.owner, options.limit);
     let image = tokio::task::spawn_blocking(move || unpacking.unpack(&parts, owner, limit))
         .await
@@ -164,18 +142,6 @@ pub async fn pull(
     store.remember(&target.reference, &digest)?;
     store.touch(&digest)?;
     Ok(Pulled { image, fetched: true })
-}
-
-/// The config's `rootfs.diff_ids`, in layer order.
-fn diff_ids(config: &[u8]) -> Vec<String> {
-    serde_json::from_slice::<serde_json::Value>(config)
-        .ok()
-        .and_then(|c| {
-            c["rootfs"]["diff_ids"]
-                .as_array()
-                .map(|ids| ids.iter().filter_map(|i| i.as_str().map(str::to_owned)).collect())
-        })
-        .unwrap_or_default()
 }
 
 struct Fetch<'a> {
@@ -186,14 +152,15 @@ struct Fetch<'a> {
 }
 
 impl Fetch<'_> {
-    /// `attempt` again while the registry is unreachable, waiting longer each time.
-    async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T, OciDistributionError>
+    /// `attempt` again (`attempts` in all) while the registry is unreachable, waiting longer
+    /// each time.
+    async fn retrying<T, F, Fut>(&self, attempts: u32, mut attempt: F) -> Result<T, OciDistributionError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, OciDistributionError>>,
     {
         let mut wait = self.options.backoff;
-        for _ in 1..self.options.attempts.max(1) {
+        for _ in 1..attempts.max(1) {
             match attempt().await {
                 Err(e) if retryable(&e) => {
                     tokio::time::sleep(wait).await;

@@ -55,6 +55,55 @@ pub struct Parts {
     pub layers: Vec<Layer>,
 }
 
+impl Parts {
+    /// An image's parts as its manifest (of digest `digest`) and its config's bytes say.
+    pub fn of(
+        digest: String,
+        reference: String,
+        manifest: &oci_client::manifest::OciImageManifest,
+        config: &[u8],
+    ) -> Result<Self, PullError> {
+        let diff_ids = diff_ids(config);
+        if !diff_ids.is_empty() && diff_ids.len() != manifest.layers.len() {
+            return Err(PullError::Invalid(format!(
+                "the config lists {} layers, the manifest {}",
+                diff_ids.len(),
+                manifest.layers.len()
+            )));
+        }
+        let layers = manifest
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Layer {
+                digest: l.digest.clone(),
+                media_type: l.media_type.clone(),
+                diff_id: diff_ids.get(i).cloned(),
+                size: u64::try_from(l.size).unwrap_or(0),
+            })
+            .collect();
+        Ok(Self {
+            digest,
+            reference,
+            config: ImageConfig::parse(config)?,
+            config_blob: manifest.config.digest.clone(),
+            layers,
+        })
+    }
+}
+
+/// The config's `rootfs.diff_ids`, in layer order.
+fn diff_ids(config: &[u8]) -> Vec<String> {
+    serde_json::from_slice::<serde_json::Value>(config)
+        .ok()
+        .and_then(|c| {
+            c["rootfs"]["diff_ids"]
+                .as_array()
+                .map(|ids| ids.iter().filter_map(|i| i.as_str().map(str::to_owned)).collect())
+        })
+        .unwrap_or_default()
+}
+
 /// What the store knows of an unpacked image.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -146,6 +195,49 @@ impl Store {
     /// Moves a complete, verified partial file into place.
     pub fn commit_blob(&self, partial: &Path, digest: &str) -> Result<(), PullError> {
         fs::rename(partial, self.blob(digest)?).map_err(|e| PullError::io("storing a blob", &e))
+    }
+
+    /// Streams `from` into the store as a blob whose digest is computed as it goes (and
+    /// must be `expected` where the source names one), taking at most `budget` bytes from
+    /// it. Returns the digest and the size. The partial file is named after a lock of its
+    /// own, held while it is written, so [`Self::clean`] leaves it alone.
+    pub fn ingest(
+        &self,
+        from: &mut dyn Read,
+        expected: Option<&str>,
+        budget: &mut u64,
+    ) -> Result<(String, u64), PullError> {
+        let token = crate::domain::secrets::hex(&rand::random::<[u8; 32]>());
+        let lock = self.lock_file(&token).map_err(|e| PullError::io("the store's lock", &e))?;
+        lock.lock().map_err(|e| PullError::io("the store's lock", &e))?;
+        let partial = self.dir.join("tmp").join(format!("{token}.{}.part", std::process::id()));
+        let written = (|| {
+            let mut file = File::create(&partial).map_err(|e| PullError::io("writing a blob", &e))?;
+            let mut hashing = Hashing::new(from.take(budget.saturating_add(1)));
+            let size = io::copy(&mut hashing, &mut file).map_err(|e| PullError::io("writing a blob", &e))?;
+            if size > *budget {
+                return Err(PullError::TooLarge(format!("more bytes than the image cache's limit of {}", *budget)));
+            }
+            let digest = hashing.digest();
+            if let Some(expected) = expected
+                && expected != digest
+            {
+                return Err(PullError::DigestMismatch { expected: expected.to_owned(), actual: digest });
+            }
+            let _blob = self.lock(&digest)?;
+            if self.has_blob(&digest) {
+                fs::remove_file(&partial).ok();
+            } else {
+                self.commit_blob(&partial, &digest)?;
+            }
+            *budget -= size;
+            Ok((digest, size))
+        })();
+        if written.is_err() {
+            fs::remove_file(&partial).ok();
+        }
+        fs::remove_file(self.dir.join("locks").join(&token)).ok();
+        written
     }
 
     pub fn root(&self, digest: &str) -> Result<PathBuf, PullError> {
