@@ -340,7 +340,53 @@ async fn the_detail_panel_opens_a_terminal_in_the_session(mut app: TestApp) {
     assert!(terminal.contains("answer-42"), "{terminal}");
 }
 
+/// A pull as the page shows it: the status cell says `PULLING n %` and follows each
+/// PULL_PROGRESS event in place (the list is not read again for it), and the detail panel
+/// has a progress bar. The supervisor's reports come as the runtime passes them on, through
+/// the one writer (`reconcile::pulls`), a little further every second.
+async fn the_status_cell_follows_a_pull(mut app: TestApp) {
+    use sea_orm::{ActiveModelTrait, EntityTrait};
+    use sessiond::domain::runtime::image::Progress;
+    use sessiond::domain::runtime::local::files::PullState;
+    use sessiond::domain::runtime::reconcile::{PullSeen, pulls};
+    let Some(chromium) = crate::support::chromium() else { return };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if !crate::support::node_package(&dir, "playwright-core", "a pull on the Sessions page") {
+        return;
+    }
+    let slots = json!({"cpu": 1, "mem": 1_i64 << 30});
+    let row = crate::support::session_row("alice@example.com", "default/default", "page-pulling", "PULLING", slots);
+    let id = row.insert(&app.db).await.expect("a session").id;
+    let addr = app.serve().await;
+    let (db, bus) = (app.db.clone(), app.bus.clone());
+    let reports = tokio::spawn(async move {
+        for done in 1..100_u64 {
+            let session = entity::session::Entity::find_by_id(id).one(&db).await.expect("read").expect("the session");
+            let progress = Progress { bytes_done: done * 10, bytes_total: 1000, layers_done: 0, layers_total: 3 };
+            let seen = PullSeen { session, state: PullState { progress, digest: None } };
+            pulls(&db, &bus, "test", vec![seen]).await.expect("recorded");
+            tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        }
+    });
+    let args = [format!("http://{addr}"), "page-pulling".to_owned()];
+    let r = crate::support::browser_script("pull_page.mjs", &args, &chromium).await;
+    reports.abort();
+    assert!(r.get("failure").is_none(), "{r:#}");
+    assert_eq!((&r["blocked"], &r["errors"]), (&json!([]), &json!([])), "{r}");
+    let percent = |key: &str| -> u64 {
+        let text = r[key].as_str().unwrap_or_default();
+        let n = text.strip_prefix("PULLING ").and_then(|t| t.strip_suffix(" %"));
+        n.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{key}: {text:?} is PULLING n %"))
+    };
+    assert!(percent("first") < percent("second") && percent("second") < percent("third"), "{r}");
+    assert_eq!(r["listReadsBetween"], 0, "the cell followed the event in place: {r}");
+    assert_eq!(r["detailBar"]["max"], 100, "{r}");
+    assert!(r["detailBar"]["value"].as_u64().is_some_and(|v| (1..100).contains(&v)), "{r}");
+    assert!(r["detailText"].as_str().is_some_and(|t| t.contains("of 3 layers")), "{r}");
+}
+
 db_tests!(
+    the_status_cell_follows_a_pull,
     the_page_is_served_whole_and_offline,
     the_sessions_page_works_in_a_real_browser,
     the_detail_panel_opens_a_terminal_in_the_session
