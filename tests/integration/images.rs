@@ -215,6 +215,60 @@ async fn a_tampered_blob_and_no_credentials_fail_and_leave_nothing() {
     assert!(matches!(err, PullError::Unreachable(_)), "{err}");
 }
 
+/// A registry behind bearer-token auth (Docker Hub's, Harbor's kind): the test user's
+/// credentials get a token from its token service, a site's static token (`token_file`) is
+/// taken as it is; a wrong password and no credentials are "unauthorized", and nothing of
+/// a credential shows in the error.
+#[tokio::test]
+async fn bearer_tokens_from_a_token_service_and_a_token_file() {
+    use crate::support::registry::{STATIC_TOKEN, token_gateway};
+    let Some(r) = registry() else { return };
+    let layer = tar(&[Entry::File("etc/motd", b"behind a token", 0o644)]);
+    let pushed = r.push_image("bearer/motd", "1", &[layer], Compression::Gzip, json!({}), "amd64").await;
+    let gateway = token_gateway(r).await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{text}\n")).expect("a secret file");
+        path
+    };
+    let hub = |username: Option<&str>, password_file: Option<std::path::PathBuf>, token_file| {
+        let reg = registry::Registry {
+            url: format!("http://{}", gateway.host),
+            insecure: true,
+            username: username.map(str::to_owned),
+            password_file,
+            token_file,
+        };
+        reg.validate().expect("a valid declaration");
+        registry::resolve("hub/bearer/motd:1", &BTreeMap::from([("hub".to_owned(), reg)])).expect("a target")
+    };
+    let pull_into = |target: Target| async move {
+        let runtime = tempfile::tempdir().expect("a runtime directory");
+        let store = Store::open(runtime.path()).expect("a store");
+        let result = pull_recording(&store, &target, &options()).await.0;
+        (result, roots(&store))
+    };
+
+    let (pulled, _) = pull_into(hub(Some(USER), Some(file("password", PASSWORD)), None)).await;
+    let pulled = pulled.expect("pulled with a token of the token service");
+    assert_eq!(pulled.image.record.digest, pushed.manifest);
+    assert!(!gateway.issued.lock().expect("tokens").is_empty(), "the token service issued the token used");
+
+    let before = gateway.issued.lock().expect("tokens").len();
+    let (pulled, _) = pull_into(hub(None, None, Some(file("token", STATIC_TOKEN)))).await;
+    assert_eq!(pulled.expect("pulled with the site's token").image.record.digest, pushed.manifest);
+    assert_eq!(gateway.issued.lock().expect("tokens").len(), before, "a static token asks the service nothing");
+
+    let (refused, left) = pull_into(hub(Some(USER), Some(file("wrong", "not-the-password")), None)).await;
+    let e = refused.expect_err("a wrong password");
+    assert!(matches!(e, PullError::Unauthorized(_)), "{e}");
+    assert!(!e.to_string().contains("not-the-password"), "{e}");
+    assert_eq!(left, 0);
+    let (refused, _) = pull_into(hub(None, None, None)).await;
+    assert!(matches!(refused, Err(PullError::Unauthorized(_))), "{refused:?}");
+}
+
 #[tokio::test]
 async fn an_index_picks_this_platform() {
     let Some(r) = registry() else { return };

@@ -319,3 +319,82 @@ pub async fn throttled(host: &str, bytes_per_second: u64) -> String {
     });
     address
 }
+
+/// A site's static token the token gateway takes as it is (`token_file`).
+pub const STATIC_TOKEN: &str = "static-test-token";
+
+/// The registry behind bearer-token auth, as Docker Hub's, Harbor's and GitLab's are.
+pub struct Gateway {
+    /// `127.0.0.1:PORT`
+    pub host: String,
+    /// Tokens its token service issued.
+    pub issued: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// [`Gateway`]: `/v2/…` answers 401 with a `Bearer` challenge naming its token service
+/// (`/token`) unless the request carries a token the service issued, or [`STATIC_TOKEN`];
+/// the service issues one for the test user's basic credentials, and refuses others.
+/// Behind it, the registry, asked with basic auth; answers stream through. It runs as long
+/// as the test process.
+pub async fn token_gateway(registry: &Registry) -> Gateway {
+    use axum::body::Body;
+    use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+    use base64::Engine as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a gateway port");
+    let host = listener.local_addr().expect("its address").to_string();
+    let issued = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (upstream, realm, tokens) = (registry.host.clone(), format!("http://{host}/token"), issued.clone());
+    let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}")));
+    let handler = move |req: Request<Body>| {
+        let (upstream, realm, tokens, basic) = (upstream.clone(), realm.clone(), tokens.clone(), basic.clone());
+        async move {
+            let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+            let path = req.uri().path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
+            let status = |code: StatusCode| Response::builder().status(code);
+            if req.uri().path() == "/token" {
+                if given != basic {
+                    return status(StatusCode::UNAUTHORIZED).body(Body::from("{}")).expect("a response");
+                }
+                let token = format!("issued-{}", uuid::Uuid::new_v4());
+                tokens.lock().expect("tokens").push(token.clone());
+                let body = json!({"token": token, "access_token": token, "expires_in": 300}).to_string();
+                return status(StatusCode::OK)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(body))
+                    .expect("a response");
+            }
+            let bearer = given.strip_prefix("Bearer ").unwrap_or("");
+            let known = bearer == STATIC_TOKEN || tokens.lock().expect("tokens").iter().any(|t| t == bearer);
+            if !known {
+                let challenge = format!("Bearer realm=\"{realm}\",service=\"sessiond-tests\"");
+                let body = json!({"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]});
+                return status(StatusCode::UNAUTHORIZED)
+                    .header(header::WWW_AUTHENTICATE, HeaderValue::from_str(&challenge).expect("a header"))
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(body.to_string()))
+                    .expect("a response");
+            }
+            let mut ask = reqwest::Client::new()
+                .request(req.method().clone(), format!("http://{upstream}{path}"))
+                .basic_auth(USER, Some(PASSWORD));
+            if let Some(accept) = req.headers().get(header::ACCEPT) {
+                ask = ask.header(header::ACCEPT, accept.clone());
+            }
+            let Ok(answer) = ask.send().await else {
+                return status(StatusCode::BAD_GATEWAY).body(Body::empty()).expect("a response");
+            };
+            let mut out = status(answer.status());
+            for name in
+                [header::CONTENT_TYPE, header::CONTENT_LENGTH, header::HeaderName::from_static("docker-content-digest")]
+            {
+                if let Some(v) = answer.headers().get(&name) {
+                    out = out.header(name, v.clone());
+                }
+            }
+            out.body(Body::from_stream(answer.bytes_stream())).expect("a response")
+        }
+    };
+    let app = axum::Router::new().fallback(handler);
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    Gateway { host, issued }
+}
