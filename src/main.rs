@@ -175,7 +175,7 @@ fn pull_image(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn st
     }
     let target = registry::resolve(&reference, &registries)?;
     let store = Store::open(&runtime_dir)?;
-    let options = pull::Options { refresh: true, ..store_options(image_cache_limit) };
+    let options = pull::Options { refresh: true, ..pull::Options::on_this_machine(image_cache_limit) };
     let mut last = std::time::Instant::now();
     let mut hear = |p: Progress| {
         if last.elapsed() >= std::time::Duration::from_secs(1) {
@@ -200,18 +200,6 @@ fn pull_image(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn st
     Ok(())
 }
 
-/// How the commands write into the store: as the sandbox's user when run as root, within
-/// `limit` bytes.
-fn store_options(limit: u64) -> domain::runtime::image::pull::Options {
-    let nobody = domain::runtime::local::sandbox::NOBODY;
-    domain::runtime::image::pull::Options {
-        owner: domain::runtime::local::sandbox::is_root()
-            .then_some(domain::runtime::image::unpack::Owner { uid: nobody, gid: nobody }),
-        limit,
-        ..Default::default()
-    }
-}
-
 /// `sessiond images import`: the images of a file into the store.
 fn import_images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn std::error::Error>> {
     use domain::runtime::image::{import, store::Store};
@@ -219,7 +207,7 @@ fn import_images(command: sessiond::config::ImagesCommand) -> Result<(), Box<dyn
         return Err("not an import".into());
     };
     let store = Store::open(&runtime_dir)?;
-    let options = store_options(image_cache_limit);
+    let options = domain::runtime::image::pull::Options::on_this_machine(image_cache_limit);
     for imported in import::import(&store, &file, &names, &options)? {
         let r = &imported.image.record;
         println!("{} {}", r.digest, imported.references.join(" "));

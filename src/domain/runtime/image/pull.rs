@@ -47,6 +47,20 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// How this machine's store is written, within `limit` bytes: the files belong to the
+    /// sandbox's user when the process runs as root (the server, a job's supervisor, the
+    /// `images` commands alike).
+    pub fn on_this_machine(limit: u64) -> Self {
+        use crate::domain::runtime::local::sandbox;
+        Self {
+            owner: sandbox::is_root().then_some(Owner { uid: sandbox::NOBODY, gid: sandbox::NOBODY }),
+            limit,
+            ..Self::default()
+        }
+    }
+}
+
 /// What a pull gives: the unpacked image, and whether the registry was asked at all.
 #[derive(Clone, Debug)]
 pub struct Pulled {

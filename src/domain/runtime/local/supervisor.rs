@@ -23,7 +23,7 @@ use super::sandbox::{self, Wrapping};
 use super::signal::{self, KILL, TERM};
 use crate::domain::runtime::TIMEOUT_EXIT_CODE;
 use crate::domain::runtime::image::store::{Store, Unpacked};
-use crate::domain::runtime::image::unpack::{self, Owner};
+use crate::domain::runtime::image::unpack;
 use crate::domain::runtime::image::{Progress, pull};
 
 const POLL: Duration = Duration::from_millis(50);
@@ -96,12 +96,7 @@ fn pull(
         .enable_all()
         .build()
         .map_err(|e| failed(format!("cannot pull: {e}")))?;
-    let options = pull::Options {
-        owner: sandbox::is_root().then_some(Owner { uid: sandbox::NOBODY, gid: sandbox::NOBODY }),
-        limit: image.limit,
-        refresh: image.refresh,
-        ..pull::Options::default()
-    };
+    let options = pull::Options { refresh: image.refresh, ..pull::Options::on_this_machine(image.limit) };
     let mut last: Option<Instant> = None;
     let mut hear = |progress: Progress| {
         if state.phase != Phase::Pulling {
@@ -135,7 +130,9 @@ fn pull(
         if store.unpacked(&digest).is_none() {
             continue;
         }
-        for gone in store.evict(image.limit) {
+        // Only what was fetched makes the store grow past its limit.
+        let evicted = if pulled.fetched { store.evict(image.limit) } else { Vec::new() };
+        for gone in evicted {
             // The supervisor's own log: what else the machine holds is no session's business.
             eprintln!("sessiond supervise: removed image {gone} (unused, the store over --image-cache-limit)");
         }
