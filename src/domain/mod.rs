@@ -4,6 +4,7 @@
 
 pub mod actor;
 pub mod apply;
+pub mod apps;
 pub mod auth;
 pub mod callbacks;
 pub mod catalog;

@@ -107,12 +107,25 @@ pub const REGISTRY_KEYS: &[Key] = &[
 pub const IMAGE_KEYS: &[Key] = &[
     key("types", "list of session types", REQUIRED, "the session types it can run"),
     key("minimum", SLOTS, "none", "the least a session of it may ask for"),
-    key("apps", "list of strings", "none", "the applications it offers (terminal, jupyter, …)"),
+    key(
+        "apps",
+        "list of names or tables",
+        "none",
+        "the applications it offers: a name (terminal, jupyter, tensorboard, …) or { name, port, command, base_path }",
+    ),
     key("ref", "REGISTRY/REPOSITORY:TAG or …@sha256:…", "none", "the OCI image pulled for it (instead of root)"),
     key("root", "\"host\" or an absolute directory", "host", "where sessiond runs it itself: the root it sees"),
     key("command", "string", "exec sleep infinity", "what an interactive session runs"),
     key("prepare", "string", "none", "a one-time step before its first session on a machine (PULLING)"),
     key("env", "table of strings", "none", "environment variables of its sessions"),
+];
+
+/// The keys of one app of an image's `apps`.
+pub const APP_KEYS: &[Key] = &[
+    key("name", "lower-case letters, digits and -", REQUIRED, "its name, a part of its address"),
+    key("port", "1 to 65535", REQUIRED, "where it listens inside the session, on the session's own loopback"),
+    key("command", "string", "none", "what starts it with the session ({base}: the path it is served under)"),
+    key("base_path", "boolean", "false", "it is served under its base path; otherwise the proxy takes it off"),
 ];
 
 /// The names of `keys`.
@@ -150,6 +163,11 @@ pub const ENTRIES: &[EntryKind] = &[
         header: "[images.\"NAME\"]",
         note: "ref, root, command, prepare, env: where sessiond runs it",
         keys: IMAGE_KEYS,
+    },
+    EntryKind {
+        header: "[images.\"NAME\"] apps = [{ … }]",
+        note: "each app with its port (a name alone is an app too)",
+        keys: APP_KEYS,
     },
 ];
 
@@ -205,6 +223,7 @@ mod tests {
             "[agents.NAME]" => ("[resource_groups.g]\n[agents.a]", vec![("resource_group", "\"g\"")]),
             "[registries.NAME]" => ("[registries.r]", vec![("url", "\"https://r.example.org\"")]),
             "[images.\"NAME\"]" => ("[images.i]", vec![("types", "[\"BATCH\"]")]),
+            "[images.\"NAME\"] apps = [{ … }]" => ("", vec![("name", "\"web\""), ("port", "8000")]),
             other => panic!("no example entry for {other}: add one"),
         }
     }
@@ -225,10 +244,12 @@ mod tests {
                 fields.push((k.name, "[[1]]"));
                 let text = if header.is_empty() {
                     let pairs: Vec<String> = fields.iter().map(|(n, v)| format!("{n} = {v}")).collect();
-                    format!(
-                        "[domains.d]\n[users.\"u@x.io\"]\ndomain = \"d\"\nkeypairs = [{{ {} }}]\n",
-                        pairs.join(", ")
-                    )
+                    let pairs = pairs.join(", ");
+                    if entry.header.contains("apps") {
+                        format!("[images.i]\ntypes = [\"BATCH\"]\napps = [{{ {pairs} }}]\n")
+                    } else {
+                        format!("[domains.d]\n[users.\"u@x.io\"]\ndomain = \"d\"\nkeypairs = [{{ {pairs} }}]\n")
+                    }
                 } else {
                     let lines: Vec<String> = fields.iter().map(|(n, v)| format!("{n} = {v}")).collect();
                     format!("{header}\n{}\n", lines.join("\n"))
@@ -242,6 +263,37 @@ mod tests {
                 assert!(named, "{}: `{}` is listed but not read:\n{text}\n{problems:?}", entry.header, k.name);
             }
         }
+    }
+
+    /// An image's apps: a port out of range, a name twice, a bad name and a terminal with a
+    /// port are refused at their place; names alone and declarations are kept.
+    #[test]
+    fn apps_are_checked_where_they_are_declared() {
+        let known: BTreeSet<String> = ["cpu", "mem"].into_iter().map(String::from).collect();
+        let read = |apps: &str| {
+            let text = format!("[images.i]\ntypes = [\"BATCH\"]\napps = {apps}\n");
+            parse(&[Source { name: "f.toml".into(), text }], &known)
+        };
+        let refused = |apps: &str, key: &str, words: &str| {
+            let problems = read(apps).expect_err("refused");
+            assert!(problems.iter().any(|p| p.key == key && p.message.contains(words)), "{apps}: {problems:?}");
+        };
+        refused("[{ name = \"web\", port = 70000 }]", "images.i.apps[0].port", "between 1 and 65535");
+        refused("[{ name = \"web\", port = 0 }]", "images.i.apps[0].port", "between 1 and 65535");
+        refused("[{ name = \"web\" }]", "images.i.apps[0].port", "required");
+        refused("[\"jupyter\", { name = \"jupyter\", port = 9 }]", "images.i.apps", "listed twice");
+        refused("[{ name = \"Web\", port = 9 }]", "images.i.apps", "no app name");
+        refused("[{ name = \"terminal\", port = 9 }]", "images.i.apps", "shell");
+        refused(
+            "[{ name = \"web\", port = 9, base_path = true, command = \"x\" }]",
+            "images.i.apps[0].command",
+            "{base}",
+        );
+        let declared =
+            read("[\"terminal\", { name = \"web\", port = 8000, command = \"python3 -m http.server 8000\" }]")
+                .expect("accepted");
+        let apps: Vec<String> = declared.images["i"].apps.iter().map(|a| a.spec().shown()).collect();
+        assert_eq!(apps, ["terminal", "web:8000"]);
     }
 
     #[test]

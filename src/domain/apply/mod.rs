@@ -172,7 +172,7 @@ pub struct AgentDecl {
 pub struct ImageDecl {
     pub types: Vec<SessionType>,
     pub minimum: ResourceSlots,
-    pub apps: Vec<String>,
+    pub apps: Vec<crate::domain::apps::Declared>,
     pub local: Option<LocalImage>,
 }
 

@@ -199,7 +199,7 @@ impl Writer<'_> {
                 name: Set(name.clone()),
                 supported_types: Set(Value::from(types.clone())),
                 minimum_slots: Set(i.minimum.to_json()),
-                apps: Set(Value::from(i.apps.clone())),
+                apps: Set(crate::domain::apps::stored(&i.apps)),
                 local_environment: Set(local.clone()),
                 created_at: Set(self.now),
             };
@@ -211,7 +211,14 @@ impl Writer<'_> {
             let mut details = Vec::new();
             diff_list(&mut details, "types", &strings(&m.supported_types), &types);
             slots_diff(&mut details, "minimum", &m.minimum_slots, &i.minimum)?;
-            diff_list(&mut details, "apps", &strings(&m.apps), &i.apps);
+            let (was, now): (Vec<String>, Vec<String>) = (
+                crate::domain::apps::of_image(m).iter().map(crate::domain::apps::AppSpec::shown).collect(),
+                i.apps.iter().map(|a| a.spec().shown()).collect(),
+            );
+            diff_list(&mut details, "apps", &was, &now);
+            if was == now && m.apps != crate::domain::apps::stored(&i.apps) {
+                details.push("apps' commands changed".to_owned());
+            }
             let stored_local: Option<LocalImage> =
                 m.local_environment.as_ref().and_then(|v| serde_json::from_value(v.clone()).ok());
             if stored_local != i.local {

@@ -414,7 +414,7 @@ pub(super) fn read_image(
         e.session_types("types")
     };
     let minimum = e.slots("minimum");
-    let apps = e.strings("apps").unwrap_or_default();
+    let apps = read_apps(e);
     let local = read_local(e);
     if let Some(registry) = local.reference.as_deref().and_then(crate::domain::runtime::image::registry::named) {
         let span = e.span_of("ref");
@@ -423,13 +423,63 @@ pub(super) fn read_image(
     let Some(types) = types else { return };
     declared.images.insert(
         name.to_owned(),
-        ImageDecl {
-            types,
-            minimum,
-            apps: apps.into_iter().map(|(a, _)| a).collect(),
-            local: (local != LocalImage::default()).then_some(local),
-        },
+        ImageDecl { types, minimum, apps, local: (local != LocalImage::default()).then_some(local) },
     );
+}
+
+/// An image's `apps`: each a name alone (`"terminal"`, or a common one with its defaults:
+/// `"jupyter"`), or a table `{ name, port, command, base_path }`; no name twice.
+fn read_apps(e: &mut Entry<'_, '_, '_, '_>) -> Vec<crate::domain::apps::Declared> {
+    use crate::domain::apps::{AppSpec, Declared, TERMINAL, valid_name};
+    use toml::de::DeValue;
+    let Some(v) = e.value("apps") else { return Vec::new() };
+    let DeValue::Array(items) = v.get_ref() else {
+        e.bad("apps", v.span(), format!("expected an array of names or tables, found {}", v.get_ref().type_str()));
+        return Vec::new();
+    };
+    let mut apps: Vec<Declared> = Vec::new();
+    for item in items.iter() {
+        let declared = match item.get_ref() {
+            DeValue::String(name) => Declared::Name(name.as_ref().to_owned()),
+            DeValue::Table(t) => {
+                let line = e.r.line(item.span().start);
+                let mut app = Entry { r: &mut *e.r, path: format!("{}.apps[{}]", e.path, apps.len()), fields: t, line };
+                app.only(super::keys::APP_KEYS);
+                let Some(name) = app.required_string("name") else { continue };
+                let port = app.integer("port", 1, 65535).and_then(|p| u16::try_from(p).ok());
+                if port.is_none() && app.value("port").is_none() {
+                    app.missing("port");
+                    continue;
+                }
+                let command = app.string("command");
+                let base_path = app.boolean("base_path", false);
+                if base_path && command.as_deref().is_some_and(|c| !c.contains(crate::domain::apps::BASE)) {
+                    let span = app.span_of("command");
+                    app.bad("command", span, "base_path = true: the command takes its base path as {base}".to_owned());
+                }
+                Declared::Spec(AppSpec { name, port, command, base_path })
+            }
+            other => {
+                e.bad("apps", item.span(), format!("expected a name or a table, found {}", other.type_str()));
+                continue;
+            }
+        };
+        let name = declared.spec().name;
+        if !valid_name(&name) {
+            e.bad(
+                "apps",
+                item.span(),
+                format!("{name:?} is no app name (lower-case letters, digits and -, from a letter)"),
+            );
+        } else if name == TERMINAL && matches!(declared, Declared::Spec(_)) {
+            e.bad("apps", item.span(), "terminal is the session's shell: named alone, with no port".to_owned());
+        } else if apps.iter().any(|a| a.spec().name == name) {
+            e.bad("apps", item.span(), format!("{name:?} is listed twice"));
+        } else {
+            apps.push(declared);
+        }
+    }
+    apps
 }
 
 /// How an image runs on a machine of the local runtime: `ref` (an OCI image) or `root`,

@@ -70,7 +70,7 @@ pub fn offers_apps(s: &session::Model) -> DomainResult<bool> {
 
 /// The applications of an image (e.g. jupyter, terminal).
 pub fn image_apps(image: &entity::image::Model) -> Vec<String> {
-    image.apps.as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_owned)).collect()
+    crate::domain::apps::of_image(image).into_iter().map(|a| a.name).collect()
 }
 
 /// The OCI reference an image is pulled from, as declared with it; `None` for an image
