@@ -55,6 +55,15 @@ fn main() -> ExitCode {
                 ExitCode::from(125)
             }
         };
+    } else if let Command::Dial { pid, started } = &cli.command {
+        // Single-threaded, as entering a user namespace requires: no runtime.
+        return match domain::runtime::local::dial::serve(*pid, *started) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("sessiond dial: {why}");
+                ExitCode::from(125)
+            }
+        };
     } else if let Command::Images { command } = cli.command {
         // The machine's store, without a server: a pull runs its own small runtime.
         images(command)
@@ -231,8 +240,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("sessiond: migrations applied");
         }
         Command::Schema => print!("{}", graphql::sdl()),
-        Command::Supervise { .. } | Command::Enter { .. } => {
-            return Err("`supervise` and `enter` run without the server's runtime".into());
+        Command::Supervise { .. } | Command::Enter { .. } | Command::Dial { .. } => {
+            return Err("`supervise`, `enter` and `dial` run without the server's runtime".into());
         }
         Command::Generate { db: args, sessions, seed } => {
             let (conn, _) = server::open_database(&args, true).await?;

@@ -91,6 +91,17 @@ pub enum Command {
         /// The session's directory.
         dir: PathBuf,
     },
+    /// Hands the server sockets made in a running session's network namespace (internal:
+    /// started by the server to reach the session's apps; its standard input is the line).
+    #[command(hide = true)]
+    Dial {
+        /// The host pid of the sandbox's init.
+        #[arg(long)]
+        pid: u32,
+        /// Its start time (clock ticks after boot), checked: a pid may be reused.
+        #[arg(long)]
+        started: u64,
+    },
     /// Run a program inside a running session's sandbox, confined as its processes are (the
     /// terminal's shell starts so).
     #[command(hide = true)]

@@ -4,6 +4,7 @@ mod support;
 
 mod actors;
 mod apply;
+mod apps;
 mod auth;
 mod callbacks;
 mod cli;

@@ -42,28 +42,10 @@ pub struct Entry<'a> {
 /// `Err` says which step failed; nothing has run then.
 pub fn enter(e: &Entry<'_>) -> Result<i32, String> {
     use nix::fcntl::OFlag;
-    use nix::sys::stat::Mode;
     super::supervisor::close_inherited_descriptors();
     let program = e.command.first().ok_or("no program to run")?;
-    // The sandbox's init, held by its `/proc` directory: everything below is opened through
-    // it, and it still is that process (a pid reused since would not be) once its start
-    // time is checked through it too.
-    let proc = nix::fcntl::open(
-        format!("/proc/{}", e.pid).as_str(),
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|err| format!("the sandbox is gone: {err}"))?;
-    let open = |what: &str, flags: OFlag| -> Result<File, String> {
-        nix::fcntl::openat(&proc, what, flags | OFlag::O_CLOEXEC, Mode::empty())
-            .map(File::from)
-            .map_err(|err| format!("cannot open its {what}: {err}"))
-    };
-    let stat = std::io::read_to_string(open("stat", OFlag::O_RDONLY)?)
-        .map_err(|err| format!("cannot read its stat: {err}"))?;
-    if super::files::parse_start_time(&stat) != Some(e.started) {
-        return Err("the sandbox is gone (its pid names another process now)".to_owned());
-    }
+    let proc = sandbox_proc(e.pid, e.started)?;
+    let open = |what: &str, flags: OFlag| open_in(&proc, what, flags);
     // Everything is opened from the host's view first: once inside, it is out of sight.
     let ns = |name: &str| open(&format!("ns/{name}"), OFlag::O_RDONLY);
     let (user, cgroup, ipc, uts, net, pid, mnt) =
@@ -127,6 +109,34 @@ pub fn enter(e: &Entry<'_>) -> Result<i32, String> {
     Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1))
 }
 
+/// The sandbox's init, held by its `/proc` directory: everything of it is opened through
+/// that, and it still is that process (a pid reused since would not be) once its start
+/// time is checked through it too.
+pub(super) fn sandbox_proc(pid: u32, started: u64) -> Result<std::os::fd::OwnedFd, String> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::Mode;
+    let proc = nix::fcntl::open(
+        format!("/proc/{pid}").as_str(),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|err| format!("the sandbox is gone: {err}"))?;
+    let stat = std::io::read_to_string(open_in(&proc, "stat", OFlag::O_RDONLY)?)
+        .map_err(|err| format!("cannot read its stat: {err}"))?;
+    if super::files::parse_start_time(&stat) != Some(started) {
+        return Err("the sandbox is gone (its pid names another process now)".to_owned());
+    }
+    Ok(proc)
+}
+
+/// `what` of the sandbox's `/proc` directory.
+pub(super) fn open_in(proc: &std::os::fd::OwnedFd, what: &str, flags: nix::fcntl::OFlag) -> Result<File, String> {
+    use nix::fcntl::OFlag;
+    nix::fcntl::openat(proc, what, flags | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
+        .map(File::from)
+        .map_err(|err| format!("cannot open its {what}: {err}"))
+}
+
 /// The resource limits of the session's processes that are not cgroups: the largest file,
 /// and where a watchdog stands in for cgroups, the cores, no core files and 1 024 files.
 fn limit(e: &Entry<'_>) -> Result<(), String> {
@@ -153,7 +163,7 @@ fn limit(e: &Entry<'_>) -> Result<(), String> {
 
 /// The confinement of the session's processes: an empty bounding set, `no_new_privs`,
 /// the session's uid, no capability at all.
-fn confine(uid: Uid) -> Result<(), String> {
+pub(super) fn confine(uid: Uid) -> Result<(), String> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
     let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()

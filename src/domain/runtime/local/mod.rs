@@ -17,6 +17,7 @@
 //! lines, `output` copies the output, `machine` is this machine's capacity and the
 //! session directories, [`terminal`] the shell inside a running session.
 
+pub mod dial;
 pub(crate) mod disk;
 pub mod enter;
 pub mod files;
