@@ -1,6 +1,7 @@
 //! sea-orm entities of sessiond: one module per table, no rules and no GraphQL.
 
 pub mod agent;
+pub mod app_grant;
 pub mod domain;
 pub mod engine;
 pub mod engine_job;

@@ -24,6 +24,7 @@ mod m20261204_000019_session_tallies;
 mod m20261205_000020_scheduler_passes;
 mod m20261205_000021_registries;
 mod m20261205_000022_session_pull;
+mod m20261206_000023_app_grants;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -54,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000020_scheduler_passes::Migration),
             Box::new(m20261205_000021_registries::Migration),
             Box::new(m20261205_000022_session_pull::Migration),
+            Box::new(m20261206_000023_app_grants::Migration),
         ]
     }
 }

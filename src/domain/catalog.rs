@@ -55,6 +55,13 @@ pub async fn local_environments(
     Ok(out)
 }
 
+/// Every image's apps, by image name.
+pub async fn apps(
+    db: &impl ConnectionTrait,
+) -> DomainResult<std::collections::BTreeMap<String, Vec<crate::domain::apps::AppSpec>>> {
+    Ok(image::Entity::find().all(db).await?.into_iter().map(|i| (i.name.clone(), super::apps::of_image(&i))).collect())
+}
+
 /// The declared registries, by name.
 pub async fn registries(
     db: &impl ConnectionTrait,

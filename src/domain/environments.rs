@@ -33,6 +33,8 @@ pub struct Images {
     pub images: BTreeMap<String, LocalImage>,
     /// The registries images' refs name (`sessiond apply`).
     pub registries: BTreeMap<String, Registry>,
+    /// Each image's apps, as declared with it.
+    pub apps: BTreeMap<String, Vec<crate::domain::apps::AppSpec>>,
 }
 
 /// The most an image store holds unless told otherwise (`--image-cache-limit`).

@@ -230,7 +230,7 @@ pub fn images_file(path: &Path) -> Result<Images, String> {
 pub fn images_text(name: &str, text: &str) -> Result<Images, String> {
     let source = Source { name: name.to_owned(), text: text.to_owned() };
     local_images(&source)
-        .map(|images| Images { images, registries: BTreeMap::new() })
+        .map(|images| Images { images, registries: BTreeMap::new(), apps: BTreeMap::new() })
         .map_err(|problems| problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
 }
 

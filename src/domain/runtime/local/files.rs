@@ -133,6 +133,18 @@ pub struct Spec {
     /// read it itself (a Slurm node's processes).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub report_usage: bool,
+    /// The apps started with the session (in the background, before its command), each
+    /// with the command its image declares.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppStart>,
+}
+
+/// An app started with the session.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AppStart {
+    pub name: String,
+    /// Its command, `{base}` made the path it is served under.
+    pub command: String,
 }
 
 /// An OCI image a supervisor pulls into its machine's store before the session starts.
@@ -162,6 +174,20 @@ pub struct PullState {
 }
 
 impl Spec {
+    /// The spec with the apps of an interactive session's image that have a command.
+    pub fn with_apps(mut self, s: &entity::session::Model, apps: &[crate::domain::apps::AppSpec]) -> Self {
+        if s.session_type == crate::domain::model::SessionType::Interactive.as_str() {
+            self.apps = apps
+                .iter()
+                .filter_map(|a| {
+                    let command = a.command_for(&crate::domain::apps::base(s.id, &a.name))?;
+                    Some(AppStart { name: a.name.clone(), command })
+                })
+                .collect();
+        }
+        self
+    }
+
     /// The spec of a session whose image is pulled (`Some`): the image is its root, and
     /// nothing of the machine's is prepared.
     pub fn pulling(mut self, pull: Option<ImagePull>) -> Self {

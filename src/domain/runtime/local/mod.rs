@@ -231,7 +231,9 @@ impl LocalRuntime {
     async fn read_images(&self, db: &DatabaseConnection) -> DomainResult<()> {
         let stored = catalog::local_environments(db).await?;
         let registries = catalog::registries(db).await?;
-        *self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Images { images: stored, registries };
+        let apps = catalog::apps(db).await?;
+        *self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Images { images: stored, registries, apps };
         Ok(())
     }
 
@@ -284,7 +286,10 @@ impl LocalRuntime {
             prepare_dirs(&sd.root, &sd.work()).map_err(|e| format!("cannot hand the work directory over: {e}"))?;
         }
         let image = self.image(&s.image);
-        let registries = self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner).registries.clone();
+        let (registries, apps) = {
+            let stored = self.stored.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (stored.registries.clone(), stored.apps.get(&s.image).cloned().unwrap_or_default())
+        };
         let pinned = s.image_digest.as_deref();
         let pull = images::image_pull(&image, pinned, &registries, &self.config.dir, self.config.image_cache_limit)?;
         let marker = files::image_ready(&self.config.dir, &s.image);
@@ -299,7 +304,8 @@ impl LocalRuntime {
             accelerator_devices(accelerators as usize),
             self.enforcement.clone(),
         )
-        .pulling(pull);
+        .pulling(pull)
+        .with_apps(s, &apps);
         files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
         let log = {
             use std::os::unix::fs::OpenOptionsExt;
@@ -448,5 +454,6 @@ pub(crate) fn session_spec(
         enforcement,
         slurm_gpus: false,
         report_usage: false,
+        apps: Vec::new(),
     }
 }

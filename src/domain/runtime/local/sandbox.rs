@@ -46,6 +46,21 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// The session's script: its apps started in the background first (their output in the
+/// session's log, each line of sessiond's own saying which starts), then its command.
+pub fn with_apps(spec: &Spec) -> String {
+    let mut script = String::new();
+    for app in &spec.apps {
+        script.push_str(&format!(
+            "echo {} >&2\n/bin/sh -c {} &\n",
+            quote(&format!("sessiond: starting the app {}", app.name)),
+            quote(&app.command)
+        ));
+    }
+    script.push_str(&spec.command);
+    script
+}
+
 /// The command that runs `script` (a shell command) in the session's sandbox.
 pub fn command(spec: &Spec, work: &Path, status_file: &Path, script: &str, wrapping: &Wrapping) -> Command {
     let mut outer = String::new();
@@ -175,6 +190,7 @@ pub fn probe(scratch: &Path) -> Result<(), String> {
         enforcement: super::limits::Enforcement::Watchdog,
         slurm_gpus: false,
         report_usage: false,
+        apps: Vec::new(),
     };
     let status = scratch.join("probe.json");
     let wrapping = Wrapping { join: Vec::new(), cpus: None, drop_privileges: root, prepare: false };

@@ -222,7 +222,7 @@ fn run(
     state.phase = Phase::Creating;
     report(state).ok();
     let status_file = sd.sandbox_status();
-    let cmd = sandbox::command(spec, &sd.work(), &status_file, &spec.command, &wrapping(false));
+    let cmd = sandbox::command(spec, &sd.work(), &status_file, &sandbox::with_apps(spec), &wrapping(false));
     let timeout =
         spec.batch_timeout_seconds.filter(|t| *t > 0).and_then(|t| u64::try_from(t).ok()).map(Duration::from_secs);
     let outcome = watch(sd, spec, enforcement, cmd, &status_file, &sd.work(), timeout, |child| {

@@ -5,6 +5,8 @@
 //! alone is what it always was (`terminal`, or a name without an address); the common ones
 //! (`jupyter`, `tensorboard`) get their defaults.
 
+pub mod grants;
+
 use serde::{Deserialize, Serialize};
 
 /// The app every interactive session of a local or Slurm engine has: a shell, not a port.
@@ -66,6 +68,11 @@ impl AppSpec {
             None => self.name.clone(),
         }
     }
+}
+
+/// The path session `session`'s app `app` is served under, on the apps' origin.
+pub fn base(session: uuid::Uuid, app: &str) -> String {
+    format!("/s/{session}/{app}/")
 }
 
 /// Whether `name` may name an app: lower-case letters, digits and `-`, 1 to 32 of them,
