@@ -48,7 +48,14 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(args.bind).await?;
     let addr = listener.local_addr()?;
     tracing::info!("sessiond listening on http://{addr}; GraphiQL at http://{addr}/graphiql");
-    let (local, runtime_info) = choose_runtime(&args.runtime, &conn, std::env::current_exe()?).await?;
+    let apps_bind = args.apps_bind.unwrap_or_else(|| std::net::SocketAddr::new(args.bind.ip(), 0));
+    let apps_listener =
+        TcpListener::bind(apps_bind).await.map_err(|e| format!("the apps' listener on {apps_bind}: {e}"))?;
+    let apps_addr = apps_listener.local_addr()?;
+    let apps_url = args.apps_url.clone().unwrap_or_else(|| format!("http://{apps_addr}"));
+    tracing::info!("sessions' apps served on http://{apps_addr} (public address {apps_url})");
+    let (local, mut runtime_info) = choose_runtime(&args.runtime, &conn, std::env::current_exe()?).await?;
+    runtime_info.apps_url = Some(apps_url);
     match &runtime_info.agent {
         Some(agent) => tracing::info!(
             "runtime: local, agent {agent} in resource group {} ({}); limits: {}",
@@ -92,7 +99,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let launch = LaunchLimits { max_count: args.max_launch_count, callbacks: delivery.allow.clone() };
     workers.push(tokio::spawn(crate::domain::callbacks::deliver::run(background.clone(), live.bus.clone(), delivery)));
     let state = AppState::with_metrics(conn.clone(), live, args.http, launch, metrics.clone(), runtime_info);
-    serve::serve(listener, app(state), connections, metrics.connections(), shutdown_signal()).await;
+    let stop = futures_util::FutureExt::shared(shutdown_signal());
+    let apps = crate::http::apps::router(state.clone());
+    tokio::join!(
+        serve::serve(listener, app(state), connections.clone(), metrics.connections(), stop.clone()),
+        serve::serve(apps_listener, apps, connections, metrics.connections(), stop),
+    );
     for w in workers {
         w.abort();
     }

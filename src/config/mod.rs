@@ -260,6 +260,14 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "SESSIOND_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
+    /// Address the sessions' apps are served on: an origin of their own, never the page's
+    /// or the API's (an app runs its user's code). Default: `--bind`'s host, a free port.
+    #[arg(long, env = "SESSIOND_APPS_BIND")]
+    pub apps_bind: Option<SocketAddr>,
+    /// The apps' public address, when a reverse proxy stands before `--apps-bind` (e.g.
+    /// `https://apps.example.org`); default: `http://` and the address it listens on.
+    #[arg(long, env = "SESSIOND_APPS_URL", value_parser = apps_url)]
+    pub apps_url: Option<String>,
     /// Seed the demo domains, projects, users, tokens, resource groups, agents and images
     /// when the database is empty. The demo tokens are public: for trying sessiond out only.
     #[arg(long, env = "SESSIOND_DEMO")]
@@ -445,4 +453,17 @@ impl Default for Timings {
     fn default() -> Self {
         Self { scheduler_interval_ms: 2000, sim_step_ms: 1000, sim_batch_ms: 30_000, expiry_warning_ms: 900_000 }
     }
+}
+
+/// An apps' public address: `http://` or `https://`, a host, no path, query or fragment.
+fn apps_url(text: &str) -> Result<String, String> {
+    let url = text.trim_end_matches('/');
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or("the apps' URL starts with http:// or https://")?;
+    if rest.is_empty() || rest.contains(['/', '?', '#', '@', ' ']) {
+        return Err("the apps' URL is a scheme and a host (and port) alone".into());
+    }
+    Ok(url.to_owned())
 }

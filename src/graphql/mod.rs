@@ -2,6 +2,7 @@
 //! Resolvers are thin: they read arguments, call `domain`, and map the result.
 
 pub mod actor;
+pub mod apps;
 pub mod callbacks;
 pub mod compiled;
 pub mod configuration;
@@ -52,7 +53,12 @@ pub struct Query(
 );
 
 #[derive(MergedObject, Default)]
-pub struct Mutation(launch::LaunchMutation, settings::SettingsMutation, templates::TemplateMutation);
+pub struct Mutation(
+    launch::LaunchMutation,
+    settings::SettingsMutation,
+    templates::TemplateMutation,
+    apps::AppsMutation,
+);
 
 #[derive(MergedSubscription, Default)]
 pub struct Subscription(subscription::SessionSubscription);

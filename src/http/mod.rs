@@ -1,5 +1,6 @@
 //! The HTTP surface: one router, so tests drive exactly what the server serves.
 
+pub mod apps;
 pub mod export;
 pub mod graphiql;
 pub mod graphql;

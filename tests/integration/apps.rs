@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use sea_orm::ConnectionTrait;
 use serde_json::json;
 use sessiond::domain::runtime::local::dial::Dialer;
 use sessiond::domain::runtime::local::files::SessionDir;
@@ -70,4 +71,175 @@ async fn the_server_reaches_a_sessions_own_loopback(mut app: TestApp) {
     drop(host);
 }
 
-db_tests!(the_server_reaches_a_sessions_own_loopback);
+/// The session's web app: Python's file server with `Range` (3.11's has none) and `PUT`
+/// uploads, streamed.
+const WEB_APP: &str = r#"
+import http.server, os, re
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def send_head(self):
+        asked, path = self.headers.get("Range"), self.translate_path(self.path)
+        m = asked and re.match(r"bytes=(\d+)-(\d*)$", asked)
+        if not m or not os.path.isfile(path):
+            self.left = None
+            return super().send_head()
+        size = os.path.getsize(path)
+        start, end = int(m.group(1)), int(m.group(2) or size - 1)
+        f = open(path, "rb")
+        f.seek(start)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        self.left = end - start + 1
+        return f
+    def copyfile(self, source, out):
+        if self.left is None:
+            return super().copyfile(source, out)
+        while self.left > 0:
+            chunk = source.read(min(self.left, 65536))
+            if not chunk:
+                break
+            out.write(chunk)
+            self.left -= len(chunk)
+    def do_PUT(self):
+        left = int(self.headers["Content-Length"])
+        with open(self.translate_path(self.path), "wb") as f:
+            while left > 0:
+                chunk = self.rfile.read(min(left, 65536))
+                if not chunk:
+                    break
+                f.write(chunk)
+                left -= len(chunk)
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+http.server.ThreadingHTTPServer(("127.0.0.1", 8000), lambda *a: Handler(*a, directory="/home/work")).serve_forever()
+"#;
+
+/// Declares image `web:1`: interactive, its app `web` the web server of [`WEB_APP`] on port
+/// 8000, started with the session once the test has put the script in its work directory.
+async fn declare_web_image(app: &TestApp) {
+    let text = "[images.\"web:1\"]\ntypes = [\"INTERACTIVE\"]\napps = [\"terminal\", { name = \"web\", port = 8000, \
+                command = \"while [ ! -f /home/work/app.py ]; do sleep 0.1; done; exec python3 /home/work/app.py\" }]\n";
+    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "apps.toml".into(), text: text.to_owned() }],
+        &slots,
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
+        .await
+        .expect("applied");
+}
+
+const OPEN: &str =
+    "mutation($id: ID!, $name: String!) { openSessionApp(sessionId: $id, name: $name) { url expiresAt } }";
+
+/// The link `openSessionApp` gives the demo user alice for app `web` of session `id`.
+async fn open(app: &TestApp, id: &str) -> String {
+    let r = app.gql(Some("demo-alice"), OPEN, json!({"id": id, "name": "web"})).await;
+    r["data"]["openSessionApp"]["url"].as_str().unwrap_or_else(|| panic!("opened: {r}")).to_owned()
+}
+
+/// An HTTP client that follows no redirect (the test reads each step).
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("a client")
+}
+
+/// An app through the proxy, end to end: `openSessionApp` gives the owner a link; the
+/// link sets the app's cookie once (used again, or expired, it is 401); with the cookie
+/// the app answers, `Range` included, under its base path; without it, or for another
+/// app, nothing is found. Another user and an administrator are told the session does not
+/// exist. Terminating the session cuts a download midway.
+async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
+    let machine = Machine::new();
+    declare_web_image(&app).await;
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let apps = app.apps.expect("the apps' listener");
+    let mut launched = input("web-app", "", 256, json!({"image": "web:1", "type": "INTERACTIVE"}));
+    launched.as_object_mut().expect("an input").remove("startupCommand");
+    let id = launch(&app, "demo-alice", launched).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
+    let work = SessionDir::of(&machine.path(), uuid).work();
+    std::fs::write(work.join("hello.txt"), "from-the-session").expect("a file in the session");
+    let big = std::fs::File::create(work.join("big")).expect("a big file");
+    big.set_len(200 << 20).expect("200 MB");
+    std::fs::write(work.join("app.py.part"), WEB_APP).expect("the app");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["hello.txt", "big", "app.py.part"] {
+            std::fs::set_permissions(work.join(f), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        }
+    }
+    std::fs::rename(work.join("app.py.part"), work.join("app.py")).expect("the app, whole");
+
+    // Only the owner opens it; an app the image does not declare is not found.
+    for (token, name) in
+        [("demo-bob", "web"), ("demo-admin", "web"), ("demo-alice", "nope"), ("demo-alice", "terminal")]
+    {
+        let r = app.gql(Some(token), OPEN, json!({"id": id, "name": name})).await;
+        assert_eq!(crate::support::error_codes(&r), ["NOT_FOUND"], "{token} {name}: {r}");
+    }
+    let url = open(&app, &id).await;
+    assert!(url.starts_with(&format!("http://{apps}/open?ticket=")), "{url}");
+    let http = client();
+    let first = http.get(&url).send().await.expect("the link");
+    assert_eq!(first.status(), 303);
+    let base = format!("/s/{uuid}/web/");
+    assert_eq!(first.headers()["location"], base.as_str());
+    let set = first.headers()["set-cookie"].to_str().expect("a cookie").to_owned();
+    assert!(set.contains(&format!("Path={base}")) && set.contains("HttpOnly") && set.contains("SameSite=Lax"), "{set}");
+    let cookie = set.split(';').next().expect("name=value").to_owned();
+    assert_eq!(http.get(&url).send().await.expect("again").status(), 401, "a ticket opens once");
+    let stale = open(&app, &id).await;
+    app.db
+        .execute_unprepared("UPDATE app_grants SET expires_at = created_at WHERE kind = 'ticket' AND used_at IS NULL")
+        .await
+        .expect("expired");
+    assert_eq!(http.get(&stale).send().await.expect("stale").status(), 401, "an expired ticket opens nothing");
+
+    let at = |path: &str| format!("http://{apps}{base}{path}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let hello = loop {
+        let r = http.get(at("hello.txt")).header("cookie", &cookie).send().await.expect("through the proxy");
+        if r.status() == 502 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        break r;
+    };
+    assert_eq!(hello.status(), 200);
+    assert_eq!(hello.text().await.expect("a body"), "from-the-session");
+    let range = http.get(at("hello.txt")).header("cookie", &cookie).header("range", "bytes=5-7").send().await;
+    let range = range.expect("a range");
+    assert_eq!(range.status(), 206);
+    assert_eq!(range.text().await.expect("a body"), "the");
+    // An upload streams to the app.
+    let upload: Vec<u8> = (0..8_000_000_u32).map(|n| (n % 251) as u8).collect();
+    let put = http.put(at("uploaded")).header("cookie", &cookie).body(upload.clone()).send().await.expect("a put");
+    assert_eq!(put.status(), 201);
+    assert_eq!(std::fs::read(work.join("uploaded")).expect("the upload"), upload);
+    assert_eq!(http.get(at("hello.txt")).send().await.expect("no cookie").status(), 404);
+    let other = format!("http://{apps}/s/{uuid}/terminal/hello.txt");
+    assert_eq!(http.get(other).header("cookie", &cookie).send().await.expect("another app").status(), 404);
+    let forged = http.get(at("hello.txt")).header("cookie", "sessiond-app=0123").send().await.expect("forged");
+    assert_eq!(forged.status(), 404);
+
+    // A download cut by the session's end.
+    let mut download = http.get(at("big")).header("cookie", &cookie).send().await.expect("a download");
+    assert_eq!(download.status(), 200);
+    let mut got = download.chunk().await.expect("a first chunk").map_or(0, |c| c.len());
+    crate::local_runtime::terminate(&app, &id).await;
+    until(&app, &id, crate::local_runtime::ended).await;
+    while let Ok(Some(chunk)) = download.chunk().await {
+        got += chunk.len();
+    }
+    assert!(got < 200 << 20, "the download stopped with its session ({got} bytes)");
+    let after = http.get(at("hello.txt")).header("cookie", &cookie).send().await.expect("after");
+    assert_eq!(after.status(), 404, "an ended session's app is gone");
+}
+
+db_tests!(the_server_reaches_a_sessions_own_loopback, an_app_opens_through_the_proxy_for_its_owner_only);

@@ -119,6 +119,8 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--db-statement-cache", "SESSIOND_DB_STATEMENT_CACHE", Some("24")),
     ("--db-idle-timeout-ms", "SESSIOND_DB_IDLE_TIMEOUT_MS", Some("20000")),
     ("--bind", "SESSIOND_BIND", Some("127.0.0.1:8080")),
+    ("--apps-bind", "SESSIOND_APPS_BIND", None),
+    ("--apps-url", "SESSIOND_APPS_URL", None),
     ("--demo", "SESSIOND_DEMO", None),
     ("--max-body-bytes", "SESSIOND_MAX_BODY_BYTES", Some("1048576")),
     ("--request-timeout-ms", "SESSIOND_REQUEST_TIMEOUT_MS", Some("30000")),

@@ -80,11 +80,21 @@ pub struct RuntimeInfo {
     pub enforced: Vec<String>,
     /// What the terminals of the local runtime's sessions need.
     pub local: Option<local::terminal::LocalAccess>,
+    /// Where the browser reaches the sessions' apps (the apps' listener's public address),
+    /// when this server serves them.
+    pub apps_url: Option<String>,
 }
 
 impl RuntimeInfo {
     pub fn simulated(reason: impl Into<String>) -> Self {
-        Self { kind: RuntimeKind::Simulated, reason: reason.into(), agent: None, enforced: Vec::new(), local: None }
+        Self {
+            kind: RuntimeKind::Simulated,
+            reason: reason.into(),
+            agent: None,
+            enforced: Vec::new(),
+            local: None,
+            apps_url: None,
+        }
     }
 }
 

@@ -54,6 +54,8 @@ pub struct TestApp {
     pub metrics: sessiond::http::metrics::Metrics,
     /// The scheduler, runtime and server, when started; stopped when the app is dropped.
     workers: Vec<tokio::task::JoinHandle<()>>,
+    /// The apps' listener, once a local runtime runs (`http://` and it is the apps' URL).
+    pub apps: Option<std::net::SocketAddr>,
     _dir: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
@@ -235,6 +237,7 @@ impl TestApp {
             limits,
             metrics,
             workers: Vec::new(),
+            apps: None,
             _dir: dir,
         }
     }
@@ -324,16 +327,36 @@ impl TestApp {
     fn serve_with(
         &mut self,
         launch: sessiond::domain::launch::LaunchLimits,
-        runtime: sessiond::domain::runtime::RuntimeInfo,
+        mut runtime: sessiond::domain::runtime::RuntimeInfo,
     ) {
-        self.router = app(AppState::with_metrics(
+        // A local runtime's sessions have apps: their listener, as the server has it.
+        let apps = runtime.local.is_some().then(|| {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("an apps' port");
+            listener.set_nonblocking(true).expect("non-blocking");
+            let addr = listener.local_addr().expect("its address");
+            runtime.apps_url = Some(format!("http://{addr}"));
+            (tokio::net::TcpListener::from_std(listener).expect("a tokio listener"), addr)
+        });
+        let state = AppState::with_metrics(
             self.db.clone(),
             self.live.clone(),
             self.limits.clone(),
             launch,
             self.metrics.clone(),
             runtime,
-        ));
+        );
+        if let Some((listener, addr)) = apps {
+            let (router, limits) = (
+                sessiond::http::apps::router(state.clone()),
+                sessiond::http::serve::ConnectionLimits::of(&self.limits),
+            );
+            let gauge = self.metrics.connections();
+            self.workers.push(tokio::spawn(async move {
+                sessiond::http::serve::serve(listener, router, limits, gauge, std::future::pending()).await;
+            }));
+            self.apps = Some(addr);
+        }
+        self.router = app(state);
     }
 
     /// Starts the declared Slurm engines (read every few seconds), stopping jobs with `grace`

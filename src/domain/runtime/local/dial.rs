@@ -110,6 +110,7 @@ pub fn request(to: &UnixStream) -> std::io::Result<OwnedFd> {
 
 /// The server's side of one session's dialer: it asks for sockets one at a time. Dropped,
 /// the dialer ends (its standard input closes, and it is killed besides).
+#[derive(Debug)]
 pub struct Dialer {
     line: std::sync::Mutex<UnixStream>,
     _child: tokio::process::Child,
@@ -141,5 +142,52 @@ impl Dialer {
         socket.set_nonblocking(true)?;
         let to = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
         tokio::net::TcpSocket::from_std_stream(socket).connect(to).await
+    }
+}
+
+/// The dialers of this machine's sessions, one per running sandbox, started when an app of
+/// it is first reached; those of sandboxes gone are dropped as others start.
+#[derive(Debug)]
+pub struct Dialers {
+    executable: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    running: std::sync::Mutex<std::collections::HashMap<super::files::Process, std::sync::Arc<Dialer>>>,
+}
+
+impl Dialers {
+    pub fn new(executable: &std::path::Path, dir: &std::path::Path) -> Self {
+        Self { executable: executable.to_owned(), dir: dir.to_owned(), running: Default::default() }
+    }
+
+    /// A connection to `port` on the own loopback of session `id`, running here now.
+    pub async fn connect(&self, id: uuid::Uuid, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+        use super::files::{Phase, SessionDir};
+        let gone = || std::io::Error::new(std::io::ErrorKind::NotFound, "the session does not run here");
+        let state = SessionDir::of(&self.dir, id).read_state().ok_or_else(gone)?;
+        let sandbox = match (state.phase, state.child, state.exit) {
+            (Phase::Running, Some(sandbox), None) if sandbox.alive() => sandbox,
+            _ => return Err(gone()),
+        };
+        let dialer = {
+            let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match running.get(&sandbox) {
+                Some(d) => std::sync::Arc::clone(d),
+                None => {
+                    running.retain(|p, _| p.alive());
+                    let d = std::sync::Arc::new(Dialer::start(&self.executable, sandbox.pid, sandbox.started)?);
+                    running.insert(sandbox, std::sync::Arc::clone(&d));
+                    d
+                }
+            }
+        };
+        match dialer.connect(port).await {
+            // A dialer that has ended (it failed): the next connection starts another.
+            Err(e) if e.kind() != std::io::ErrorKind::ConnectionRefused => {
+                let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                running.remove(&sandbox);
+                Err(e)
+            }
+            other => other,
+        }
     }
 }

@@ -234,7 +234,7 @@ pub enum Phase {
 }
 
 /// A process, by pid and start time (a pid alone may be reused).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub struct Process {
     pub pid: u32,
     pub started: u64,

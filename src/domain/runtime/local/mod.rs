@@ -124,7 +124,9 @@ impl LocalRuntime {
                 dir: config.dir.clone(),
                 enforcement: enforcement.clone(),
                 executable: config.executable.clone(),
+                dialers: std::sync::Arc::new(dial::Dialers::new(&config.executable, &config.dir)),
             }),
+            apps_url: None,
         };
         Ok((
             Self { config, enforcement, hurry: false.into(), stored: Default::default(), cpu_seen: Default::default() },

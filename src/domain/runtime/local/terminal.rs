@@ -38,6 +38,8 @@ pub struct LocalAccess {
     pub enforcement: Enforcement,
     /// The `sessiond` executable, whose `enter` starts the shell.
     pub executable: PathBuf,
+    /// The dialers of the sessions whose apps are open.
+    pub dialers: std::sync::Arc<super::dial::Dialers>,
 }
 
 /// How long a hung-up shell has to end before it is killed.

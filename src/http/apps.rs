@@ -1,0 +1,177 @@
+//! The apps' listener (`--apps-bind`): every session's app, served by sessiond on an origin
+//! of its own, never the page's or the API's (an app runs its user's code).
+//!
+//! - `GET /open?ticket=T`: trades a ticket of `openSessionApp` for a cookie grant scoped to
+//!   the app's path (HttpOnly, SameSite=Lax, Secure under TLS), then sends the browser to
+//!   the app. An unknown, expired or used ticket gets 401.
+//! - `/s/<session>/<app>/…`: the app, for a request whose cookie the grant admits
+//!   ([`grants::admit`]): HTTP/1.1 with bodies streamed both ways, and WebSocket upgrades.
+//!   The connection to the app is made in the session's own network namespace by its
+//!   dialer ([`crate::domain::runtime::local::dial`]): the sandbox keeps no network. An app
+//!   that does not need its base path gets its requests without it. Anything not admitted
+//!   gets 404, as a session that does not exist.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+
+use super::AppState;
+use crate::domain::apps::grants;
+use crate::domain::{DomainError, clock};
+
+/// The cookie that carries an app's grant.
+pub const COOKIE: &str = "sessiond-app";
+
+/// The apps' listener's routes.
+pub fn router(state: AppState) -> Router {
+    Router::new().route("/open", get(open)).route("/s/{*rest}", any(proxy)).with_state(state)
+}
+
+#[derive(Deserialize)]
+pub struct OpenQuery {
+    ticket: String,
+}
+
+fn status(code: StatusCode, text: &'static str) -> Response {
+    (code, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+}
+
+/// Whether the apps are served under TLS (their cookies are then `Secure`).
+fn secure(state: &AppState) -> bool {
+    state.runtime.apps_url.as_deref().is_some_and(|u| u.starts_with("https://"))
+}
+
+async fn open(State(state): State<AppState>, Query(q): Query<OpenQuery>) -> Response {
+    match grants::redeem(&state.db, &q.ticket, clock::now()).await {
+        Ok(grant) => {
+            let base = crate::domain::apps::base(grant.session_id, &grant.app);
+            let mut cookie = format!("{COOKIE}={}; Path={base}; HttpOnly; SameSite=Lax", grant.secret);
+            if secure(&state) {
+                cookie.push_str("; Secure");
+            }
+            let mut headers = HeaderMap::new();
+            headers.insert(header::LOCATION, HeaderValue::from_str(&base).unwrap_or(HeaderValue::from_static("/")));
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                headers.insert(header::SET_COOKIE, v);
+            }
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            (StatusCode::SEE_OTHER, headers).into_response()
+        }
+        Err(DomainError::Unauthenticated) => status(StatusCode::UNAUTHORIZED, "This link has expired or was used."),
+        Err(e) => {
+            tracing::warn!("opening an app failed: {e}");
+            status(StatusCode::SERVICE_UNAVAILABLE, "The app cannot be opened now.")
+        }
+    }
+}
+
+/// The values of the grant cookies a request carries (the most specific path first).
+fn grant_cookies(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().strip_prefix(COOKIE).and_then(|rest| rest.strip_prefix('=')))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The request's `Cookie` header without the grant: the app never sees it.
+fn without_grant(headers: &mut HeaderMap) {
+    let kept: Vec<String> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty() && !pair.starts_with(&format!("{COOKIE}=")))
+        .map(str::to_owned)
+        .collect();
+    headers.remove(header::COOKIE);
+    if !kept.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&kept.join("; "))
+    {
+        headers.insert(header::COOKIE, v);
+    }
+}
+
+fn not_found() -> Response {
+    status(StatusCode::NOT_FOUND, "Not found.")
+}
+
+async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
+    // `/s/<session>/<app>/<rest>`
+    let path = req.uri().path().to_owned();
+    let mut parts = path.trim_start_matches("/s/").splitn(3, '/');
+    let (Some(session), Some(app)) = (parts.next(), parts.next()) else { return not_found() };
+    let rest = parts.next();
+    let Ok(session_id) = session.parse::<uuid::Uuid>() else { return not_found() };
+    let Some(local) = state.runtime.local.as_ref() else { return not_found() };
+    let now = clock::now();
+    let mut admitted = None;
+    for secret in grant_cookies(req.headers()) {
+        match grants::admit(&state.db, &state.live.credentials, &secret, session_id, app, now).await {
+            Ok(a) => {
+                admitted = Some(a);
+                break;
+            }
+            Err(DomainError::Unauthenticated) => {}
+            Err(e) => {
+                tracing::warn!("admitting a request to an app failed: {e}");
+                return status(StatusCode::SERVICE_UNAVAILABLE, "The app cannot be reached now.");
+            }
+        }
+    }
+    let Some(admitted) = admitted else { return not_found() };
+    let base = crate::domain::apps::base(session_id, app);
+    let Some(rest) = rest else {
+        // `/s/<session>/<app>`: the app's root is its base path, with its slash.
+        return (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, base)]).into_response();
+    };
+    let Some(port) = admitted.app.port else { return not_found() };
+    let stream = match local.dialers.connect(session_id, port).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("app {app} of session {session_id}: {e}");
+            return status(StatusCode::BAD_GATEWAY, "The app does not answer yet.");
+        }
+    };
+    let (mut sender, connection) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
+        Ok(pair) => pair,
+        Err(_) => return status(StatusCode::BAD_GATEWAY, "The app does not answer yet."),
+    };
+    tokio::spawn(async move {
+        connection.with_upgrades().await.ok();
+    });
+    // What the app is asked: its path with or without its base, the rest as sent.
+    let query = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+    let target = if admitted.app.base_path { format!("{base}{rest}{query}") } else { format!("/{rest}{query}") };
+    let Ok(uri) = target.parse::<axum::http::Uri>() else { return not_found() };
+    let upgrade = hyper::upgrade::on(&mut req);
+    let (mut head, body) = req.into_parts();
+    head.uri = uri;
+    without_grant(&mut head.headers);
+    head.headers.insert("x-forwarded-prefix", HeaderValue::from_str(&base).unwrap_or(HeaderValue::from_static("/")));
+    let asked = axum::http::Request::from_parts(head, body);
+    let mut answer = match sender.send_request(asked).await {
+        Ok(a) => a,
+        Err(_) => return status(StatusCode::BAD_GATEWAY, "The app closed the connection."),
+    };
+    if answer.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let theirs = hyper::upgrade::on(&mut answer);
+        tokio::spawn(async move {
+            if let (Ok(ours), Ok(theirs)) = (upgrade.await, theirs.await) {
+                let (mut ours, mut theirs) = (TokioIo::new(ours), TokioIo::new(theirs));
+                tokio::io::copy_bidirectional(&mut ours, &mut theirs).await.ok();
+            }
+        });
+    }
+    let (head, body) = answer.into_parts();
+    Response::from_parts(head, Body::new(body))
+}
