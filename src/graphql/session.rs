@@ -375,15 +375,19 @@ impl Session {
             Some(i) => Some(i.clone()),
             None => loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?,
         };
-        let apps = image.as_ref().map(dom::image_apps).unwrap_or_default();
-        let local = ctx.data_opt::<crate::domain::runtime::RuntimeInfo>().and_then(|r| r.local.as_ref());
-        let terminal = crate::domain::runtime::terminal::offered_to(local, &self.0, viewer(ctx)?)
-            .then(|| format!("/sessions/{}/terminal", encode(NodeKind::Session, self.0.id).0));
+        let apps = image.as_ref().map(crate::domain::apps::of_image).unwrap_or_default();
+        let runtime = ctx.data_opt::<crate::domain::runtime::RuntimeInfo>();
+        let local = runtime.and_then(|r| r.local.as_ref());
+        let offered = crate::domain::runtime::terminal::offered_to(local, &self.0, viewer(ctx)?);
+        let terminal = offered.then(|| format!("/sessions/{}/terminal", encode(NodeKind::Session, self.0.id).0));
+        // The terminal's conditions hold for the web apps too: the owner's interactive
+        // session, running here.
+        let served = offered && runtime.is_some_and(|r| r.apps_url.is_some());
         Ok(apps
             .into_iter()
-            .map(|name| {
-                let url = if name == "terminal" { terminal.clone() } else { None };
-                SessionApp { name, url }
+            .map(|a| {
+                let url = if a.name == crate::domain::apps::TERMINAL { terminal.clone() } else { None };
+                SessionApp { opens: served && a.port.is_some(), name: a.name, url }
             })
             .collect())
     }

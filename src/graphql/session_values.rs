@@ -54,6 +54,9 @@ pub struct EnvVar {
 pub struct SessionApp {
     pub name: String,
     pub url: Option<String>,
+    /// It is a web app that `openSessionApp` opens in a browser now (declared with a port,
+    /// its session running here, this server serving apps); its owner only.
+    pub opens: bool,
 }
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use sea_orm::ConnectionTrait;
-use serde_json::json;
+use serde_json::{Value, json};
 use sessiond::domain::runtime::local::dial::Dialer;
 use sessiond::domain::runtime::local::files::SessionDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -242,4 +242,77 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     assert_eq!(after.status(), 404, "an ended session's app is gone");
 }
 
-db_tests!(the_server_reaches_a_sessions_own_loopback, an_app_opens_through_the_proxy_for_its_owner_only);
+/// What a page of the app tries of its user's: the page that opened it, the Sessions
+/// page's token, the API (on the page's origin, then its own).
+const PROBE: &str = r#"<!doctype html><title>probe</title><script>
+(async () => {
+  const seen = { opener: window.opener !== null, origin: location.origin };
+  seen.token = sessionStorage.getItem('sessiond.page.token') ?? localStorage.getItem('sessiond.page.token');
+  seen.cookies = document.cookie;
+  const ask = async (url) => {
+    try {
+      const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' },
+        credentials: 'include', body: JSON.stringify({ query: '{ viewer { user { email } } }' }) });
+      return `${r.status} ${(await r.text()).slice(0, 200)}`;
+    } catch (e) { return `refused: ${e}`; }
+  };
+  seen.api = await ask('API/graphql');
+  seen.ownOrigin = await ask('/graphql');
+  const done = document.createElement('pre');
+  done.id = 'done';
+  done.textContent = JSON.stringify(seen);
+  document.body.append(done);
+})();
+</script>"#;
+
+/// The app in chromium: the page's detail panel opens it in a tab of its own, on the apps'
+/// origin, with no opener; the app's own page finds nothing of its user's: no token, no
+/// grant cookie (HttpOnly), no answer from the API as the user.
+async fn an_apps_page_gets_nothing_of_its_users(mut app: TestApp) {
+    let Some(chromium) = crate::support::chromium() else { return };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if !crate::support::node_package(&dir, "playwright-core", "an app in the browser") {
+        return;
+    }
+    let machine = Machine::new();
+    declare_web_image(&app).await;
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let addr = app.serve().await;
+    let mut launched = input("page-web", "", 256, json!({"image": "web:1", "type": "INTERACTIVE"}));
+    launched.as_object_mut().expect("an input").remove("startupCommand");
+    let id = launch(&app, "demo-alice", launched).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
+    let work = SessionDir::of(&machine.path(), uuid).work();
+    std::fs::write(work.join("probe.html"), PROBE.replace("API", &format!("http://{addr}"))).expect("the probe");
+    std::fs::write(work.join("app.py.part"), WEB_APP).expect("the app");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["probe.html", "app.py.part"] {
+            std::fs::set_permissions(work.join(f), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        }
+    }
+    std::fs::rename(work.join("app.py.part"), work.join("app.py")).expect("the app, whole");
+    let args = [format!("http://{addr}"), "page-web".to_owned()];
+    let r = crate::support::browser_script("apps_page.mjs", &args, &chromium).await;
+    assert!(r.get("failure").is_none(), "{r:#}");
+    assert_eq!(r["errors"], json!([]), "{r}");
+    let apps = app.apps.expect("the apps' listener");
+    assert!(r["appUrl"].as_str().is_some_and(|u| u.starts_with(&format!("http://{apps}/s/{uuid}/web/"))), "{r}");
+    let probe = &r["probe"];
+    assert_eq!(probe["origin"], format!("http://{apps}"), "an origin of its own: {r}");
+    assert_eq!(probe["opener"], false, "no way back to the page: {r}");
+    assert_eq!(probe["token"], Value::Null, "{r}");
+    assert_eq!(probe["cookies"], "", "the grant is HttpOnly: {r}");
+    let api = probe["api"].as_str().unwrap_or_default();
+    assert!(api.starts_with("refused") || !api.contains("alice@example.com"), "the API as its user: {r}");
+    assert!(probe["ownOrigin"].as_str().is_some_and(|a| a.starts_with("404")), "{r}");
+}
+
+db_tests!(
+    the_server_reaches_a_sessions_own_loopback,
+    an_app_opens_through_the_proxy_for_its_owner_only,
+    an_apps_page_gets_nothing_of_its_users
+);

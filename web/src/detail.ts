@@ -17,7 +17,7 @@ interface Detail {
   pull: { percent: number; bytesDone: number; bytesTotal: number; layersDone: number; layersTotal: number } | null;
   pendingReasons: { message: string }[];
   queuePosition: number | null;
-  apps: { name: string; url: string | null }[];
+  apps: { name: string; url: string | null; opens: boolean }[];
   statusTransitions: { fromStatus: string | null; toStatus: string; occurredAt: string; reason: string | null }[];
   schedulingHistory: {
     edges: {
@@ -33,7 +33,7 @@ export interface Listed {
 }
 
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
-  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url }
+  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url opens }
   statusTransitions { fromStatus toStatus occurredAt reason }
   schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 
@@ -91,7 +91,7 @@ export async function openDetail(id: string, name: string, listed: Listed): Prom
       return;
     }
     fill(byId('detail-title'), s.name);
-    renderSummary(summary, s);
+    renderSummary(summary, s, id);
     // Once offered (it runs now), the terminal opens; it stays as long as the panel.
     if (!open.terminal) {
       const app = s.apps.find((a) => a.name === 'terminal' && a.url);
@@ -131,7 +131,36 @@ export async function openDetail(id: string, name: string, listed: Listed): Prom
   });
 }
 
-function renderSummary(summary: HTMLElement, s: Detail): void {
+const OPEN_APP = `mutation PageOpenApp($id: ID!, $name: String!) { openSessionApp(sessionId: $id, name: $name) { url } }`;
+
+/** Opens a web app of the session in a tab of its own: on the apps' origin, with no way
+ * back to this page (`noopener`). */
+async function openApp(id: string, name: string, line: HTMLElement): Promise<void> {
+  try {
+    const opened = await gql<{ openSessionApp: { url: string } }>(OPEN_APP, { id, name });
+    window.open(opened.openSessionApp.url, '_blank', 'noopener,noreferrer');
+    fill(line, '');
+  } catch (e) {
+    fill(line, e instanceof ApiError ? e.message : String(e));
+  }
+}
+
+/** A button for each web app the session opens now. */
+function appButtons(s: Detail, id: string): HTMLElement | null {
+  const web = s.apps.filter((a) => a.opens);
+  if (!web.length) return null;
+  const line = h('span', { class: 'app-error', role: 'status' });
+  return h(
+    'p',
+    { class: 'apps' },
+    web.map((a) =>
+      h('button', { type: 'button', 'data-app': a.name, onclick: () => void openApp(id, a.name, line) }, `Open ${a.name}`),
+    ),
+    line,
+  );
+}
+
+function renderSummary(summary: HTMLElement, s: Detail, id: string): void {
   fill(
     summary,
     h(
@@ -145,6 +174,7 @@ function renderSummary(summary: HTMLElement, s: Detail): void {
       ` ${typeLabel(s.type)}`,
       s.statusInfo ? ` — ${s.statusInfo}` : '',
     ),
+    appButtons(s, id),
     s.pull
       ? h(
           'p',

@@ -7,7 +7,7 @@ import { byId, bytes, fill, h, when } from './dom.js';
 import { statusLabel, typeLabel } from './labels.js';
 import { authorization, subscribe, wsUrl } from './live.js';
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
-  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url }
+  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url opens }
   statusTransitions { fromStatus toStatus occurredAt reason }
   schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 /** Its last 200 lines, then each new one until it has ended (at once, if it has). */
@@ -63,7 +63,7 @@ export async function openDetail(id, name, listed) {
             return;
         }
         fill(byId('detail-title'), s.name);
-        renderSummary(summary, s);
+        renderSummary(summary, s, id);
         // Once offered (it runs now), the terminal opens; it stays as long as the panel.
         if (!open.terminal) {
             const app = s.apps.find((a) => a.name === 'terminal' && a.url);
@@ -105,8 +105,29 @@ export async function openDetail(id, name, listed) {
         error: (code) => code === 'LAGGED',
     });
 }
-function renderSummary(summary, s) {
-    fill(summary, h('p', {}, h('span', { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status }, statusLabel(s.status, s.pull)), ` ${typeLabel(s.type)}`, s.statusInfo ? ` — ${s.statusInfo}` : ''), s.pull
+const OPEN_APP = `mutation PageOpenApp($id: ID!, $name: String!) { openSessionApp(sessionId: $id, name: $name) { url } }`;
+/** Opens a web app of the session in a tab of its own: on the apps' origin, with no way
+ * back to this page (`noopener`). */
+async function openApp(id, name, line) {
+    try {
+        const opened = await gql(OPEN_APP, { id, name });
+        window.open(opened.openSessionApp.url, '_blank', 'noopener,noreferrer');
+        fill(line, '');
+    }
+    catch (e) {
+        fill(line, e instanceof ApiError ? e.message : String(e));
+    }
+}
+/** A button for each web app the session opens now. */
+function appButtons(s, id) {
+    const web = s.apps.filter((a) => a.opens);
+    if (!web.length)
+        return null;
+    const line = h('span', { class: 'app-error', role: 'status' });
+    return h('p', { class: 'apps' }, web.map((a) => h('button', { type: 'button', 'data-app': a.name, onclick: () => void openApp(id, a.name, line) }, `Open ${a.name}`)), line);
+}
+function renderSummary(summary, s, id) {
+    fill(summary, h('p', {}, h('span', { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status }, statusLabel(s.status, s.pull)), ` ${typeLabel(s.type)}`, s.statusInfo ? ` — ${s.statusInfo}` : ''), appButtons(s, id), s.pull
         ? h('p', { class: 'pull' }, h('progress', { max: 100, value: s.pull.percent, 'aria-label': 'Image pull' }), ` Pulling the image: ${bytes(s.pull.bytesDone)} of ${bytes(s.pull.bytesTotal)}, ` +
             `${s.pull.layersDone} of ${s.pull.layersTotal} layers`)
         : null, s.status === 'PENDING'

@@ -1,0 +1,37 @@
+// A session's web app in a real browser: Alice opens her page, opens session `<name>`'s
+// detail, clicks "Open web": a tab of its own opens the app on the apps' origin. There, a
+// page the app serves (`probe.html`) looks for what is the user's: `window.opener`, the
+// Sessions page's stored token, the API. Prints one JSON line.
+// Usage: node apps_page.mjs <http://api> <name>
+import { launchBrowser } from './launch.mjs';
+
+const [base, name] = process.argv.slice(2);
+const WAIT = { timeout: 60000 };
+const report = { errors: [] };
+const browser = await launchBrowser();
+try {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  await context.addInitScript(() => {
+    if (location.pathname.startsWith('/project/')) sessionStorage.setItem('sessiond.page.token', 'demo-alice');
+  });
+  const page = await context.newPage();
+  page.on('pageerror', (e) => report.errors.push(e.message));
+  await page.goto(new URL('/project/default/session', base).href);
+  const row = page.locator('#table tbody tr').filter({ has: page.getByRole('button', { name, exact: true }) });
+  await row.locator('td[data-column="STATUS"]:has-text("RUNNING")').waitFor(WAIT);
+  await row.getByRole('button', { name, exact: true }).click();
+  const open = page.locator('#detail button[data-app="web"]');
+  await open.waitFor(WAIT);
+  const [tab] = await Promise.all([context.waitForEvent('page', WAIT), open.click()]);
+  await tab.waitForLoadState();
+  report.appUrl = tab.url();
+  // The app's own page, on the apps' origin.
+  await tab.goto(new URL('probe.html', tab.url()).href);
+  await tab.locator('#done').waitFor(WAIT);
+  report.probe = JSON.parse(await tab.locator('#done').innerText());
+} catch (e) {
+  report.failure = String(e?.stack ?? e);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(report));
