@@ -172,6 +172,8 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
             }
         });
     }
-    let (head, body) = answer.into_parts();
+    let (mut head, body) = answer.into_parts();
+    // The browser's connection is the listener's own, HTTP/1.1, whatever the app speaks.
+    head.version = axum::http::Version::HTTP_11;
     Response::from_parts(head, Body::new(body))
 }

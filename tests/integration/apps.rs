@@ -113,7 +113,49 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         self.send_response(201)
         self.send_header("Content-Length", "0")
         self.end_headers()
+"#;
+
+/// The last line of the web app: it serves.
+const SERVE: &str = r#"
 http.server.ThreadingHTTPServer(("127.0.0.1", 8000), lambda *a: Handler(*a, directory="/home/work")).serve_forever()
+"#;
+
+/// A WebSocket echo server (`/echo`), of Python's standard library alone, added to the
+/// web app's handler.
+const ECHO: &str = r#"
+import base64, hashlib, struct
+def echo(handler):
+    key = handler.headers["Sec-WebSocket-Key"]
+    accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    handler.send_response(101)
+    handler.send_header("Upgrade", "websocket")
+    handler.send_header("Connection", "Upgrade")
+    handler.send_header("Sec-WebSocket-Accept", accept)
+    handler.end_headers()
+    rfile, wfile = handler.rfile, handler.wfile
+    while True:
+        head = rfile.read(2)
+        if len(head) < 2:
+            return
+        opcode, n = head[0] & 15, head[1] & 127
+        if n == 126:
+            n = struct.unpack(">H", rfile.read(2))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", rfile.read(8))[0]
+        mask = rfile.read(4)
+        data = bytes(b ^ mask[i % 4] for i, b in enumerate(rfile.read(n)))
+        if opcode == 8:
+            wfile.write(bytes([0x88, 0]))
+            return
+        size = bytes([n]) if n < 126 else bytes([126]) + struct.pack(">H", n)
+        wfile.write(bytes([0x80 | opcode]) + size + data)
+        wfile.flush()
+_get = Handler.do_GET
+def do_GET(self):
+    if self.path == "/echo" and self.headers.get("Upgrade", "").lower() == "websocket":
+        return echo(self)
+    return _get(self)
+Handler.do_GET = do_GET
 "#;
 
 /// Declares image `web:1`: interactive, its app `web` the web server of [`WEB_APP`] on port
@@ -167,7 +209,7 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     std::fs::write(work.join("hello.txt"), "from-the-session").expect("a file in the session");
     let big = std::fs::File::create(work.join("big")).expect("a big file");
     big.set_len(200 << 20).expect("200 MB");
-    std::fs::write(work.join("app.py.part"), WEB_APP).expect("the app");
+    std::fs::write(work.join("app.py.part"), [WEB_APP, ECHO, SERVE].concat()).expect("the app");
     {
         use std::os::unix::fs::PermissionsExt;
         for f in ["hello.txt", "big", "app.py.part"] {
@@ -228,6 +270,23 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     let forged = http.get(at("hello.txt")).header("cookie", "sessiond-app=0123").send().await.expect("forged");
     assert_eq!(forged.status(), 404);
 
+    // A WebSocket through the proxy keeps every message, in order.
+    let mut ws_request = tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{apps}{base}echo"))
+        .expect("a request");
+    ws_request.headers_mut().insert("cookie", cookie.parse().expect("a header"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_request).await.expect("a WebSocket to the app");
+    {
+        use futures_util::{SinkExt, StreamExt};
+        for n in 0..1000 {
+            ws.send(tungstenite::Message::text(format!("message {n}"))).await.expect("sent");
+        }
+        for n in 0..1000 {
+            let got = ws.next().await.expect("an answer").expect("a message");
+            assert_eq!(got.into_text().expect("text").as_str(), format!("message {n}"));
+        }
+        ws.close(None).await.ok();
+    }
+
     // A download cut by the session's end.
     let mut download = http.get(at("big")).header("cookie", &cookie).send().await.expect("a download");
     assert_eq!(download.status(), 200);
@@ -287,7 +346,7 @@ async fn an_apps_page_gets_nothing_of_its_users(mut app: TestApp) {
     let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
     let work = SessionDir::of(&machine.path(), uuid).work();
     std::fs::write(work.join("probe.html"), PROBE.replace("API", &format!("http://{addr}"))).expect("the probe");
-    std::fs::write(work.join("app.py.part"), WEB_APP).expect("the app");
+    std::fs::write(work.join("app.py.part"), [WEB_APP, ECHO, SERVE].concat()).expect("the app");
     {
         use std::os::unix::fs::PermissionsExt;
         for f in ["probe.html", "app.py.part"] {
