@@ -9,6 +9,10 @@ pub struct HttpLimits {
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "SESSIOND_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
+    /// Largest request body a session's app is sent (an upload), in bytes: streamed, never
+    /// held; past it the request is cut and answered 413.
+    #[arg(long, env = "SESSIOND_MAX_APP_BODY_BYTES", default_value_t = 1 << 30)]
+    pub max_app_body_bytes: usize,
     /// A GraphQL request that takes longer is answered 408.
     #[arg(long, env = "SESSIOND_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
     pub request_timeout_ms: u64,
@@ -43,6 +47,7 @@ impl HttpLimits {
                 subscriptions: s.max_subscriptions_per_user,
                 terminals: s.max_terminals_per_user,
                 replays: s.max_replays_per_user,
+                apps: s.max_app_connections_per_user,
                 operations_per_second: s.operations_per_second_per_user,
             },
             replays: crate::domain::replay::ReplayBudget {
@@ -57,6 +62,7 @@ impl Default for HttpLimits {
     fn default() -> Self {
         Self {
             max_body_bytes: 1 << 20,
+            max_app_body_bytes: 1 << 30,
             request_timeout_ms: 30_000,
             header_read_timeout_ms: 10_000,
             max_connections: 8_192,
@@ -130,6 +136,10 @@ pub struct ShareLimits {
     /// Subscriptions per user replaying missed events (`after:`) at once.
     #[arg(long, env = "SESSIOND_MAX_REPLAYS_PER_USER", default_value_t = 4)]
     pub max_replays_per_user: usize,
+    /// Connections to sessions' apps per user being answered at once (a download, an
+    /// upload, a WebSocket); one more is answered 429.
+    #[arg(long, env = "SESSIOND_MAX_APP_CONNECTIONS_PER_USER", default_value_t = 64)]
+    pub max_app_connections_per_user: usize,
     /// Operations a user starts per second over WebSockets (subscriptions, queries,
     /// mutations; opening a terminal counts 10), twice as many at once; past it an
     /// operation is refused (`LIMIT_EXCEEDED`).
@@ -156,6 +166,7 @@ impl Default for ShareLimits {
             max_subscriptions_per_user: 200,
             max_terminals_per_user: 8,
             max_replays_per_user: 4,
+            max_app_connections_per_user: 64,
             operations_per_second_per_user: 20,
             max_ws_unauthenticated: 256,
             replay_connections: 2,

@@ -21,10 +21,13 @@ pub enum Share {
     Terminal,
     /// A subscription replaying missed events.
     Replay,
+    /// A request to a session's app being answered (its body streaming, or its WebSocket
+    /// open).
+    App,
 }
 
 impl Share {
-    const ALL: [Share; 4] = [Share::Connection, Share::Subscription, Share::Terminal, Share::Replay];
+    const ALL: [Share; 5] = [Share::Connection, Share::Subscription, Share::Terminal, Share::Replay, Share::App];
 
     fn index(self) -> usize {
         self as usize
@@ -36,6 +39,7 @@ impl Share {
             Share::Subscription => "running subscriptions",
             Share::Terminal => "open terminals",
             Share::Replay => "subscriptions replaying missed events at once",
+            Share::App => "open connections to apps",
         }
     }
 }
@@ -47,6 +51,7 @@ pub struct PerUser {
     pub subscriptions: usize,
     pub terminals: usize,
     pub replays: usize,
+    pub apps: usize,
     /// Operations a second one user starts on long-lived connections (a subscription, a
     /// query or mutation over a WebSocket; a terminal counts [`TERMINAL_OPERATIONS`]);
     /// twice as many may come at once.
@@ -64,6 +69,7 @@ impl PerUser {
             Share::Subscription => self.subscriptions,
             Share::Terminal => self.terminals,
             Share::Replay => self.replays,
+            Share::App => self.apps,
         }
     }
 }
@@ -210,7 +216,7 @@ mod tests {
     }
 
     fn limits() -> PerUser {
-        PerUser { connections: 2, subscriptions: 1, terminals: 1, replays: 1, operations_per_second: 20 }
+        PerUser { connections: 2, subscriptions: 1, terminals: 1, replays: 1, apps: 1, operations_per_second: 20 }
     }
 
     #[test]

@@ -29,7 +29,38 @@ pub const COOKIE: &str = "sessiond-app";
 
 /// The apps' listener's routes.
 pub fn router(state: AppState) -> Router {
-    Router::new().route("/open", get(open)).route("/s/{*rest}", any(proxy)).with_state(state)
+    let cap = state.limits.max_app_body_bytes;
+    Router::new()
+        .route("/open", get(open))
+        .route("/s/{*rest}", any(proxy))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(cap))
+        .with_state(state)
+}
+
+/// A body that holds something (the user's share of app connections) until it is done.
+struct Holding<B> {
+    body: std::pin::Pin<Box<B>>,
+    _held: crate::domain::shares::Held,
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for Holding<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        self.get_mut().body.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 #[derive(Deserialize)]
@@ -135,6 +166,19 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
         return (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, base)]).into_response();
     };
     let Some(port) = admitted.app.port else { return not_found() };
+    // Each request held against its user's share until its answer has streamed (or its
+    // WebSocket closed).
+    let held = match state.live.shares.take(admitted.user_id, crate::domain::shares::Share::App) {
+        Ok(h) => h,
+        Err(e) => return (StatusCode::TOO_MANY_REQUESTS, e.to_string()).into_response(),
+    };
+    // Traffic through the proxy is activity, as terminal input is (written at most once
+    // in a while per session).
+    if admitted.session.typed_at.is_none_or(|t| now - t >= crate::domain::idle::TYPED_EVERY)
+        && let Err(e) = crate::domain::idle::typed(&state.db, session_id, now).await
+    {
+        tracing::warn!("noting an app's traffic as activity failed: {e}");
+    }
     let stream = match local.dialers.connect(session_id, port).await {
         Ok(s) => s,
         Err(e) => {
@@ -159,21 +203,25 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     without_grant(&mut head.headers);
     head.headers.insert("x-forwarded-prefix", HeaderValue::from_str(&base).unwrap_or(HeaderValue::from_static("/")));
     let asked = axum::http::Request::from_parts(head, body);
-    let mut answer = match sender.send_request(asked).await {
+    let answer = match sender.send_request(asked).await {
         Ok(a) => a,
         Err(_) => return status(StatusCode::BAD_GATEWAY, "The app closed the connection."),
     };
-    if answer.status() == StatusCode::SWITCHING_PROTOCOLS {
-        let theirs = hyper::upgrade::on(&mut answer);
+    let (mut head, body) = answer.into_parts();
+    // The browser's connection is the listener's own, HTTP/1.1, whatever the app speaks.
+    head.version = axum::http::Version::HTTP_11;
+    if head.status == StatusCode::SWITCHING_PROTOCOLS {
+        let mut switched = axum::http::Response::from_parts(head, body);
+        let theirs = hyper::upgrade::on(&mut switched);
+        let (head, _) = switched.into_parts();
         tokio::spawn(async move {
+            let _held = held;
             if let (Ok(ours), Ok(theirs)) = (upgrade.await, theirs.await) {
                 let (mut ours, mut theirs) = (TokioIo::new(ours), TokioIo::new(theirs));
                 tokio::io::copy_bidirectional(&mut ours, &mut theirs).await.ok();
             }
         });
+        return Response::from_parts(head, Body::empty());
     }
-    let (mut head, body) = answer.into_parts();
-    // The browser's connection is the listener's own, HTTP/1.1, whatever the app speaks.
-    head.version = axum::http::Version::HTTP_11;
-    Response::from_parts(head, Body::new(body))
+    Response::from_parts(head, Body::new(Holding { body: Box::pin(body), _held: held }))
 }

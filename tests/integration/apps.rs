@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, EntityTrait};
 use serde_json::{Value, json};
 use sessiond::domain::runtime::local::dial::Dialer;
 use sessiond::domain::runtime::local::files::SessionDir;
@@ -196,6 +196,7 @@ fn client() -> reqwest::Client {
 async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     let machine = Machine::new();
     declare_web_image(&app).await;
+    app.limits.max_app_body_bytes = 16 << 20;
     if !app.start_local_runtime(&machine.path(), 500, None).await {
         return;
     }
@@ -264,6 +265,16 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     let put = http.put(at("uploaded")).header("cookie", &cookie).body(upload.clone()).send().await.expect("a put");
     assert_eq!(put.status(), 201);
     assert_eq!(std::fs::read(work.join("uploaded")).expect("the upload"), upload);
+    let too_big = http.put(at("too-big")).header("cookie", &cookie).body(vec![0_u8; 17 << 20]).send().await;
+    // Refused at once: 413, or the connection closed while the client was still sending.
+    match too_big {
+        Ok(r) => assert_eq!(r.status(), 413, "past --max-app-body-bytes"),
+        Err(e) => assert!(e.is_request(), "{e}"),
+    }
+    assert!(!work.join("too-big").exists(), "nothing of it reached the app");
+    // The traffic was the session's activity, as terminal input is.
+    let s = entity::session::Entity::find_by_id(uuid).one(&app.db).await.expect("read").expect("the session");
+    assert!(s.typed_at.is_some(), "traffic through the proxy is activity");
     assert_eq!(http.get(at("hello.txt")).send().await.expect("no cookie").status(), 404);
     let other = format!("http://{apps}/s/{uuid}/terminal/hello.txt");
     assert_eq!(http.get(other).header("cookie", &cookie).send().await.expect("another app").status(), 404);
