@@ -163,6 +163,11 @@ Handler.do_GET = do_GET
 async fn declare_web_image(app: &TestApp) {
     let text = "[images.\"web:1\"]\ntypes = [\"INTERACTIVE\"]\napps = [\"terminal\", { name = \"web\", port = 8000, \
                 command = \"while [ ! -f /home/work/app.py ]; do sleep 0.1; done; exec python3 /home/work/app.py\" }]\n";
+    declare(app, text).await;
+}
+
+/// Applies declaration `text` with `sessiond apply`'s code.
+async fn declare(app: &TestApp, text: &str) {
     let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
     let declared = sessiond::domain::apply::file::parse(
         &[sessiond::domain::apply::Source { name: "apps.toml".into(), text: text.to_owned() }],
@@ -381,7 +386,47 @@ async fn an_apps_page_gets_nothing_of_its_users(mut app: TestApp) {
     assert!(probe["ownOrigin"].as_str().is_some_and(|a| a.starts_with("404")), "{r}");
 }
 
+/// A real Jupyter server (jupyter-server and ipykernel from PyPI) in a session, opened from
+/// the page in chromium: served under its base path through the proxy, a notebook created,
+/// its kernel started, and `1+1` run over the kernel's WebSocket gives `2`.
+async fn jupyter_runs_a_notebook_through_the_proxy(mut app: TestApp) {
+    let Some(chromium) = crate::support::chromium() else { return };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if !crate::support::node_package(&dir, "playwright-core", "Jupyter in the browser") {
+        return;
+    }
+    let Some(lib) = crate::support::jupyter::lib() else { return };
+    let machine = Machine::new();
+    let text = "[images.\"jupyter:1\"]\ntypes = [\"INTERACTIVE\"]\napps = [{ name = \"jupyter\", port = 8888, \
+                base_path = true, command = \"while [ ! -d /home/work/pylib ]; do sleep 0.2; done; \
+                HOME=/home/work PYTHONPATH=/home/work/pylib exec python3 -m jupyter_server --no-browser --ip 127.0.0.1 \
+                --port 8888 --ServerApp.base_url={base} --IdentityProvider.token='' \
+                --ServerApp.disable_check_xsrf=True --ServerApp.root_dir=/home/work\" }]\n";
+    declare(&app, text).await;
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let addr = app.serve().await;
+    let mut launched = input("page-jupyter", "", 1024, json!({"image": "jupyter:1", "type": "INTERACTIVE"}));
+    launched.as_object_mut().expect("an input").remove("startupCommand");
+    let id = launch(&app, "demo-alice", launched).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
+    let work = SessionDir::of(&machine.path(), uuid).work();
+    let copied = std::process::Command::new("cp").arg("-a").arg(lib).arg(work.join("pylib.part")).status().expect("cp");
+    assert!(copied.success());
+    std::fs::rename(work.join("pylib.part"), work.join("pylib")).expect("the library, whole");
+    let base = sessiond::domain::apps::base(uuid, "jupyter");
+    let args = [format!("http://{addr}"), "page-jupyter".to_owned(), base.clone()];
+    let r = crate::support::browser_script("jupyter_page.mjs", &args, &chromium).await;
+    assert!(r.get("failure").is_none(), "{r:#}");
+    assert_eq!(r["run"]["result"], "2", "{r}");
+    assert_eq!(r["run"]["kernel"], "python3", "{r}");
+    assert!(r["tabUrl"].as_str().is_some_and(|u| u.contains(&base)), "{r}");
+}
+
 db_tests!(
+    jupyter_runs_a_notebook_through_the_proxy,
     the_server_reaches_a_sessions_own_loopback,
     an_app_opens_through_the_proxy_for_its_owner_only,
     an_apps_page_gets_nothing_of_its_users

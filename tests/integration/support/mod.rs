@@ -8,6 +8,7 @@
 //! `SESSIOND_REQUIRE_POSTGRES=1` turns every skip into a failure instead.
 
 pub mod binary;
+pub mod jupyter;
 pub mod pg;
 pub mod registry;
 pub mod slurm;
