@@ -27,7 +27,9 @@ use super::resource::{Image, ResourceGroup};
 use super::scalars::BigInt;
 use super::scheduling::{self, SchedulingHistoryConnection};
 use super::session_paging::{PageArgs, page_complexity, read_page};
-use super::session_values::{EnvVar, LaunchOrigin, LaunchOriginKind, SessionApp, SessionExpiry, StatusTransition};
+use super::session_values::{
+    AppStatus, EnvVar, LaunchOrigin, LaunchOriginKind, SessionApp, SessionExpiry, StatusTransition,
+};
 use super::types::{
     IdleCheck, PageInfo, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse,
     UtilizationPoint,
@@ -383,13 +385,24 @@ impl Session {
         // The terminal's conditions hold for the web apps too: the owner's interactive
         // session, running here.
         let served = offered && runtime.is_some_and(|r| r.apps_url.is_some());
-        Ok(apps
-            .into_iter()
-            .map(|a| {
-                let url = if a.name == crate::domain::apps::TERMINAL { terminal.clone() } else { None };
-                SessionApp { opens: served && a.port.is_some(), name: a.name, url }
-            })
-            .collect())
+        let mut out = Vec::new();
+        for a in apps {
+            let url = if a.name == crate::domain::apps::TERMINAL { terminal.clone() } else { None };
+            let opens = served && a.port.is_some();
+            let (status, status_info) = match local.filter(|_| opens) {
+                Some(local) => {
+                    use crate::domain::apps::Readiness;
+                    match crate::domain::apps::readiness(&local.dialers, &self.0, &a, clock::now()).await {
+                        Readiness::Starting => (Some(AppStatus::Starting), None),
+                        Readiness::Ready => (Some(AppStatus::Ready), None),
+                        Readiness::Failed(why) => (Some(AppStatus::Failed), Some(why)),
+                    }
+                }
+                None => (None, None),
+            };
+            out.push(SessionApp { opens, name: a.name, url, status, status_info });
+        }
+        Ok(out)
     }
     /// The last `tail` log lines (1–1000), oldest first. For the detail panel, like
     /// `schedulingHistory`.

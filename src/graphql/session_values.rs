@@ -57,6 +57,21 @@ pub struct SessionApp {
     /// It is a web app that `openSessionApp` opens in a browser now (declared with a port,
     /// its session running here, this server serving apps); its owner only.
     pub opens: bool,
+    /// Of a web app that opens: whether its port answers yet. Null otherwise.
+    pub status: Option<AppStatus>,
+    /// Why a FAILED app is taken to have failed.
+    pub status_info: Option<String>,
+}
+
+/// Where a web app of a running session is.
+#[derive(async_graphql::Enum, Clone, Copy, PartialEq, Eq)]
+pub enum AppStatus {
+    /// Its port does not answer yet (for two minutes after its session started).
+    Starting,
+    /// Its port answers.
+    Ready,
+    /// Its port does not answer, or cannot be reached.
+    Failed,
 }
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use sea_orm::{ConnectionTrait, EntityTrait};
+use sea_orm::{ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use sessiond::domain::runtime::local::dial::Dialer;
 use sessiond::domain::runtime::local::files::SessionDir;
@@ -162,7 +162,8 @@ Handler.do_GET = do_GET
 /// 8000, started with the session once the test has put the script in its work directory.
 async fn declare_web_image(app: &TestApp) {
     let text = "[images.\"web:1\"]\ntypes = [\"INTERACTIVE\"]\napps = [\"terminal\", { name = \"web\", port = 8000, \
-                command = \"while [ ! -f /home/work/app.py ]; do sleep 0.1; done; exec python3 /home/work/app.py\" }]\n";
+                command = \"while [ ! -f /home/work/app.py ]; do sleep 0.1; done; exec python3 /home/work/app.py\" }, \
+                { name = \"ghost\", port = 9999 }]\n";
     declare(app, text).await;
 }
 
@@ -181,6 +182,12 @@ async fn declare(app: &TestApp, text: &str) {
 
 const OPEN: &str =
     "mutation($id: ID!, $name: String!) { openSessionApp(sessionId: $id, name: $name) { url expiresAt } }";
+
+/// The apps of session `id` as its owner sees them: name, whether they open, status.
+async fn statuses(app: &TestApp, id: &str) -> Value {
+    let query = "query($id: ID!) { session(id: $id) { apps { name opens status statusInfo } } }";
+    app.gql(Some("demo-alice"), query, json!({"id": id})).await["data"]["session"]["apps"].clone()
+}
 
 /// The link `openSessionApp` gives the demo user alice for app `web` of session `id`.
 async fn open(app: &TestApp, id: &str) -> String {
@@ -212,6 +219,10 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     until(&app, &id, |s| s["status"] == "RUNNING").await;
     let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
     let work = SessionDir::of(&machine.path(), uuid).work();
+    // Its app waits for its script: starting; the terminal is no web app.
+    let apps_now = statuses(&app, &id).await;
+    assert_eq!(apps_now[0], json!({"name": "terminal", "opens": false, "status": null, "statusInfo": null}));
+    assert_eq!((&apps_now[1]["name"], &apps_now[1]["status"]), (&json!("web"), &json!("STARTING")), "{apps_now}");
     std::fs::write(work.join("hello.txt"), "from-the-session").expect("a file in the session");
     let big = std::fs::File::create(work.join("big")).expect("a big file");
     big.set_len(200 << 20).expect("200 MB");
@@ -260,6 +271,18 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
         break r;
     };
     assert_eq!(hello.status(), 200);
+    assert_eq!(statuses(&app, &id).await[1]["status"], "READY");
+    // Long after its session started, an app whose port does not answer has failed.
+    let past = chrono::Utc::now() - chrono::Duration::minutes(10);
+    entity::session::Entity::update_many()
+        .col_expr(entity::session::Column::StartedAt, sea_orm::sea_query::Expr::value(past))
+        .filter(sea_orm::ColumnTrait::eq(&entity::session::Column::Id, uuid))
+        .exec(&app.db)
+        .await
+        .expect("started long ago");
+    let ghost = statuses(&app, &id).await[2].clone();
+    assert_eq!(ghost["status"], "FAILED", "{ghost}");
+    assert!(ghost["statusInfo"].as_str().is_some_and(|i| i.contains("9999")), "{ghost}");
     assert_eq!(hello.text().await.expect("a body"), "from-the-session");
     let range = http.get(at("hello.txt")).header("cookie", &cookie).header("range", "bytes=5-7").send().await;
     let range = range.expect("a range");

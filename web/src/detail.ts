@@ -17,7 +17,7 @@ interface Detail {
   pull: { percent: number; bytesDone: number; bytesTotal: number; layersDone: number; layersTotal: number } | null;
   pendingReasons: { message: string }[];
   queuePosition: number | null;
-  apps: { name: string; url: string | null; opens: boolean }[];
+  apps: { name: string; url: string | null; opens: boolean; status: string | null; statusInfo: string | null }[];
   statusTransitions: { fromStatus: string | null; toStatus: string; occurredAt: string; reason: string | null }[];
   schedulingHistory: {
     edges: {
@@ -33,7 +33,7 @@ export interface Listed {
 }
 
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
-  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url opens }
+  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url opens status statusInfo }
   statusTransitions { fromStatus toStatus occurredAt reason }
   schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 
@@ -45,7 +45,13 @@ const EVENTS = `subscription PageSessionEvents($p: ID!, $scope: SessionScope, $i
 }`;
 
 /** What the open panel follows; closed with it. */
-let open: { logs: Subscription | null; events: Subscription | null; terminal: WebSocket | null; timer?: number } = {
+let open: {
+  logs: Subscription | null;
+  events: Subscription | null;
+  terminal: WebSocket | null;
+  timer?: number;
+  poll?: number;
+} = {
   logs: null,
   events: null,
   terminal: null,
@@ -58,6 +64,7 @@ function stop(): void {
   open.events?.close();
   open.terminal?.close(1000);
   window.clearTimeout(open.timer);
+  window.clearTimeout(open.poll);
   open = { logs: null, events: null, terminal: null };
   asked += 1;
 }
@@ -92,6 +99,9 @@ export async function openDetail(id: string, name: string, listed: Listed): Prom
     }
     fill(byId('detail-title'), s.name);
     renderSummary(summary, s, id);
+    // An app starting says nothing when it is ready: asked again until it says.
+    window.clearTimeout(open.poll);
+    if (s.apps.some((a) => a.status === 'STARTING')) open.poll = window.setTimeout(() => void read(), 2000);
     // Once offered (it runs now), the terminal opens; it stays as long as the panel.
     if (!open.terminal) {
       const app = s.apps.find((a) => a.name === 'terminal' && a.url);
@@ -154,7 +164,13 @@ function appButtons(s: Detail, id: string): HTMLElement | null {
     'p',
     { class: 'apps' },
     web.map((a) =>
-      h('button', { type: 'button', 'data-app': a.name, onclick: () => void openApp(id, a.name, line) }, `Open ${a.name}`),
+      a.status === 'READY'
+        ? h('button', { type: 'button', 'data-app': a.name, onclick: () => void openApp(id, a.name, line) }, `Open ${a.name}`)
+        : h(
+            'button',
+            { type: 'button', 'data-app': a.name, disabled: true, title: a.statusInfo ?? '' },
+            a.status === 'FAILED' ? `${a.name}: failed${a.statusInfo ? ` (${a.statusInfo})` : ''}` : `${a.name}: starting…`,
+          ),
     ),
     line,
   );

@@ -75,6 +75,41 @@ pub fn base(session: uuid::Uuid, app: &str) -> String {
     format!("/s/{session}/{app}/")
 }
 
+/// How long after its session starts an app whose port does not answer yet is starting,
+/// not failed.
+pub const STARTUP_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(120);
+
+/// Where a web app of a running session is: its port answers, or not yet, or not at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    Starting,
+    Ready,
+    /// Why it is taken to have failed.
+    Failed(String),
+}
+
+/// Whether app `app` (with a port) of running session `s` answers now: a connection to its
+/// port on the session's own loopback, made through `dialers`.
+pub async fn readiness(
+    dialers: &crate::domain::runtime::local::dial::Dialers,
+    s: &entity::session::Model,
+    app: &AppSpec,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Readiness {
+    let Some(port) = app.port else { return Readiness::Failed("it has no port".to_owned()) };
+    match dialers.connect(s.id, port).await {
+        Ok(_) => Readiness::Ready,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            if s.started_at.is_none_or(|t| now - t < STARTUP_GRACE) {
+                Readiness::Starting
+            } else {
+                Readiness::Failed(format!("nothing listens on its port {port}"))
+            }
+        }
+        Err(e) => Readiness::Failed(format!("it cannot be reached: {e}")),
+    }
+}
+
 /// Whether `name` may name an app: lower-case letters, digits and `-`, 1 to 32 of them,
 /// starting with a letter (it is a part of the app's address).
 pub fn valid_name(name: &str) -> bool {

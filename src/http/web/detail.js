@@ -7,7 +7,7 @@ import { byId, bytes, fill, h, when } from './dom.js';
 import { statusLabel, typeLabel } from './labels.js';
 import { authorization, subscribe, wsUrl } from './live.js';
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
-  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url opens }
+  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url opens status statusInfo }
   statusTransitions { fromStatus toStatus occurredAt reason }
   schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 /** Its last 200 lines, then each new one until it has ended (at once, if it has). */
@@ -28,6 +28,7 @@ function stop() {
     open.events?.close();
     open.terminal?.close(1000);
     window.clearTimeout(open.timer);
+    window.clearTimeout(open.poll);
     open = { logs: null, events: null, terminal: null };
     asked += 1;
 }
@@ -64,6 +65,10 @@ export async function openDetail(id, name, listed) {
         }
         fill(byId('detail-title'), s.name);
         renderSummary(summary, s, id);
+        // An app starting says nothing when it is ready: asked again until it says.
+        window.clearTimeout(open.poll);
+        if (s.apps.some((a) => a.status === 'STARTING'))
+            open.poll = window.setTimeout(() => void read(), 2000);
         // Once offered (it runs now), the terminal opens; it stays as long as the panel.
         if (!open.terminal) {
             const app = s.apps.find((a) => a.name === 'terminal' && a.url);
@@ -124,7 +129,9 @@ function appButtons(s, id) {
     if (!web.length)
         return null;
     const line = h('span', { class: 'app-error', role: 'status' });
-    return h('p', { class: 'apps' }, web.map((a) => h('button', { type: 'button', 'data-app': a.name, onclick: () => void openApp(id, a.name, line) }, `Open ${a.name}`)), line);
+    return h('p', { class: 'apps' }, web.map((a) => a.status === 'READY'
+        ? h('button', { type: 'button', 'data-app': a.name, onclick: () => void openApp(id, a.name, line) }, `Open ${a.name}`)
+        : h('button', { type: 'button', 'data-app': a.name, disabled: true, title: a.statusInfo ?? '' }, a.status === 'FAILED' ? `${a.name}: failed${a.statusInfo ? ` (${a.statusInfo})` : ''}` : `${a.name}: starting…`)), line);
 }
 function renderSummary(summary, s, id) {
     fill(summary, h('p', {}, h('span', { class: `status status-${s.status.toLowerCase()}`, 'data-status': s.status }, statusLabel(s.status, s.pull)), ` ${typeLabel(s.type)}`, s.statusInfo ? ` — ${s.statusInfo}` : ''), appButtons(s, id), s.pull
