@@ -37,9 +37,11 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// A body that holds something (the user's share of app connections) until it is done.
+/// A body that holds something (the user's share of app connections) until it is done,
+/// and ends early once `void` resolves (the token that opened the app revoked).
 struct Holding<B> {
     body: std::pin::Pin<Box<B>>,
+    void: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
     _held: crate::domain::shares::Held,
 }
 
@@ -51,7 +53,11 @@ impl<B: hyper::body::Body> hyper::body::Body for Holding<B> {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        self.get_mut().body.as_mut().poll_frame(cx)
+        let me = self.get_mut();
+        if me.void.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(None);
+        }
+        me.body.as_mut().poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -207,6 +213,7 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
         Ok(a) => a,
         Err(_) => return status(StatusCode::BAD_GATEWAY, "The app closed the connection."),
     };
+    let void = grants::revoked(state.live.credentials.clone(), admitted.keypair_id);
     let (mut head, body) = answer.into_parts();
     // The browser's connection is the listener's own, HTTP/1.1, whatever the app speaks.
     head.version = axum::http::Version::HTTP_11;
@@ -218,10 +225,13 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
             let _held = held;
             if let (Ok(ours), Ok(theirs)) = (upgrade.await, theirs.await) {
                 let (mut ours, mut theirs) = (TokioIo::new(ours), TokioIo::new(theirs));
-                tokio::io::copy_bidirectional(&mut ours, &mut theirs).await.ok();
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut ours, &mut theirs) => {}
+                    () = void => {}
+                }
             }
         });
         return Response::from_parts(head, Body::empty());
     }
-    Response::from_parts(head, Body::new(Holding { body: Box::pin(body), _held: held }))
+    Response::from_parts(head, Body::new(Holding { body: Box::pin(body), void: Box::pin(void), _held: held }))
 }

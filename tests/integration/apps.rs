@@ -326,6 +326,38 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
         ws.close(None).await.ok();
     }
 
+    // A token revoked closes the connections it opened, and its grant opens nothing more.
+    let (token, access_key) =
+        sessiond::domain::auth::create_token(&app.db, "alice@example.com", None).await.expect("a second token");
+    let r = app.gql(Some(&token), OPEN, json!({"id": id, "name": "web"})).await;
+    let link = r["data"]["openSessionApp"]["url"].as_str().unwrap_or_else(|| panic!("opened: {r}")).to_owned();
+    let second = http.get(&link).send().await.expect("the link");
+    let second =
+        second.headers()["set-cookie"].to_str().expect("a cookie").split(';').next().expect("a pair").to_owned();
+    let mut ws_request = tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{apps}{base}echo"))
+        .expect("a request");
+    ws_request.headers_mut().insert("cookie", second.parse().expect("a header"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_request).await.expect("a WebSocket to the app");
+    {
+        use futures_util::{SinkExt, StreamExt};
+        ws.send(tungstenite::Message::text("before")).await.expect("sent");
+        assert_eq!(
+            ws.next().await.expect("an answer").expect("a message").into_text().expect("text").as_str(),
+            "before"
+        );
+        assert!(sessiond::domain::auth::revoke_token(&app.db, &access_key).await.expect("revoked"));
+        let closed = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(Ok(m)) = ws.next().await {
+                if m.is_close() {
+                    break;
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "a revoked token's WebSocket to the app is closed");
+    }
+    assert_eq!(http.get(at("hello.txt")).header("cookie", &second).send().await.expect("after").status(), 404);
+
     // A download cut by the session's end.
     let mut download = http.get(at("big")).header("cookie", &cookie).send().await.expect("a download");
     assert_eq!(download.status(), 200);

@@ -56,6 +56,8 @@ pub struct Admitted {
     pub session: session::Model,
     pub app: AppSpec,
     pub user_id: Uuid,
+    /// The keypair whose token opened the app: revoked, its connections close.
+    pub keypair_id: Uuid,
 }
 
 fn new_secret() -> String {
@@ -149,6 +151,22 @@ pub async fn redeem(db: &impl ConnectionTrait, ticket: &str, now: DateTime<Utc>)
     Ok(Grant { secret, session_id: t.session_id, app: t.app, expires_at })
 }
 
+/// Resolves once the token that opened an app (keypair `keypair_id`) no longer stands for
+/// anyone (revoked, or its user gone): checked at every change of the credentials.
+pub async fn revoked(credentials: Credentials, keypair_id: Uuid) {
+    let mut changes = credentials.changes();
+    changes.mark_unchanged();
+    loop {
+        if changes.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        changes.mark_unchanged();
+        if let Ok(None) = credentials.viewer_of_keypair(keypair_id).await {
+            return;
+        }
+    }
+}
+
 /// Admits a request to app `name` of session `session_id` with cookie `secret`: the grant
 /// is for that app, not expired; its token is not revoked; the session is still its
 /// owner's, RUNNING. Anything else is `Unauthenticated` (a grant that opens nothing).
@@ -171,5 +189,5 @@ pub async fn admit(
         DomainError::Unavailable(_) | DomainError::Internal(_) => e,
         _ => DomainError::Unauthenticated,
     })?;
-    Ok(Admitted { session, app, user_id: viewer.user_id })
+    Ok(Admitted { session, app, user_id: viewer.user_id, keypair_id: grant.keypair_id })
 }
