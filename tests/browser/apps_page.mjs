@@ -3,6 +3,7 @@
 // page the app serves (`probe.html`) looks for what is the user's: `window.opener`, the
 // Sessions page's stored token, the API. Prints one JSON line.
 // Usage: node apps_page.mjs <http://api> <name>
+import { openRunningSession } from './alice.mjs';
 import { launchBrowser } from './launch.mjs';
 
 const [base, name] = process.argv.slice(2);
@@ -10,16 +11,7 @@ const WAIT = { timeout: 60000 };
 const report = { errors: [] };
 const browser = await launchBrowser();
 try {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  await context.addInitScript(() => {
-    if (location.pathname.startsWith('/project/')) sessionStorage.setItem('sessiond.page.token', 'demo-alice');
-  });
-  const page = await context.newPage();
-  page.on('pageerror', (e) => report.errors.push(e.message));
-  await page.goto(new URL('/project/default/session', base).href);
-  const row = page.locator('#table tbody tr').filter({ has: page.getByRole('button', { name, exact: true }) });
-  await row.locator('td[data-column="STATUS"]:has-text("RUNNING")').waitFor(WAIT);
-  await row.getByRole('button', { name, exact: true }).click();
+  const { context, page } = await openRunningSession(browser, base, name, report, WAIT);
   const open = page.locator('#detail button[data-app="web"]');
   await open.waitFor(WAIT);
   const [tab] = await Promise.all([context.waitForEvent('page', WAIT), open.click()]);

@@ -2,6 +2,7 @@
 // session's detail and its "Open jupyter" button; in the app's tab, on the apps' origin,
 // she creates a notebook, starts its kernel, and runs `1+1` over the kernel's WebSocket.
 // Prints one JSON line. Usage: node jupyter_page.mjs <http://api> <name> <base path>
+import { openRunningSession } from './alice.mjs';
 import { launchBrowser } from './launch.mjs';
 
 const [base, name, appBase] = process.argv.slice(2);
@@ -9,16 +10,7 @@ const WAIT = { timeout: 90000 };
 const report = { errors: [] };
 const browser = await launchBrowser();
 try {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  await context.addInitScript(() => {
-    if (location.pathname.startsWith('/project/')) sessionStorage.setItem('sessiond.page.token', 'demo-alice');
-  });
-  const page = await context.newPage();
-  page.on('pageerror', (e) => report.errors.push(e.message));
-  await page.goto(new URL('/project/default/session', base).href);
-  const row = page.locator('#table tbody tr').filter({ has: page.getByRole('button', { name, exact: true }) });
-  await row.locator('td[data-column="STATUS"]:has-text("RUNNING")').waitFor(WAIT);
-  await row.getByRole('button', { name, exact: true }).click();
+  const { context, page } = await openRunningSession(browser, base, name, report, WAIT);
   const open = page.locator('#detail button[data-app="jupyter"]');
   await open.waitFor(WAIT);
   const [tab] = await Promise.all([context.waitForEvent('page', WAIT), open.click()]);

@@ -2,6 +2,7 @@
 // `<name>` (an interactive session of an engine that offers a terminal) to run, opens its
 // detail, types a command into the terminal and reads the answer. Prints one JSON line.
 // Usage: node terminal_page.mjs <http://127.0.0.1:port> <name>
+import { openRunningSession } from './alice.mjs';
 import { launchBrowser } from './launch.mjs';
 
 const [base, name] = process.argv.slice(2);
@@ -10,20 +11,7 @@ const WAIT = { timeout: 60000 };
 const report = { blocked: [], errors: [] };
 const browser = await launchBrowser();
 try {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  await context.route('**/*', (route) => {
-    const url = new URL(route.request().url());
-    if (url.host === server.host) return route.continue();
-    report.blocked.push(url.href);
-    return route.abort();
-  });
-  await context.addInitScript(() => sessionStorage.setItem('sessiond.page.token', 'demo-alice'));
-  const page = await context.newPage();
-  page.on('pageerror', (e) => report.errors.push(e.message));
-  await page.goto(new URL('/project/default/session', base).href);
-  const row = page.locator('#table tbody tr').filter({ has: page.getByRole('button', { name, exact: true }) });
-  await row.locator('td[data-column="STATUS"]:has-text("RUNNING")').waitFor(WAIT);
-  await row.getByRole('button', { name, exact: true }).click();
+  const { page } = await openRunningSession(browser, base, name, report, WAIT, server.host);
   await page.getByLabel('Terminal input').waitFor(WAIT);
   const output = page.locator('pre.terminal');
   await output.filter({ hasText: '$' }).waitFor(WAIT);
