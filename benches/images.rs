@@ -15,6 +15,8 @@
 #[allow(dead_code)]
 #[path = "../tests/integration/support/registry.rs"]
 mod registry;
+#[path = "../tests/integration/support/required.rs"]
+mod required;
 #[allow(dead_code)] // each benchmark uses a part of it
 mod support;
 

@@ -19,6 +19,8 @@
 #[allow(dead_code)]
 #[path = "../tests/integration/support/slurm.rs"]
 mod cluster;
+#[path = "../tests/integration/support/required.rs"]
+mod required;
 #[allow(dead_code)] // each benchmark uses a part of it
 mod support;
 

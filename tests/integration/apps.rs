@@ -183,6 +183,23 @@ async fn declare(app: &TestApp, text: &str) {
 const OPEN: &str =
     "mutation($id: ID!, $name: String!) { openSessionApp(sessionId: $id, name: $name) { url expiresAt } }";
 
+/// Launches interactive session `name` of `image` with `mem_mib` MiB for alice on
+/// `machine`, and waits for it to run: its id, uuid and work directory.
+async fn running(
+    app: &TestApp,
+    machine: &Machine,
+    (name, image): (&str, &str),
+    mem_mib: i64,
+) -> (String, uuid::Uuid, std::path::PathBuf) {
+    let mut launched = input(name, "", mem_mib, json!({"image": image, "type": "INTERACTIVE"}));
+    launched.as_object_mut().expect("an input").remove("startupCommand");
+    let id = launch(app, "demo-alice", launched).await;
+    until(app, &id, |s| s["status"] == "RUNNING").await;
+    let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
+    let work = SessionDir::of(&machine.path(), uuid).work();
+    (id, uuid, work)
+}
+
 /// The apps of session `id` as its owner sees them: name, whether they open, status.
 async fn statuses(app: &TestApp, id: &str) -> Value {
     let query = "query($id: ID!) { session(id: $id) { apps { name opens status statusInfo } } }";
@@ -213,12 +230,7 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
         return;
     }
     let apps = app.apps.expect("the apps' listener");
-    let mut launched = input("web-app", "", 256, json!({"image": "web:1", "type": "INTERACTIVE"}));
-    launched.as_object_mut().expect("an input").remove("startupCommand");
-    let id = launch(&app, "demo-alice", launched).await;
-    until(&app, &id, |s| s["status"] == "RUNNING").await;
-    let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
-    let work = SessionDir::of(&machine.path(), uuid).work();
+    let (id, uuid, work) = running(&app, &machine, ("web-app", "web:1"), 256).await;
     // Its app waits for its script: starting; the terminal is no web app.
     let apps_now = statuses(&app, &id).await;
     assert_eq!(apps_now[0], json!({"name": "terminal", "opens": false, "status": null, "statusInfo": null}));
@@ -410,12 +422,7 @@ async fn an_apps_page_gets_nothing_of_its_users(mut app: TestApp) {
         return;
     }
     let addr = app.serve().await;
-    let mut launched = input("page-web", "", 256, json!({"image": "web:1", "type": "INTERACTIVE"}));
-    launched.as_object_mut().expect("an input").remove("startupCommand");
-    let id = launch(&app, "demo-alice", launched).await;
-    until(&app, &id, |s| s["status"] == "RUNNING").await;
-    let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
-    let work = SessionDir::of(&machine.path(), uuid).work();
+    let (_, uuid, work) = running(&app, &machine, ("page-web", "web:1"), 256).await;
     std::fs::write(work.join("probe.html"), PROBE.replace("API", &format!("http://{addr}"))).expect("the probe");
     std::fs::write(work.join("app.py.part"), [WEB_APP, ECHO, SERVE].concat()).expect("the app");
     {
@@ -462,12 +469,7 @@ async fn jupyter_runs_a_notebook_through_the_proxy(mut app: TestApp) {
         return;
     }
     let addr = app.serve().await;
-    let mut launched = input("page-jupyter", "", 1024, json!({"image": "jupyter:1", "type": "INTERACTIVE"}));
-    launched.as_object_mut().expect("an input").remove("startupCommand");
-    let id = launch(&app, "demo-alice", launched).await;
-    until(&app, &id, |s| s["status"] == "RUNNING").await;
-    let uuid: uuid::Uuid = crate::local_runtime::session_uuid(&id).parse().expect("a uuid");
-    let work = SessionDir::of(&machine.path(), uuid).work();
+    let (_, uuid, work) = running(&app, &machine, ("page-jupyter", "jupyter:1"), 1024).await;
     let copied = std::process::Command::new("cp").arg("-a").arg(lib).arg(work.join("pylib.part")).status().expect("cp");
     assert!(copied.success());
     std::fs::rename(work.join("pylib.part"), work.join("pylib")).expect("the library, whole");

@@ -14,18 +14,7 @@ static LIB: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 
 /// The directory holding jupyter-server and ipykernel, or `None` (skipped, with a NOTICE).
 pub fn lib() -> Option<&'static PathBuf> {
-    match LIB.get_or_init(install) {
-        Ok(dir) => Some(dir),
-        Err(why) if std::env::var("SESSIOND_REQUIRE_JUPYTER").is_ok_and(|v| v == "1") => {
-            panic!("Jupyter is required (SESSIOND_REQUIRE_JUPYTER=1) but cannot be installed: {why}")
-        }
-        Err(why) => {
-            use std::io::Write;
-            let line = format!("NOTICE: a Jupyter test was SKIPPED and is reported as passed: {why}\n");
-            let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            None
-        }
-    }
+    super::required::part(LIB.get_or_init(install), "Jupyter", "SESSIOND_REQUIRE_JUPYTER")
 }
 
 fn install() -> Result<PathBuf, String> {

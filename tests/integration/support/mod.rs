@@ -11,6 +11,7 @@ pub mod binary;
 pub mod jupyter;
 pub mod pg;
 pub mod registry;
+pub mod required;
 pub mod slurm;
 pub mod ws;
 

@@ -28,18 +28,7 @@ static REGISTRY: OnceLock<Result<Registry, String>> = OnceLock::new();
 
 /// The shared registry, or `None` (skipped, with a NOTICE) when it cannot start here.
 pub fn registry() -> Option<&'static Registry> {
-    match REGISTRY.get_or_init(start) {
-        Ok(r) => Some(r),
-        Err(why) if std::env::var("SESSIOND_REQUIRE_REGISTRY").is_ok_and(|v| v == "1") => {
-            panic!("the registry is required (SESSIOND_REQUIRE_REGISTRY=1) but cannot start: {why}")
-        }
-        Err(why) => {
-            use std::io::Write;
-            let line = format!("NOTICE: a registry test was SKIPPED and is reported as passed: {why}\n");
-            let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            None
-        }
-    }
+    super::required::part(REGISTRY.get_or_init(start), "the registry", "SESSIOND_REQUIRE_REGISTRY")
 }
 
 fn start() -> Result<Registry, String> {

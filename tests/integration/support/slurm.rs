@@ -35,18 +35,7 @@ static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
 
 /// The shared cluster, or `None` after a NOTICE (a failure when Slurm is required).
 pub fn cluster() -> Option<&'static Cluster> {
-    match CLUSTER.get_or_init(start) {
-        Ok(c) => Some(c),
-        Err(why) if std::env::var("SESSIOND_REQUIRE_SLURM").is_ok_and(|v| v == "1") => {
-            panic!("Slurm is required (SESSIOND_REQUIRE_SLURM=1) but cannot start: {why}")
-        }
-        Err(why) => {
-            use std::io::Write;
-            let line = format!("NOTICE: a Slurm test was SKIPPED and is reported as passed: {why}\n");
-            let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            None
-        }
-    }
+    super::required::part(CLUSTER.get_or_init(start), "Slurm", "SESSIOND_REQUIRE_SLURM")
 }
 
 /// One case at a time on the cluster.

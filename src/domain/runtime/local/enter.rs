@@ -126,7 +126,19 @@ pub(super) fn sandbox_proc(pid: u32, started: u64) -> Result<std::os::fd::OwnedF
     if super::files::parse_start_time(&stat) != Some(started) {
         return Err("the sandbox is gone (its pid names another process now)".to_owned());
     }
-    Ok(proc)
+    // Its user namespace's ids are mapped by bubblewrap just after the sandbox starts: until
+    // then, taking the session's uid there fails.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let map = std::io::read_to_string(open_in(&proc, "uid_map", OFlag::O_RDONLY)?).unwrap_or_default();
+        if !map.trim().is_empty() {
+            return Ok(proc);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err("the sandbox's user namespace has no uid map".to_owned());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// `what` of the sandbox's `/proc` directory.
