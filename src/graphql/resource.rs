@@ -39,6 +39,10 @@ pub(super) fn minimum_slots(image: &entity::image::Model) -> ApiResult<Vec<SlotA
     Ok(SlotAmount::list(&Slots::from_json(&image.minimum_slots)?))
 }
 
+pub(super) fn web_apps(image: &entity::image::Model) -> Vec<String> {
+    crate::domain::apps::of_image(image).into_iter().filter(|a| a.port.is_some()).map(|a| a.name).collect()
+}
+
 pub(super) fn image_apps(image: &entity::image::Model) -> Vec<String> {
     crate::domain::sessions::image_apps(image)
 }
@@ -92,6 +96,11 @@ impl Image {
     /// Applications a running session offers, e.g. jupyter, terminal.
     async fn apps(&self) -> Vec<String> {
         image_apps(&self.0)
+    }
+    /// Its apps that open in a browser (declared with a port): `openSessionApp` opens them
+    /// while one of its interactive sessions runs.
+    async fn web_apps(&self) -> Vec<String> {
+        web_apps(&self.0)
     }
     /// The OCI reference it is pulled from, as declared (`REGISTRY/REPOSITORY:TAG` or
     /// `…@sha256:…`); null for an image that runs on a root of the machine.

@@ -12,6 +12,9 @@ const report = { errors: [] };
 const browser = await launchBrowser();
 try {
   const { context, page } = await openRunningSession(browser, base, name, report, WAIT);
+  // The row has a button for each of its web apps too.
+  const row = page.locator('#table tbody tr').filter({ has: page.getByRole('button', { name, exact: true }) });
+  report.rowApps = await row.locator('button.app').allInnerTexts();
   const open = page.locator('#detail button[data-app="web"]');
   await open.waitFor(WAIT);
   const [tab] = await Promise.all([context.waitForEvent('page', WAIT), open.click()]);

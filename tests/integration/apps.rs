@@ -438,6 +438,7 @@ async fn an_apps_page_gets_nothing_of_its_users(mut app: TestApp) {
     assert_eq!(r["errors"], json!([]), "{r}");
     let apps = app.apps.expect("the apps' listener");
     assert!(r["appUrl"].as_str().is_some_and(|u| u.starts_with(&format!("http://{apps}/s/{uuid}/web/"))), "{r}");
+    assert_eq!(r["rowApps"], json!(["web", "ghost"]), "the row's buttons: {r}");
     let probe = &r["probe"];
     assert_eq!(probe["origin"], format!("http://{apps}"), "an origin of its own: {r}");
     assert_eq!(probe["opener"], false, "no way back to the page: {r}");

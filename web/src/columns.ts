@@ -2,6 +2,7 @@
 // API sorts by it) and how a row shows it.
 
 import { amount, bytes, duration, h, when } from './dom.js';
+import { openApp } from './detail.js';
 import { counted, type Pull, slotLabel, statusLabel, typeLabel } from './labels.js';
 
 export interface Slots {
@@ -31,7 +32,9 @@ export interface Row {
   owner: { email: string };
   project: { name: string };
   resourceGroup: { name: string };
-  image: { name: string };
+  image: { name: string; webApps: string[] };
+  /** The viewer's own session (its apps open for them alone). */
+  mine?: boolean;
   requestedSlots: Slots;
   occupiedSlots: Slots;
   pendingReasons: { code: string; message: string }[];
@@ -57,8 +60,22 @@ function slots(r: Row): Slots {
   return LIVE.has(r.status) ? r.occupiedSlots : r.requestedSlots;
 }
 
+/** Buttons for the web apps of the viewer's own running interactive session. */
+function apps(r: Row): Node | null {
+  if (!r.mine || r.status !== 'RUNNING' || r.type !== 'INTERACTIVE' || !r.image.webApps.length) return null;
+  return h(
+    'span',
+    { class: 'row-apps' },
+    r.image.webApps.map((name) =>
+      h('button', { type: 'button', class: 'app', 'data-app': name, onclick: () => void openApp(r.id, name) }, name),
+    ),
+  );
+}
+
 function status(r: Row): Cell {
   const badge = h('span', { class: `status status-${r.status.toLowerCase()}` }, statusLabel(r.status, r.pull));
+  const opens = apps(r);
+  if (opens) return h('span', {}, badge, ' ', opens);
   if (r.status !== 'PENDING') return badge;
   const why = r.pendingReasons.map((p) => p.message).join(' ');
   return h(

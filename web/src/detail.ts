@@ -145,7 +145,7 @@ const OPEN_APP = `mutation PageOpenApp($id: ID!, $name: String!) { openSessionAp
 
 /** Opens a web app of the session in a tab of its own: on the apps' origin, with no way
  * back to this page (`noopener`). */
-async function openApp(id: string, name: string, line: HTMLElement): Promise<void> {
+export async function openApp(id: string, name: string, line: HTMLElement = byId('status-line')): Promise<void> {
   try {
     const opened = await gql<{ openSessionApp: { url: string } }>(OPEN_APP, { id, name });
     window.open(opened.openSessionApp.url, '_blank', 'noopener,noreferrer');

@@ -27,7 +27,7 @@ use super::super::cursor;
 use super::super::errors::ApiResult;
 use super::super::ids::{NodeKind, encode};
 use super::super::people::Role;
-use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types};
+use super::super::resource::{image_apps, minimum_slots, scheduler_strategy, session_types, web_apps};
 use super::super::session::{big, int, percent, plain, session_plain_fields};
 use super::super::types::{
     ExpiryReason, IdleCheck, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotAmount,
@@ -242,6 +242,7 @@ pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
         ("Image", "supportedTypes") => get!(|n, p| leaf(session_types(&image_of(n)?.0.supported_types))),
         ("Image", "minimumSlots") => get!(|n, p| amounts(minimum_slots(image_of(n)?.0).map_err(|e| e.0)?)),
         ("Image", "apps") => get!(|n, p| leaf(image_apps(image_of(n)?.0))),
+        ("Image", "webApps") => get!(|n, p| leaf(web_apps(image_of(n)?.0))),
         ("Image", "reference") => get!(|n, p| leaf(crate::domain::sessions::image_reference(image_of(n)?.0))),
         ("Image", "digest") => get!(|n, p| {
             let (image, ran) = image_of(n)?;

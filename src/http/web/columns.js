@@ -1,14 +1,24 @@
 // The list's columns: each `SessionColumnKey` with its heading, its sort field (when the
 // API sorts by it) and how a row shows it.
 import { amount, bytes, duration, h, when } from './dom.js';
+import { openApp } from './detail.js';
 import { counted, slotLabel, statusLabel, typeLabel } from './labels.js';
 const LIVE = new Set(['PREPARING', 'PULLING', 'PREPARED', 'CREATING', 'RUNNING', 'TERMINATING']);
 /** A running session's slots are what it occupies; a waiting or ended one's, what it asked for. */
 function slots(r) {
     return LIVE.has(r.status) ? r.occupiedSlots : r.requestedSlots;
 }
+/** Buttons for the web apps of the viewer's own running interactive session. */
+function apps(r) {
+    if (!r.mine || r.status !== 'RUNNING' || r.type !== 'INTERACTIVE' || !r.image.webApps.length)
+        return null;
+    return h('span', { class: 'row-apps' }, r.image.webApps.map((name) => h('button', { type: 'button', class: 'app', 'data-app': name, onclick: () => void openApp(r.id, name) }, name)));
+}
 function status(r) {
     const badge = h('span', { class: `status status-${r.status.toLowerCase()}` }, statusLabel(r.status, r.pull));
+    const opens = apps(r);
+    if (opens)
+        return h('span', {}, badge, ' ', opens);
     if (r.status !== 'PENDING')
         return badge;
     const why = r.pendingReasons.map((p) => p.message).join(' ');

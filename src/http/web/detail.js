@@ -113,7 +113,7 @@ export async function openDetail(id, name, listed) {
 const OPEN_APP = `mutation PageOpenApp($id: ID!, $name: String!) { openSessionApp(sessionId: $id, name: $name) { url } }`;
 /** Opens a web app of the session in a tab of its own: on the apps' origin, with no way
  * back to this page (`noopener`). */
-async function openApp(id, name, line) {
+export async function openApp(id, name, line = byId('status-line')) {
     try {
         const opened = await gql(OPEN_APP, { id, name });
         window.open(opened.openSessionApp.url, '_blank', 'noopener,noreferrer');

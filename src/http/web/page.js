@@ -16,7 +16,7 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
   sessions(projectId: $p, scope: $scope, filter: $filter, orderBy: $order, first: $first, after: $after, last: $last, before: $before) {
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
     edges { node { id name status type createdAt startedAt terminatedAt elapsedSeconds clusterSize priority
-      queuePosition result statusInfo pull { percent } agent owner { email } project { name } resourceGroup { name } image { name }
+      queuePosition result statusInfo pull { percent } agent owner { email } project { name } resourceGroup { name } image { name webApps }
       requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { cpu memory accelerators { slot amount } }
       pendingReasons { code message } statusChangedBy { kind rule user { email } } expiry { at reason }
       utilization { slot current } } }
@@ -268,7 +268,7 @@ export async function refresh() {
     if (ask !== listAsked || state !== s)
         return;
     notice(null);
-    s.rows = data.sessions.edges.map((e) => e.node);
+    s.rows = data.sessions.edges.map((e) => ({ ...e.node, mine: e.node.owner.email === s.viewer.user.email }));
     s.pageInfo = data.sessions.pageInfo;
     s.fetchedAt = Date.now();
     const ids = new Set(s.rows.map((r) => r.id));
