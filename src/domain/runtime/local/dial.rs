@@ -146,7 +146,7 @@ impl Dialer {
 }
 
 /// The dialers of this machine's sessions, one per running sandbox, started when an app of
-/// it is first reached; those of sandboxes gone are dropped as others start.
+/// it is first reached; those of sandboxes gone are dropped at the next connection.
 #[derive(Debug)]
 pub struct Dialers {
     executable: std::path::PathBuf,
@@ -170,10 +170,11 @@ impl Dialers {
         };
         let dialer = {
             let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // The dialers of sandboxes gone go (each has ended, or ends when dropped).
+            running.retain(|p, _| p.alive());
             match running.get(&sandbox) {
                 Some(d) => std::sync::Arc::clone(d),
                 None => {
-                    running.retain(|p, _| p.alive());
                     let d = std::sync::Arc::new(Dialer::start(&self.executable, sandbox.pid, sandbox.started)?);
                     running.insert(sandbox, std::sync::Arc::clone(&d));
                     d
