@@ -107,35 +107,19 @@ async fn open(State(state): State<AppState>, Query(q): Query<OpenQuery>) -> Resp
     }
 }
 
-/// The values of the grant cookies a request carries (the most specific path first).
-fn grant_cookies(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().strip_prefix(COOKIE).and_then(|rest| rest.strip_prefix('=')))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The request's `Cookie` header without the grant: the app never sees it.
-fn without_grant(headers: &mut HeaderMap) {
-    let kept: Vec<String> = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|pair| !pair.is_empty() && !pair.starts_with(&format!("{COOKIE}=")))
-        .map(str::to_owned)
-        .collect();
-    headers.remove(header::COOKIE);
-    if !kept.is_empty()
-        && let Ok(v) = HeaderValue::from_str(&kept.join("; "))
-    {
-        headers.insert(header::COOKIE, v);
+/// The request's cookies: the values of its grant cookies (the most specific path first),
+/// and the others as a `Cookie` header's value (what the app is sent: never the grant).
+fn split_cookies(headers: &HeaderMap) -> (Vec<String>, Option<HeaderValue>) {
+    let (mut grants, mut others) = (Vec::new(), Vec::new());
+    let pairs = headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';'));
+    for pair in pairs.map(str::trim).filter(|p| !p.is_empty()) {
+        match pair.strip_prefix(COOKIE).and_then(|rest| rest.strip_prefix('=')) {
+            Some(grant) => grants.push(grant.to_owned()),
+            None => others.push(pair),
+        }
     }
+    let kept = (!others.is_empty()).then(|| HeaderValue::from_str(&others.join("; ")).ok()).flatten();
+    (grants, kept)
 }
 
 fn not_found() -> Response {
@@ -152,7 +136,8 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     let Some(local) = state.runtime.local.as_ref() else { return not_found() };
     let now = clock::now();
     let mut admitted = None;
-    for secret in grant_cookies(req.headers()) {
+    let (grants, kept) = split_cookies(req.headers());
+    for secret in grants {
         match grants::admit(&state.db, &state.live.credentials, &secret, session_id, app, now).await {
             Ok(a) => {
                 admitted = Some(a);
@@ -206,7 +191,10 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     let upgrade = hyper::upgrade::on(&mut req);
     let (mut head, body) = req.into_parts();
     head.uri = uri;
-    without_grant(&mut head.headers);
+    head.headers.remove(header::COOKIE);
+    if let Some(kept) = kept {
+        head.headers.insert(header::COOKIE, kept);
+    }
     head.headers.insert("x-forwarded-prefix", HeaderValue::from_str(&base).unwrap_or(HeaderValue::from_static("/")));
     let asked = axum::http::Request::from_parts(head, body);
     let answer = match sender.send_request(asked).await {

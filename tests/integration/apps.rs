@@ -41,8 +41,8 @@ async fn the_server_reaches_a_sessions_own_loopback(mut app: TestApp) {
     }
     let host = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a host port");
     let host_port = host.local_addr().expect("its address").port();
-    let script = "echo from-the-session > /home/work/hello.txt; \
-                  exec python3 -m http.server 8000 --bind 127.0.0.1 --directory /home/work";
+    let script = "echo from-the-session > \"$HOME/hello.txt\"; \
+                  exec python3 -m http.server 8000 --bind 127.0.0.1 --directory \"$HOME\"";
     let id = launch(&app, "demo-alice", input("web-app", script, 512, json!({}))).await;
     until(&app, &id, |s| s["status"] == "RUNNING").await;
     let dialer = dialer(&machine, &id);
@@ -117,7 +117,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
 /// The last line of the web app: it serves.
 const SERVE: &str = r#"
-http.server.ThreadingHTTPServer(("127.0.0.1", 8000), lambda *a: Handler(*a, directory="/home/work")).serve_forever()
+http.server.ThreadingHTTPServer(("127.0.0.1", 8000), lambda *a: Handler(*a, directory=os.environ["HOME"])).serve_forever()
 "#;
 
 /// A WebSocket echo server (`/echo`), of Python's standard library alone, added to the
@@ -162,7 +162,7 @@ Handler.do_GET = do_GET
 /// 8000, started with the session once the test has put the script in its work directory.
 async fn declare_web_image(app: &TestApp) {
     let text = "[images.\"web:1\"]\ntypes = [\"INTERACTIVE\"]\napps = [\"terminal\", { name = \"web\", port = 8000, \
-                command = \"while [ ! -f /home/work/app.py ]; do sleep 0.1; done; exec python3 /home/work/app.py\" }, \
+                command = \"while [ ! -f $HOME/app.py ]; do sleep 0.1; done; exec python3 $HOME/app.py\" }, \
                 { name = \"ghost\", port = 9999 }]\n";
     declare(app, text).await;
 }
@@ -461,10 +461,10 @@ async fn jupyter_runs_a_notebook_through_the_proxy(mut app: TestApp) {
     let Some(lib) = crate::support::jupyter::lib() else { return };
     let machine = Machine::new();
     let text = "[images.\"jupyter:1\"]\ntypes = [\"INTERACTIVE\"]\napps = [{ name = \"jupyter\", port = 8888, \
-                base_path = true, command = \"while [ ! -d /home/work/pylib ]; do sleep 0.2; done; \
-                HOME=/home/work PYTHONPATH=/home/work/pylib exec python3 -m jupyter_server --no-browser --ip 127.0.0.1 \
+                base_path = true, command = \"while [ ! -d $HOME/pylib ]; do sleep 0.2; done; \
+                PYTHONPATH=$HOME/pylib exec python3 -m jupyter_server --no-browser --ip 127.0.0.1 \
                 --port 8888 --ServerApp.base_url={base} --IdentityProvider.token='' \
-                --ServerApp.disable_check_xsrf=True --ServerApp.root_dir=/home/work\" }]\n";
+                --ServerApp.disable_check_xsrf=True --ServerApp.root_dir=$HOME\" }]\n";
     declare(&app, text).await;
     if !app.start_local_runtime(&machine.path(), 500, None).await {
         return;

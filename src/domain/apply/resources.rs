@@ -41,11 +41,7 @@ impl Writer<'_> {
                     let mut details = Vec::new();
                     diff(&mut details, "kind", &m.kind.as_str(), &kind.as_str());
                     if m.settings != settings {
-                        details.push(format!(
-                            "settings: {} → {}",
-                            settings_shown(&m.settings).join(", "),
-                            settings_shown(&settings).join(", ")
-                        ));
+                        details.push(settings_change(&m.settings, &settings));
                     }
                     engine::ActiveModel {
                         name: Unchanged(name.clone()),
@@ -81,11 +77,7 @@ impl Writer<'_> {
                     self.change(Action::Create, "registry", name, vec![settings_shown(&settings).join(", ")]);
                 }
                 Some(m) if m.settings != settings => {
-                    let details = vec![format!(
-                        "settings: {} → {}",
-                        settings_shown(&m.settings).join(", "),
-                        settings_shown(&settings).join(", ")
-                    )];
+                    let details = vec![settings_change(&m.settings, &settings)];
                     registry::ActiveModel {
                         name: Unchanged(name.clone()),
                         settings: Set(settings),
@@ -233,4 +225,9 @@ impl Writer<'_> {
         }
         Ok(())
     }
+}
+
+/// A change of an engine's or a registry's settings, as the plan says it.
+fn settings_change(was: &Value, now: &Value) -> String {
+    format!("settings: {} → {}", settings_shown(was).join(", "), settings_shown(now).join(", "))
 }

@@ -41,14 +41,14 @@ impl AppSpec {
                 Some(8888),
                 Some(
                     "jupyter lab --no-browser --ip 127.0.0.1 --port 8888 --ServerApp.base_url={base} \
-                     --IdentityProvider.token='' --ServerApp.root_dir=/home/work"
+                     --IdentityProvider.token='' --ServerApp.root_dir=$HOME"
                         .to_owned(),
                 ),
                 true,
             ),
             "tensorboard" => (
                 Some(6006),
-                Some("tensorboard --logdir /home/work --host 127.0.0.1 --port 6006 --path_prefix {base}".to_owned()),
+                Some("tensorboard --logdir $HOME --host 127.0.0.1 --port 6006 --path_prefix {base}".to_owned()),
                 true,
             ),
             _ => (None, None, false),

@@ -161,13 +161,9 @@ impl Dialers {
 
     /// A connection to `port` on the own loopback of session `id`, running here now.
     pub async fn connect(&self, id: uuid::Uuid, port: u16) -> std::io::Result<tokio::net::TcpStream> {
-        use super::files::{Phase, SessionDir};
-        let gone = || std::io::Error::new(std::io::ErrorKind::NotFound, "the session does not run here");
-        let state = SessionDir::of(&self.dir, id).read_state().ok_or_else(gone)?;
-        let sandbox = match (state.phase, state.child, state.exit) {
-            (Phase::Running, Some(sandbox), None) if sandbox.alive() => sandbox,
-            _ => return Err(gone()),
-        };
+        let sandbox = super::files::SessionDir::of(&self.dir, id)
+            .running_sandbox()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "the session does not run here"))?;
         let dialer = {
             let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             // The dialers of sandboxes gone go (each has ended, or ends when dropped).

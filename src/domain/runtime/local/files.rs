@@ -81,6 +81,16 @@ impl SessionDir {
     pub fn read_spec(&self) -> Option<Spec> {
         read_json(&self.spec())
     }
+    /// The sandbox of the session while its command runs: still that process (a pid alone
+    /// may have been reused since).
+    pub fn running_sandbox(&self) -> Option<Process> {
+        let state = self.read_state()?;
+        match (state.phase, state.child, state.exit) {
+            (Phase::Running, Some(sandbox), None) if sandbox.alive() => Some(sandbox),
+            _ => None,
+        }
+    }
+
     pub fn stop_requested(&self) -> bool {
         self.stop().exists()
     }

@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use uuid::Uuid;
 
-use super::files::{Phase, SessionDir};
+use super::files::SessionDir;
 use super::limits::Enforcement;
 use crate::domain::auth::Viewer;
 use crate::domain::model::SessionType;
@@ -146,12 +146,7 @@ pub fn open(access: Option<&LocalAccess>, s: &entity::session::Model, cols: u16,
     let running = "the terminal is open while an interactive session runs on this machine";
     let access = access.filter(|_| offered(access, s)).ok_or_else(|| not_offered(running))?;
     let sd = SessionDir::of(&access.dir, id);
-    let (state, spec) = sd.read_state().zip(sd.read_spec()).ok_or_else(|| not_offered(running))?;
-    let sandbox = match (state.phase, state.child, state.exit) {
-        // Still that process: a pid alone may have been reused since.
-        (Phase::Running, Some(sandbox), None) if sandbox.alive() => sandbox,
-        _ => return Err(not_offered(running)),
-    };
+    let (sandbox, spec) = sd.running_sandbox().zip(sd.read_spec()).ok_or_else(|| not_offered(running))?;
     let pid = sandbox.pid;
     if !Path::new(&format!("/proc/{pid}/root/bin/sh")).exists() {
         return Err(not_offered("this session's image has no /bin/sh for the terminal"));
