@@ -434,7 +434,9 @@ fn with_hosts_file(hosts: &std::path::Path) -> Option<Vec<String>> {
         return None;
     }
     let hosts = hosts.to_str().expect("a UTF-8 path").to_owned();
-    Some(["bwrap", "--dev-bind", "/", "/", "--bind", &hosts, "/etc/hosts", "--"].map(str::to_owned).to_vec())
+    // `--die-with-parent`: killing the wrapper stops the server too (it outlived its test).
+    let args = ["bwrap", "--die-with-parent", "--dev-bind", "/", "/", "--bind", &hosts, "/etc/hosts", "--"];
+    Some(args.map(str::to_owned).to_vec())
 }
 
 /// The server connects only to the addresses it checked, however the host is spelt and
