@@ -213,7 +213,7 @@ async fn main() {
         let engine = sessiond::domain::runtime::slurm::SlurmEngine::new(
             "cluster".into(),
             "hpc".into(),
-            settings,
+            *settings,
             Duration::from_secs(2),
             Default::default(),
         );

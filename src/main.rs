@@ -64,6 +64,11 @@ fn main() -> ExitCode {
                 ExitCode::from(125)
             }
         };
+    } else if let Command::Userns { command } = &cli.command {
+        // Single-threaded, as making a user namespace requires: no runtime.
+        let why = domain::runtime::local::enter::exec_in_own_user_namespace(command);
+        eprintln!("sessiond userns: {why}");
+        return ExitCode::from(125);
     } else if let Command::Images { command } = cli.command {
         // The machine's store, without a server: a pull runs its own small runtime.
         images(command)
@@ -240,8 +245,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("sessiond: migrations applied");
         }
         Command::Schema => print!("{}", graphql::sdl()),
-        Command::Supervise { .. } | Command::Enter { .. } | Command::Dial { .. } => {
-            return Err("`supervise`, `enter` and `dial` run without the server's runtime".into());
+        Command::Supervise { .. } | Command::Enter { .. } | Command::Dial { .. } | Command::Userns { .. } => {
+            return Err("`supervise`, `enter`, `dial` and `userns` run without the server's runtime".into());
         }
         Command::Generate { db: args, sessions, seed } => {
             let (conn, _) = server::open_database(&args, true).await?;

@@ -102,6 +102,15 @@ pub enum Command {
         #[arg(long)]
         started: u64,
     },
+    /// Run a program (bubblewrap) in a user namespace of its own, its user's ids mapped to
+    /// themselves (internal: an unprivileged supervisor's sandbox starts so, for its apps
+    /// and terminal to be reached; see `domain::runtime::local::enter`).
+    #[command(hide = true)]
+    Userns {
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
     /// Run a program inside a running session's sandbox, confined as its processes are (the
     /// terminal's shell starts so).
     #[command(hide = true)]

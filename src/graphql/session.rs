@@ -382,23 +382,24 @@ impl Session {
         let local = runtime.and_then(|r| r.local.as_ref());
         let offered = crate::domain::runtime::terminal::offered_to(local, &self.0, viewer(ctx)?);
         let terminal = offered.then(|| format!("/sessions/{}/terminal", encode(NodeKind::Session, self.0.id).0));
-        // The terminal's conditions hold for the web apps too: the owner's interactive
-        // session, running here.
-        let served = offered && runtime.is_some_and(|r| r.apps_url.is_some());
+        // Its web apps open for its owner, while this server reaches them (on this machine,
+        // or through its Slurm job's relay) and serves them.
+        let served = self.0.owner_id == viewer(ctx)?.user_id
+            && crate::domain::runtime::apps::reachable(local, &self.0)
+            && runtime.is_some_and(|r| r.apps_url.is_some());
         let mut out = Vec::new();
         for a in apps {
             let url = if a.name == crate::domain::apps::TERMINAL { terminal.clone() } else { None };
             let opens = served && a.port.is_some();
-            let (status, status_info) = match local.filter(|_| opens) {
-                Some(local) => {
-                    use crate::domain::apps::Readiness;
-                    match crate::domain::apps::readiness(&local.dialers, &self.0, &a, clock::now()).await {
-                        Readiness::Starting => (Some(AppStatus::Starting), None),
-                        Readiness::Ready => (Some(AppStatus::Ready), None),
-                        Readiness::Failed(why) => (Some(AppStatus::Failed), Some(why)),
-                    }
+            let (status, status_info) = if opens {
+                use crate::domain::apps::Readiness;
+                match crate::domain::apps::readiness(local, &self.0, &a, clock::now()).await {
+                    Readiness::Starting => (Some(AppStatus::Starting), None),
+                    Readiness::Ready => (Some(AppStatus::Ready), None),
+                    Readiness::Failed(why) => (Some(AppStatus::Failed), Some(why)),
                 }
-                None => (None, None),
+            } else {
+                (None, None)
             };
             out.push(SessionApp { opens, name: a.name, url, status, status_info });
         }

@@ -6,8 +6,9 @@
 //!   the app. An unknown, expired or used ticket gets 401.
 //! - `/s/<session>/<app>/…`: the app, for a request whose cookie the grant admits
 //!   ([`grants::admit`]): HTTP/1.1 with bodies streamed both ways, and WebSocket upgrades.
-//!   The connection to the app is made in the session's own network namespace by its
-//!   dialer ([`crate::domain::runtime::local::dial`]): the sandbox keeps no network. An app
+//!   The connection to the app is made in the session's own network namespace, by its
+//!   dialer here or its Slurm job's relay ([`crate::domain::runtime::apps`]): the sandbox
+//!   keeps no network. An app
 //!   that does not need its base path gets its requests without it. Anything not admitted
 //!   gets 404, as a session that does not exist.
 
@@ -136,7 +137,6 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     let (Some(session), Some(app)) = (parts.next(), parts.next()) else { return not_found() };
     let rest = parts.next();
     let Ok(session_id) = session.parse::<uuid::Uuid>() else { return not_found() };
-    let Some(local) = state.runtime.local.as_ref() else { return not_found() };
     let now = clock::now();
     let mut admitted = None;
     let (grants, kept) = split_cookies(req.headers());
@@ -175,13 +175,14 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     {
         tracing::warn!("noting an app's traffic as activity failed: {e}");
     }
-    let stream = match local.dialers.connect(session_id, port).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::debug!("app {app} of session {session_id}: {e}");
-            return status(StatusCode::BAD_GATEWAY, "The app does not answer yet.");
-        }
-    };
+    let stream =
+        match crate::domain::runtime::apps::connect(state.runtime.local.as_ref(), &admitted.session, port).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!("app {app} of session {session_id}: {e}");
+                return status(StatusCode::BAD_GATEWAY, "The app does not answer yet.");
+            }
+        };
     let (mut sender, connection) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
         Ok(pair) => pair,
         Err(_) => return status(StatusCode::BAD_GATEWAY, "The app does not answer yet."),

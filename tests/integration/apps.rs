@@ -180,7 +180,7 @@ async fn declare(app: &TestApp, text: &str) {
         .expect("applied");
 }
 
-const OPEN: &str =
+pub(crate) const OPEN: &str =
     "mutation($id: ID!, $name: String!) { openSessionApp(sessionId: $id, name: $name) { url expiresAt } }";
 
 /// Launches interactive session `name` of `image` with `mem_mib` MiB for alice on
@@ -201,19 +201,19 @@ async fn running(
 }
 
 /// The apps of session `id` as its owner sees them: name, whether they open, status.
-async fn statuses(app: &TestApp, id: &str) -> Value {
+pub(crate) async fn statuses(app: &TestApp, id: &str) -> Value {
     let query = "query($id: ID!) { session(id: $id) { apps { name opens status statusInfo } } }";
     app.gql(Some("demo-alice"), query, json!({"id": id})).await["data"]["session"]["apps"].clone()
 }
 
 /// The link `openSessionApp` gives the demo user alice for app `web` of session `id`.
-async fn open(app: &TestApp, id: &str) -> String {
+pub(crate) async fn open(app: &TestApp, id: &str) -> String {
     let r = app.gql(Some("demo-alice"), OPEN, json!({"id": id, "name": "web"})).await;
     r["data"]["openSessionApp"]["url"].as_str().unwrap_or_else(|| panic!("opened: {r}")).to_owned()
 }
 
 /// An HTTP client that follows no redirect (the test reads each step).
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("a client")
 }
 

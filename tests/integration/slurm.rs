@@ -18,8 +18,13 @@ pub(crate) const GROUP: &str = "hpc";
 /// `default`) with `sessiond apply`'s code, starts the workers and the engines, and waits
 /// until the group's two nodes are its agents.
 pub(crate) async fn on_slurm(app: &mut TestApp, c: &Cluster, grace_ms: u64) {
+    on_slurm_declaring(app, c, grace_ms, "").await;
+}
+
+/// [`on_slurm`], with more declarations (`extra`).
+async fn on_slurm_declaring(app: &mut TestApp, c: &Cluster, grace_ms: u64, extra: &str) {
     let text = format!(
-        "{}\n[engines.demo]\nkind = \"simulated\"\n[resource_groups.default]\nengine = \"demo\"\n\
+        "{extra}\n{}\n[engines.demo]\nkind = \"simulated\"\n[resource_groups.default]\nengine = \"demo\"\n\
          [resource_groups.{GROUP}]\nengine = \"cluster\"\n\
          [domains.default]\nlimits = {{ cpu = 48 }}\n[projects.\"default/default\"]\nresource_groups = [\"default\", \"{GROUP}\"]\n",
         c.engine_toml("cluster")
@@ -411,7 +416,73 @@ async fn an_interactive_session_opens_its_terminal_in_its_job(mut app: TestApp) 
     until(&app, &id, ended).await;
 }
 
+/// An interactive session's web app, on a node: its job's supervisor relays it for the
+/// server alone. Through the proxy its owner gets what the app serves, with the session's
+/// status READY; a connection to the relay that does not know the session's secret gets
+/// nothing past its greeting.
+async fn a_sessions_web_app_opens_through_its_jobs_relay(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    let image = "[images.\"web:1\"]\ntypes = [\"INTERACTIVE\"]\napps = [\"terminal\", { name = \"web\", port = 8000, \
+                 command = \"echo from-the-job > $HOME/hello.txt; exec python3 -m http.server 8000 --bind 127.0.0.1 \
+                 --directory $HOME\" }]\n";
+    on_slurm_declaring(&mut app, c, 2000, image).await;
+    app.serve_apps();
+    let apps = app.apps.expect("the apps' listener");
+    let id = launch(&app, "demo-alice", input("web-app", "INTERACTIVE", None, 1.0, json!({"image": "web:1"}))).await;
+    until(&app, &id, |s| s["status"] == "RUNNING").await;
+    let uuid = sessiond::graphql::ids::decode(&id).map(|(_, u)| u).expect("a session id");
+    let ready = app
+        .wait_for(
+            "demo-alice",
+            "query($id: ID!) { session(id: $id) { apps { name status statusInfo } logs(tail: 20) } }",
+            json!({"id": id}),
+            |r| r["data"]["session"]["apps"][1]["status"] == "READY",
+        )
+        .await;
+    assert_eq!(ready["data"]["session"]["apps"][1]["name"], "web", "{ready}");
+
+    let url = crate::apps::open(&app, &id).await;
+    let http = crate::apps::client();
+    let opened = http.get(&url).send().await.expect("the link");
+    assert_eq!(opened.status(), 303);
+    let cookie =
+        opened.headers()["set-cookie"].to_str().expect("a cookie").split(';').next().expect("a pair").to_owned();
+    let hello = http.get(format!("http://{apps}/s/{uuid}/web/hello.txt")).header("cookie", &cookie).send().await;
+    let hello = hello.expect("through the proxy and the relay");
+    assert_eq!(hello.status(), 200);
+    assert_eq!(hello.text().await.expect("a body"), "from-the-job\n");
+    let bob = app.gql(Some("demo-bob"), crate::apps::OPEN, json!({"id": id, "name": "web"})).await;
+    assert_eq!(crate::support::error_codes(&bob), ["NOT_FOUND"], "{bob}");
+
+    // Another user of the cluster who finds the relay gets its greeting, and nothing more.
+    let at: Value = serde_json::from_slice(
+        &std::fs::read(c.output_dir.join(&uuid).join("relay.json")).expect("where the relay listens"),
+    )
+    .expect("an address");
+    assert_eq!(at["host"], "127.0.0.1", "{at}");
+    let port = at["port"].as_u64().and_then(|p| u16::try_from(p).ok()).expect("a port");
+    for attempt in ["8000 0011 forged\n", "GET /hello.txt HTTP/1.0\r\n\r\n", "8000\n"] {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut guess = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("the relay answers");
+        let mut greeting = Vec::new();
+        while greeting.last() != Some(&b'\n') {
+            greeting.push(guess.read_u8().await.expect("its greeting"));
+        }
+        assert!(greeting.starts_with(b"sessiond-relay 1 "), "{:?}", String::from_utf8_lossy(&greeting));
+        guess.write_all(attempt.as_bytes()).await.expect("sent");
+        // Closed with nothing said (or reset: what was sent past the line is not read).
+        let mut more = Vec::new();
+        tokio::time::timeout(Duration::from_secs(15), guess.read_to_end(&mut more)).await.expect("closed").ok();
+        assert!(more.is_empty(), "{attempt:?}: {:?}", String::from_utf8_lossy(&more));
+    }
+    terminate(&app, &id).await;
+    until(&app, &id, ended).await;
+}
+
 db_tests!(
+    a_sessions_web_app_opens_through_its_jobs_relay,
     a_sandboxed_job_shows_what_it_uses,
     an_interactive_session_opens_its_terminal_in_its_job,
     a_session_runs_in_the_sandbox_on_a_node_that_has_it,

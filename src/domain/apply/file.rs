@@ -358,7 +358,7 @@ mod tests {
     fn engines_are_declared_and_agents_need_one() {
         let problems = read(
             "[engines.bad]\nkind = \"slurm\"\nurl = \"127.0.0.1:6820\"\npartition = \"batch\"\nuser = \"svc\"\n\
-             output_dir = \"/shared/out\"\n\n\
+             output_dir = \"/shared/out\"\nrelay_bind = \"node-1\"\n\n\
              [engines.sim]\nkind = \"simulated\"\nurl = \"x\"\n\n\
              [engines.hpc]\nkind = \"slurm\"\nurl = \"http://rest:6820\"\npartition = \"batch\"\nuser = \"svc\"\n\
              token_file = \"/etc/jwt\"\noutput_dir = \"/shared/out\"\n\n\
@@ -373,10 +373,11 @@ mod tests {
         let expect = [
             "team.toml:1: engines.bad: a Slurm engine needs token_file or token_env",
             "team.toml:3: engines.bad.url: slurmrestd's URL starts with http:// or https://",
-            "team.toml:10: engines.sim.url: unknown key",
-            "team.toml:26: resource_groups.lost.engine: engine nowhere is not declared",
-            "team.toml:29: agents.a1.resource_group: resource group plain names no engine",
-            "team.toml:33: agents.n1.resource_group: resource group cluster runs on the Slurm engine hpc",
+            "team.toml:7: engines.bad.relay_bind: an IP address for every node to listen on",
+            "team.toml:11: engines.sim.url: unknown key",
+            "team.toml:27: resource_groups.lost.engine: engine nowhere is not declared",
+            "team.toml:30: agents.a1.resource_group: resource group plain names no engine",
+            "team.toml:34: agents.n1.resource_group: resource group cluster runs on the Slurm engine hpc",
         ];
         for e in expect {
             assert!(shown.iter().any(|s| s.starts_with(e)), "{e:?} not in {shown:#?}");
@@ -385,12 +386,14 @@ mod tests {
 
         let d = read(
             "[engines.hpc]\nkind = \"SLURM\"\nurl = \"http://rest:6820/\"\npartition = \"gpu\"\nuser = \"svc\"\n\
-             token_env = \"SLURM_JWT\"\noutput_dir = \"/shared/out\"\n[resource_groups.cluster]\nengine = \"hpc\"\n",
+             token_env = \"SLURM_JWT\"\noutput_dir = \"/shared/out\"\nrelay_bind = \"::\"\n\
+             [resource_groups.cluster]\nengine = \"hpc\"\n",
         )
         .expect("valid");
         let EngineSettings::Slurm(s) = &d.engines["hpc"].settings else { panic!("a Slurm engine") };
         assert_eq!((s.url.as_str(), s.partition.as_str()), ("http://rest:6820", "gpu"));
         assert_eq!(s.token, TokenSource::Env("SLURM_JWT".into()), "where the token is, never the token");
+        assert_eq!(s.relay_bind.as_deref(), Some("::"));
         assert_eq!(d.groups["cluster"].engine.as_deref(), Some("hpc"));
     }
 

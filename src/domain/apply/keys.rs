@@ -79,6 +79,12 @@ pub const SLURM_KEYS: &[Key] = &[
     key("output_dir", "absolute path", REQUIRED, "a directory every node and this server see"),
     key("slurm_conf", "absolute path", "Slurm's default", "the cluster's slurm.conf, for srun (terminals)"),
     key("sessiond", "absolute path", "this server's own executable", "sessiond on the nodes (its sandbox)"),
+    key(
+        "relay_bind",
+        "IP address",
+        "every address of the node",
+        "where a job's supervisor relays its apps for this server",
+    ),
 ];
 
 pub const GROUP_KEYS: &[Key] = &[

@@ -265,6 +265,11 @@ pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
             require_absolute(e, "slurm_conf", slurm_conf.as_deref(), "an absolute path to the cluster's slurm.conf");
             let sessiond = e.string("sessiond");
             require_absolute(e, "sessiond", sessiond.as_deref(), "the absolute path of sessiond on the nodes");
+            let relay_bind = e.string("relay_bind");
+            if relay_bind.as_deref().is_some_and(|a| a.parse::<std::net::IpAddr>().is_err()) {
+                let span = e.span_of("relay_bind");
+                e.bad("relay_bind", span, "an IP address for every node to listen on, like 0.0.0.0 or ::".to_owned());
+            }
             let token = match (e.string("token_file"), e.string("token_env")) {
                 (Some(f), None) => Some(TokenSource::File(f)),
                 (None, Some(v)) => Some(TokenSource::Env(v)),
@@ -290,7 +295,7 @@ pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
                 return;
             };
             let url = url.trim_end_matches('/').to_owned();
-            EngineSettings::Slurm(SlurmSettings {
+            EngineSettings::Slurm(Box::new(SlurmSettings {
                 url,
                 partition,
                 user,
@@ -299,7 +304,8 @@ pub(super) fn read_engine(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &
                 output_dir,
                 slurm_conf,
                 sessiond,
-            })
+                relay_bind,
+            }))
         }
     };
     debug_assert_eq!(settings.kind(), kind);

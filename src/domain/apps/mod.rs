@@ -89,15 +89,15 @@ pub enum Readiness {
 }
 
 /// Whether app `app` (with a port) of running session `s` answers now: a connection to its
-/// port on the session's own loopback, made through `dialers`.
+/// port on the session's own loopback ([`crate::domain::runtime::apps::connect`]).
 pub async fn readiness(
-    dialers: &crate::domain::runtime::local::dial::Dialers,
+    local: Option<&crate::domain::runtime::local::terminal::LocalAccess>,
     s: &entity::session::Model,
     app: &AppSpec,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Readiness {
     let Some(port) = app.port else { return Readiness::Failed("it has no port".to_owned()) };
-    match dialers.connect(s.id, port).await {
+    match crate::domain::runtime::apps::connect(local, s, port).await {
         Ok(_) => Readiness::Ready,
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             if s.started_at.is_none_or(|t| now - t < STARTUP_GRACE) {

@@ -35,7 +35,7 @@ pub async fn run_declared(db: DatabaseConnection, bus: crate::domain::events::Ev
                             if e.groups.len() > 1 {
                                 tracing::warn!(engine = %e.name, "a Slurm engine runs one resource group; it runs {}", e.groups[0]);
                             }
-                            Some((e.name, (s, e.groups.into_iter().next()?)))
+                            Some((e.name, (*s, e.groups.into_iter().next()?)))
                         }
                         _ => None,
                     })

@@ -98,6 +98,11 @@ pub struct SlurmSettings {
     /// path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessiond: Option<String>,
+    /// The address each job's supervisor listens on for this server alone to reach its
+    /// session's apps (its relay); none: every address of the node, reached by its
+    /// hostname.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay_bind: Option<String>,
 }
 
 impl SlurmSettings {
@@ -116,7 +121,7 @@ impl SlurmSettings {
 pub enum EngineSettings {
     Simulated,
     Local,
-    Slurm(SlurmSettings),
+    Slurm(Box<SlurmSettings>),
 }
 
 impl EngineSettings {
@@ -140,7 +145,7 @@ impl EngineSettings {
         Some(match EngineKind::parse(&row.kind)? {
             EngineKind::Simulated => EngineSettings::Simulated,
             EngineKind::Local => EngineSettings::Local,
-            EngineKind::Slurm => EngineSettings::Slurm(serde_json::from_value(row.settings.clone()).ok()?),
+            EngineKind::Slurm => EngineSettings::Slurm(Box::new(serde_json::from_value(row.settings.clone()).ok()?)),
         })
     }
 }

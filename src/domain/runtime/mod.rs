@@ -8,6 +8,7 @@
 //! Which one drives this machine is chosen at start (`--runtime auto|local|simulated`) and
 //! reported by [`RuntimeInfo`], so nothing is silently pretend.
 
+pub mod apps;
 pub mod declared;
 pub mod engines;
 pub mod image;

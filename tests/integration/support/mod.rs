@@ -301,7 +301,7 @@ impl TestApp {
             }
         };
         let launch = sessiond::domain::launch::LaunchLimits::of(sessiond::config::DEFAULT_MAX_LAUNCH_COUNT);
-        self.serve_with(launch, info);
+        self.serve_with(launch, info, true);
         let timings = sessiond::config::Timings {
             scheduler_interval_ms: 50,
             sim_step_ms: 20,
@@ -320,19 +320,35 @@ impl TestApp {
             max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT,
             callbacks: delivery.allow.clone(),
         };
-        self.serve_with(launch, sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime"));
+        self.serve_with(
+            launch,
+            sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime"),
+            false,
+        );
         let run = sessiond::domain::callbacks::deliver::run(self.db.clone(), self.bus.clone(), delivery);
         self.workers.push(tokio::spawn(run));
     }
 
-    /// The router anew, with these launch bounds and this runtime.
+    /// Serves the sessions' apps on a listener of their own (`apps`), as the server does,
+    /// for sessions of engines other than a local runtime (a Slurm engine's).
+    pub fn serve_apps(&mut self) {
+        let launch = sessiond::domain::launch::LaunchLimits::of(sessiond::config::DEFAULT_MAX_LAUNCH_COUNT);
+        self.serve_with(
+            launch,
+            sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime"),
+            true,
+        );
+    }
+
+    /// The router anew, with these launch bounds and this runtime (and the apps' listener
+    /// as the server has it, when `apps`).
     fn serve_with(
         &mut self,
         launch: sessiond::domain::launch::LaunchLimits,
         mut runtime: sessiond::domain::runtime::RuntimeInfo,
+        apps: bool,
     ) {
-        // A local runtime's sessions have apps: their listener, as the server has it.
-        let apps = runtime.local.is_some().then(|| {
+        let apps = apps.then(|| {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("an apps' port");
             listener.set_nonblocking(true).expect("non-blocking");
             let addr = listener.local_addr().expect("its address");

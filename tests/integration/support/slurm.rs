@@ -347,11 +347,13 @@ impl Cluster {
         );
     }
 
-    /// The engine's declaration, for `sessiond apply`.
+    /// The engine's declaration, for `sessiond apply` (its jobs' relays listen on the
+    /// loopback: the cluster is this machine).
     pub fn engine_toml(&self, name: &str) -> String {
         format!(
             "[engines.{name}]\nkind = \"slurm\"\nurl = \"{}\"\npartition = \"{PARTITION}\"\nuser = \"{USER}\"\n\
-             token_file = \"{}\"\noutput_dir = \"{}\"\nslurm_conf = \"{}\"\nsessiond = \"{}\"\n",
+             token_file = \"{}\"\noutput_dir = \"{}\"\nslurm_conf = \"{}\"\nsessiond = \"{}\"\n\
+             relay_bind = \"127.0.0.1\"\n",
             self.url,
             self.token_file.display(),
             self.output_dir.display(),

@@ -21,7 +21,7 @@ use rustix::net::{
     SendFlags, SocketType, recvmsg, sendmsg, socket,
 };
 
-use super::enter::{confine, open_in, sandbox_proc};
+use super::enter::{confine, enter_namespaces, holder_user_namespace, open_in, sandbox_proc};
 use super::sandbox::{NOBODY, is_root};
 
 /// How often an idle dialer checks that its sandbox is still there.
@@ -40,21 +40,15 @@ pub fn serve(pid: u32, started: u64) -> Result<(), String> {
         .map_err(|err| format!("no line to the server: {err}"))?;
     let proc = sandbox_proc(pid, started)?;
     let (user, net) = (open_in(&proc, "ns/user", OFlag::O_RDONLY)?, open_in(&proc, "ns/net", OFlag::O_RDONLY)?);
+    let holder = holder_user_namespace(&proc);
     let nobody = (nix::unistd::Uid::from_raw(NOBODY), nix::unistd::Gid::from_raw(NOBODY));
     if is_root() {
         nix::unistd::setgroups(&[]).map_err(|err| format!("cannot leave the supplementary groups: {err}"))?;
         nix::unistd::setresgid(nobody.1, nobody.1, nobody.1).map_err(|err| format!("cannot set the gid: {err}"))?;
     }
-    // As `enter` does: the network namespace first when that is allowed from here (as
-    // root), else once inside the user namespace that owns it.
-    let first = nix::sched::setns(&net, CloneFlags::CLONE_NEWNET);
-    nix::sched::setns(&user, CloneFlags::CLONE_NEWUSER)
-        .map_err(|err| format!("cannot enter its user namespace: {err}"))?;
-    if first.is_err() {
-        nix::sched::setns(&net, CloneFlags::CLONE_NEWNET)
-            .map_err(|err| format!("cannot enter its network namespace: {err}"))?;
-    }
-    drop((user, net));
+    // As `enter` does; the network namespace alone besides the user namespace.
+    enter_namespaces(&user, holder.as_ref(), &[(&net, CloneFlags::CLONE_NEWNET, "network")])?;
+    drop((user, holder, net));
     confine(nobody.0)?;
     let stat = open_in(&proc, "stat", OFlag::O_RDONLY).ok();
     let mut asked = [0_u8; 1];

@@ -52,6 +52,7 @@ pub fn enter(e: &Entry<'_>) -> Result<i32, String> {
         (ns("user")?, ns("cgroup")?, ns("ipc")?, ns("uts")?, ns("net")?, ns("pid")?, ns("mnt")?);
     let dir = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
     let (root, cwd) = (open("root", dir)?, open("cwd", dir)?);
+    let holder = holder_user_namespace(&proc);
     drop(proc);
     limit(e)?;
     let me = std::process::id().to_string();
@@ -64,33 +65,22 @@ pub fn enter(e: &Entry<'_>) -> Result<i32, String> {
         nix::unistd::setgroups(&[]).map_err(|err| format!("cannot leave the supplementary groups: {err}"))?;
         nix::unistd::setresgid(nobody.1, nobody.1, nobody.1).map_err(|err| format!("cannot set the gid: {err}"))?;
     }
-    // As nsenter does: every namespace that can be entered from here first (all of them,
-    // as root), then the user namespace, then the rest (whose owner it is, unprivileged).
-    let others = [
-        (&cgroup, CloneFlags::CLONE_NEWCGROUP, "cgroup"),
-        (&ipc, CloneFlags::CLONE_NEWIPC, "IPC"),
-        (&uts, CloneFlags::CLONE_NEWUTS, "host-name"),
-        (&net, CloneFlags::CLONE_NEWNET, "network"),
-        (&pid, CloneFlags::CLONE_NEWPID, "pid"),
-        (&mnt, CloneFlags::CLONE_NEWNS, "mount"),
-    ];
-    let mut later = Vec::new();
-    for (f, kind, name) in others {
-        match nix::sched::setns(f, kind) {
-            Ok(()) => {}
-            Err(nix::errno::Errno::EPERM) => later.push((f, kind, name)),
-            Err(err) => return Err(format!("cannot enter its {name} namespace: {err}")),
-        }
-    }
-    nix::sched::setns(&user, CloneFlags::CLONE_NEWUSER)
-        .map_err(|err| format!("cannot enter its user namespace: {err}"))?;
-    for (f, kind, name) in later {
-        nix::sched::setns(f, kind).map_err(|err| format!("cannot enter its {name} namespace: {err}"))?;
-    }
+    enter_namespaces(
+        &user,
+        holder.as_ref(),
+        &[
+            (&cgroup, CloneFlags::CLONE_NEWCGROUP, "cgroup"),
+            (&ipc, CloneFlags::CLONE_NEWIPC, "IPC"),
+            (&uts, CloneFlags::CLONE_NEWUTS, "host-name"),
+            (&net, CloneFlags::CLONE_NEWNET, "network"),
+            (&pid, CloneFlags::CLONE_NEWPID, "pid"),
+            (&mnt, CloneFlags::CLONE_NEWNS, "mount"),
+        ],
+    )?;
     nix::unistd::fchdir(&root).map_err(|err| format!("cannot reach its root: {err}"))?;
     nix::unistd::chroot(".").map_err(|err| format!("cannot take its root: {err}"))?;
     nix::unistd::fchdir(&cwd).map_err(|err| format!("cannot take its working directory: {err}"))?;
-    drop((user, cgroup, ipc, uts, net, pid, mnt, root, cwd));
+    drop((user, holder, cgroup, ipc, uts, net, pid, mnt, root, cwd));
     confine(nobody.0)?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(&e.command[1..]).env_clear();
@@ -107,6 +97,87 @@ pub fn enter(e: &Entry<'_>) -> Result<i32, String> {
     let status = cmd.status().map_err(|err| format!("cannot start {program}: {err}"))?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1))
+}
+
+/// A namespace to enter: its file, its kind, and what an error calls it.
+pub(super) type Namespace<'a> = (&'a File, CloneFlags, &'a str);
+
+/// Enters a sandbox's namespaces `others` and its user namespace `user`, as nsenter does:
+/// every namespace that can be entered from here first (all of them, as root), then the
+/// user namespace, then the rest.
+///
+/// Unprivileged, the sandbox's own user namespace owns none of the others: bubblewrap
+/// makes them in a first user namespace where its user is root (to mount `/dev/pts`),
+/// then a second, the sandbox's, for the session's uid. The first is reached through the
+/// one above it, `holder`: the user namespace of its own that an unprivileged supervisor
+/// starts bubblewrap in ([`exec_in_own_user_namespace`]). Entered first, it gives the
+/// capabilities over every namespace below it.
+pub(super) fn enter_namespaces(user: &File, holder: Option<&File>, others: &[Namespace<'_>]) -> Result<(), String> {
+    let mut later = Vec::new();
+    for (f, kind, name) in others {
+        match nix::sched::setns(f, *kind) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EPERM) => later.push((*f, *kind, *name)),
+            Err(err) => return Err(format!("cannot enter its {name} namespace: {err}")),
+        }
+    }
+    if let Some(holder) = holder.filter(|_| !later.is_empty())
+        && nix::sched::setns(holder, CloneFlags::CLONE_NEWUSER).is_ok()
+    {
+        let mut still = Vec::new();
+        for (f, kind, name) in later {
+            match nix::sched::setns(f, kind) {
+                Ok(()) => {}
+                Err(nix::errno::Errno::EPERM) => still.push((f, kind, name)),
+                Err(err) => return Err(format!("cannot enter its {name} namespace: {err}")),
+            }
+        }
+        later = still;
+    }
+    nix::sched::setns(user, CloneFlags::CLONE_NEWUSER)
+        .map_err(|err| format!("cannot enter its user namespace: {err}"))?;
+    for (f, kind, name) in later {
+        nix::sched::setns(f, kind).map_err(|err| format!("cannot enter its {name} namespace: {err}"))?;
+    }
+    Ok(())
+}
+
+/// The user namespace of the sandbox's parent (bubblewrap's own process), when it is not
+/// this process's: the one an unprivileged supervisor started bubblewrap in.
+pub(super) fn holder_user_namespace(proc: &std::os::fd::OwnedFd) -> Option<File> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::MetadataExt;
+    let stat = std::io::read_to_string(open_in(proc, "stat", OFlag::O_RDONLY).ok()?).ok()?;
+    // The parent's pid is the second field after the command's closing parenthesis.
+    let parent: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+    let theirs = File::open(format!("/proc/{parent}/ns/user")).ok()?;
+    let ours = std::fs::metadata("/proc/self/ns/user").ok()?;
+    let same = theirs.metadata().ok().is_some_and(|m| (m.dev(), m.ino()) == (ours.dev(), ours.ino()));
+    (!same).then_some(theirs)
+}
+
+/// Runs `command` (bubblewrap) in a user namespace of its own, its user's uid and gid
+/// mapped to themselves: a namespace above every one bubblewrap makes, which the
+/// supervisor's user (the dialer, the terminal) enters to reach them
+/// ([`enter_namespaces`]). Returns only on failure, why.
+pub fn exec_in_own_user_namespace(command: &[String]) -> String {
+    use std::os::unix::process::CommandExt;
+    let Some(program) = command.first() else { return "no program to run".to_owned() };
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    if let Err(err) = nix::sched::unshare(CloneFlags::CLONE_NEWUSER) {
+        return format!("cannot make a user namespace: {err}");
+    }
+    for (file, text) in [
+        ("/proc/self/setgroups", "deny".to_owned()),
+        ("/proc/self/uid_map", format!("{uid} {uid} 1")),
+        ("/proc/self/gid_map", format!("{gid} {gid} 1")),
+    ] {
+        if let Err(err) = std::fs::write(file, text) {
+            return format!("cannot write {file}: {err}");
+        }
+    }
+    let err = std::process::Command::new(program).args(&command[1..]).exec();
+    format!("cannot start {program}: {err}")
 }
 
 /// The sandbox's init, held by its `/proc` directory: everything of it is opened through

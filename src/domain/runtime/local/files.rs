@@ -147,6 +147,9 @@ pub struct Spec {
     /// with the command its image declares.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<AppStart>,
+    /// A Slurm job's relay of the session's apps, for the server alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<crate::domain::runtime::slurm::relay::Relay>,
 }
 
 /// An app started with the session.

@@ -457,5 +457,6 @@ pub(crate) fn session_spec(
         slurm_gpus: false,
         report_usage: false,
         apps: Vec::new(),
+        relay: None,
     }
 }

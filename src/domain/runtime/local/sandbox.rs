@@ -36,6 +36,10 @@ pub struct Wrapping {
     pub cpus: Option<String>,
     /// Drop to [`NOBODY`] first (the server runs as root).
     pub drop_privileges: bool,
+    /// Unprivileged: bubblewrap starts in a user namespace of its own (`sessiond userns`,
+    /// this executable), which the server's dialer and terminal enter to reach the
+    /// sandbox's namespaces ([`super::enter::enter_namespaces`]).
+    pub holder: Option<PathBuf>,
     /// The image's prepare step: the host's network (it may download), the image's
     /// variables only, and an empty directory of its own instead of the session's.
     pub prepare: bool,
@@ -77,6 +81,9 @@ pub fn command(spec: &Spec, work: &Path, status_file: &Path, script: &str, wrapp
     words.extend(["prlimit".into(), format!("--fsize={}", spec.limits.disk.max(1)), "--".into()]);
     if wrapping.drop_privileges {
         words.extend(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"].map(str::to_owned));
+    }
+    if let Some(sessiond) = &wrapping.holder {
+        words.extend([sessiond.to_string_lossy().into_owned(), "userns".into(), "--".into()]);
     }
     words.extend(bwrap_args(spec, work, wrapping.prepare));
     words.extend(["/bin/sh".into(), "-c".into(), script.to_owned()]);
@@ -191,9 +198,10 @@ pub fn probe(scratch: &Path) -> Result<(), String> {
         slurm_gpus: false,
         report_usage: false,
         apps: Vec::new(),
+        relay: None,
     };
     let status = scratch.join("probe.json");
-    let wrapping = Wrapping { join: Vec::new(), cpus: None, drop_privileges: root, prepare: false };
+    let wrapping = Wrapping { join: Vec::new(), cpus: None, drop_privileges: root, holder: None, prepare: false };
     let out = command(&spec, &work, &status, "exit 7", &wrapping)
         .output()
         .map_err(|e| format!("cannot start /bin/sh: {e}"))?;

@@ -187,6 +187,7 @@ fn run(
         join: enforcement.join_files(spec.session_id),
         cpus: matches!(enforcement, Enforcement::Watchdog).then(|| cpu_list(spec.limits.cores)),
         drop_privileges: sandbox::is_root(),
+        holder: std::env::current_exe().ok().filter(|_| !sandbox::is_root()),
         prepare,
     };
     if let Some(prepare) = &spec.prepare
@@ -226,6 +227,13 @@ fn run(
     let timeout =
         spec.batch_timeout_seconds.filter(|t| *t > 0).and_then(|t| u64::try_from(t).ok()).map(Duration::from_secs);
     let outcome = watch(sd, spec, enforcement, cmd, &status_file, &sd.work(), timeout, |child| {
+        // A Slurm job's apps: relayed for the server alone, once the sandbox runs (not one
+        // seen only once it had ended: no start time).
+        if let Some(relay) = spec.relay.as_ref().filter(|_| child.started != 0)
+            && let Err(why) = crate::domain::runtime::slurm::relay::start(sd, relay, child)
+        {
+            note(sd, &format!("the session's apps cannot be reached: {why}"));
+        }
         state.phase = Phase::Running;
         state.child = Some(child);
         report(state).ok();

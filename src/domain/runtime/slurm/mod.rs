@@ -17,11 +17,12 @@
 //!   runtime's sandbox, its spec written here into the shared directory, its state read
 //!   back as the local runtime reads it); elsewhere it runs plainly and says so.
 //! - An interactive session's terminal is `srun --overlap --pty` into its job
-//!   ([`terminal`]).
+//!   ([`terminal`]); its web apps are reached through its supervisor's relay ([`relay`]).
 
 pub mod client;
 mod job;
 mod nodes;
+pub mod relay;
 mod submit;
 pub mod terminal;
 
@@ -68,6 +69,8 @@ pub struct Health {
     pub group: String,
     /// How its sessions' terminals open here, or why they cannot.
     pub terminal: Result<terminal::SrunAccess, String>,
+    /// The shared directory of its sessions' relays, when its jobs run sessiond's sandbox.
+    pub relays: Option<String>,
 }
 
 impl Default for Health {
@@ -80,6 +83,7 @@ impl Default for Health {
             orphans: 0,
             group: String::new(),
             terminal: Err("not started".to_owned()),
+            relays: None,
         }
     }
 }
@@ -89,6 +93,13 @@ impl Default for Health {
 pub fn terminal_of(group: &str) -> Option<terminal::SrunAccess> {
     let all = registry().read().unwrap_or_else(std::sync::PoisonError::into_inner);
     all.values().find(|h| h.group == group).and_then(|h| h.terminal.clone().ok())
+}
+
+/// The shared directory where the sessions of resource group `group` say where their
+/// relays listen, if a running Slurm engine runs them in sessiond's sandbox.
+pub fn relays_of(group: &str) -> Option<String> {
+    let all = registry().read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.values().find(|h| h.group == group).and_then(|h| h.relays.clone())
 }
 
 /// The health of every running engine, by name.
@@ -134,6 +145,7 @@ impl SlurmEngine {
             let h = all.entry(name.clone()).or_default();
             h.group = group.clone();
             h.terminal = access;
+            h.relays = settings.sessiond_on_nodes().map(|_| settings.output_dir.clone());
         }
         Self {
             name,
@@ -231,10 +243,10 @@ impl SlurmEngine {
         let to_submit: Vec<Uuid> =
             live.iter().filter(|s| s.status == Scheduled.as_str()).map(|s| s.keypair_id).collect();
         let limits = if to_submit.is_empty() { HashMap::new() } else { expiry::limits(db, &to_submit).await? };
-        let (images, registries) = if live.iter().any(|s| s.status == Scheduled.as_str()) {
-            (catalog::local_environments(db).await?, catalog::registries(db).await?)
+        let (images, registries, apps) = if live.iter().any(|s| s.status == Scheduled.as_str()) {
+            (catalog::local_environments(db).await?, catalog::registries(db).await?, catalog::apps(db).await?)
         } else {
-            (BTreeMap::new(), BTreeMap::new())
+            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new())
         };
         // What the supervisors on the nodes say of their images' pulls.
         let output_dir = self.client.settings().output_dir.clone();
@@ -271,7 +283,7 @@ impl SlurmEngine {
                 (Scheduled, None, None) if claim.is_none() => {
                     let lifetime =
                         expiry::longest_lifetime(&s, &limits.get(&s.keypair_id).copied().unwrap_or_default());
-                    if let Some(plan) = self.submit(db, &s, (&images, &registries), lifetime).await? {
+                    if let Some(plan) = self.submit(db, &s, (&images, &registries, &apps), lifetime).await? {
                         plans.push(plan);
                     }
                 }

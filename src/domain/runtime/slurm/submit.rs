@@ -12,10 +12,11 @@ use super::client::SlurmError;
 use super::{Plan, SlurmEngine, job};
 use crate::domain::{DomainResult, clock};
 
-/// The images' local environments and the registries their refs name.
+/// The images' local environments, the registries their refs name, and their apps.
 pub(super) type Declarations<'a> = (
     &'a BTreeMap<String, crate::domain::environments::LocalImage>,
     &'a BTreeMap<String, crate::domain::runtime::image::registry::Registry>,
+    &'a BTreeMap<String, Vec<crate::domain::apps::AppSpec>>,
 );
 
 impl SlurmEngine {
@@ -26,7 +27,7 @@ impl SlurmEngine {
         &self,
         db: &DatabaseConnection,
         s: &session::Model,
-        (images, registries): Declarations<'_>,
+        declarations: Declarations<'_>,
         lifetime: Option<i64>,
     ) -> DomainResult<Option<Plan>> {
         let claim = engine_job::Entity::insert(engine_job::ActiveModel {
@@ -43,8 +44,9 @@ impl SlurmEngine {
         }
         let release = || engine_job::Entity::delete_by_id(s.id).exec(db);
         let sessiond = self.client.settings().sessiond_on_nodes();
+        let images = declarations.0;
         if sessiond.is_some()
-            && let Err(why) = self.write_session_dir(s, images, registries)
+            && let Err(why) = self.write_session_dir(s, declarations)
         {
             release().await?;
             return Ok(Some(Plan::failed_to_start(s.clone(), &why)));
@@ -72,13 +74,13 @@ impl SlurmEngine {
     }
 
     /// The directory a session runs from in sessiond's sandbox on a node: its spec (as the
-    /// local runtime's, limits kept by the supervisor's watchdog and by Slurm), handed to
-    /// the jobs' user.
+    /// local runtime's, limits kept by the supervisor's watchdog and by Slurm; an
+    /// interactive session's apps started with it, and relayed when they have ports),
+    /// handed to the jobs' user.
     fn write_session_dir(
         &self,
         s: &session::Model,
-        images: &BTreeMap<String, crate::domain::environments::LocalImage>,
-        registries: &BTreeMap<String, crate::domain::runtime::image::registry::Registry>,
+        (images, registries, apps): Declarations<'_>,
     ) -> Result<(), String> {
         use crate::domain::runtime::local::limits::{DEFAULT_WORK_DIR_LIMIT, Enforcement};
         use crate::domain::runtime::local::{files, session_spec};
@@ -95,9 +97,15 @@ impl SlurmEngine {
             std::path::Path::new(&settings.output_dir),
             crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT,
         )?;
+        let apps = apps.get(&s.image).map(Vec::as_slice).unwrap_or_default();
         let mut spec =
             session_spec(s, &image, marker, DEFAULT_WORK_DIR_LIMIT, self.grace, Vec::new(), Enforcement::Watchdog)
-                .pulling(pull);
+                .pulling(pull)
+                .with_apps(s, apps);
+        let ports: Vec<u16> = apps.iter().filter_map(|a| a.port).collect();
+        if s.session_type == crate::domain::model::SessionType::Interactive.as_str() && !ports.is_empty() {
+            spec.relay = Some(super::relay::Relay::new(settings.relay_bind.clone(), ports));
+        }
         // Which GPUs Slurm allocates is known on the node: its supervisor binds them.
         // Its processes are the node's: the supervisor reports what they use.
         spec.report_usage = true;
