@@ -13,6 +13,10 @@ pub struct HttpLimits {
     /// held; past it the request is cut and answered 413.
     #[arg(long, env = "SESSIOND_MAX_APP_BODY_BYTES", default_value_t = 1 << 30)]
     pub max_app_body_bytes: usize,
+    /// A connection to a session's app through which nothing has passed for this long (an
+    /// answer's body stalled, a WebSocket silent both ways) is closed, in seconds.
+    #[arg(long, env = "SESSIOND_APP_IDLE_TIMEOUT_SECS", default_value_t = 3600)]
+    pub app_idle_timeout_secs: u64,
     /// A GraphQL request that takes longer is answered 408.
     #[arg(long, env = "SESSIOND_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
     pub request_timeout_ms: u64,
@@ -63,6 +67,7 @@ impl Default for HttpLimits {
         Self {
             max_body_bytes: 1 << 20,
             max_app_body_bytes: 1 << 30,
+            app_idle_timeout_secs: 3600,
             request_timeout_ms: 30_000,
             header_read_timeout_ms: 10_000,
             max_connections: 8_192,

@@ -41,27 +41,52 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// A body that holds something (the user's share of app connections) until it is done,
-/// and ends early once `void` resolves (the token that opened the app revoked).
+/// An answer's body through the proxy: it holds its user's share of app connections until
+/// it is done, and is cut (an error: the browser sees a broken download, never a whole one)
+/// once `void` resolves (the token that opened the app revoked) or nothing came for `idle`.
 struct Holding<B> {
     body: std::pin::Pin<Box<B>>,
     void: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+    idle: std::time::Duration,
+    /// When waiting on the app counts as idle from (set as the listener asks for more: a
+    /// browser slow to read is not an idle app).
+    quiet: std::pin::Pin<Box<tokio::time::Sleep>>,
+    waiting: bool,
     _held: crate::domain::shares::Held,
 }
 
-impl<B: hyper::body::Body> hyper::body::Body for Holding<B> {
+impl<B> hyper::body::Body for Holding<B>
+where
+    B: hyper::body::Body,
+    B::Error: Into<axum::BoxError>,
+{
     type Data = B::Data;
-    type Error = B::Error;
+    type Error = axum::BoxError;
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
         let me = self.get_mut();
         if me.void.as_mut().poll(cx).is_ready() {
-            return std::task::Poll::Ready(None);
+            return Poll::Ready(Some(Err("the grant that opened the app is revoked".into())));
         }
-        me.body.as_mut().poll_frame(cx)
+        if !me.waiting {
+            me.quiet.as_mut().reset(tokio::time::Instant::now() + me.idle);
+            me.waiting = true;
+        }
+        match me.body.as_mut().poll_frame(cx) {
+            Poll::Ready(Some(frame)) => {
+                me.waiting = false;
+                Poll::Ready(Some(frame.map_err(Into::into)))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending if me.quiet.as_mut().poll(cx).is_ready() => {
+                Poll::Ready(Some(Err("the app sent nothing for too long".into())))
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     fn is_end_stream(&self) -> bool {
@@ -70,6 +95,83 @@ impl<B: hyper::body::Body> hyper::body::Body for Holding<B> {
 
     fn size_hint(&self) -> hyper::body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// One side of an upgraded connection, noting when it last read anything (`at`, in
+/// milliseconds since `epoch`).
+struct Watched<T> {
+    io: T,
+    at: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    epoch: std::time::Instant,
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<T> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut me.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            let now = u64::try_from(me.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+            me.at.store(now, std::sync::atomic::Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<T> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+/// Bytes both ways between the browser's and the app's upgraded connections, until either
+/// side closes, `void` resolves, or nothing passes either way for `idle`.
+async fn bridge(
+    ours: hyper::upgrade::Upgraded,
+    theirs: hyper::upgrade::Upgraded,
+    idle: std::time::Duration,
+    void: impl Future<Output = ()>,
+) {
+    use std::sync::atomic::Ordering;
+    let (at, epoch) = (std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)), std::time::Instant::now());
+    let mut ours = Watched { io: TokioIo::new(ours), at: at.clone(), epoch };
+    let mut theirs = Watched { io: TokioIo::new(theirs), at: at.clone(), epoch };
+    let silent = async {
+        loop {
+            let last = epoch + std::time::Duration::from_millis(at.load(Ordering::Relaxed));
+            if last.elapsed() >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - last.elapsed()).await;
+        }
+    };
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut ours, &mut theirs) => {}
+        () = void => {}
+        () = silent => {}
     }
 }
 
@@ -203,9 +305,11 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     }
     head.headers.insert("x-forwarded-prefix", HeaderValue::from_str(&base).unwrap_or(HeaderValue::from_static("/")));
     let asked = axum::http::Request::from_parts(head, body);
-    let answer = match sender.send_request(asked).await {
-        Ok(a) => a,
-        Err(_) => return status(StatusCode::BAD_GATEWAY, "The app closed the connection."),
+    let idle = std::time::Duration::from_secs(state.limits.app_idle_timeout_secs.max(1));
+    let answer = match tokio::time::timeout(idle, sender.send_request(asked)).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(_)) => return status(StatusCode::BAD_GATEWAY, "The app closed the connection."),
+        Err(_) => return status(StatusCode::GATEWAY_TIMEOUT, "The app did not answer."),
     };
     let void = grants::revoked(state.live.credentials.clone(), admitted.keypair_id);
     let (mut head, body) = answer.into_parts();
@@ -218,14 +322,14 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
         tokio::spawn(async move {
             let _held = held;
             if let (Ok(ours), Ok(theirs)) = (upgrade.await, theirs.await) {
-                let (mut ours, mut theirs) = (TokioIo::new(ours), TokioIo::new(theirs));
-                tokio::select! {
-                    _ = tokio::io::copy_bidirectional(&mut ours, &mut theirs) => {}
-                    () = void => {}
-                }
+                bridge(ours, theirs, idle, void).await;
             }
         });
         return Response::from_parts(head, Body::empty());
     }
-    Response::from_parts(head, Body::new(Holding { body: Box::pin(body), void: Box::pin(void), _held: held }))
+    let quiet = Box::pin(tokio::time::sleep(idle));
+    Response::from_parts(
+        head,
+        Body::new(Holding { body: Box::pin(body), void: Box::pin(void), idle, quiet, waiting: false, _held: held }),
+    )
 }

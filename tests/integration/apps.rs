@@ -154,9 +154,41 @@ _get = Handler.do_GET
 def do_GET(self):
     if self.path == "/echo" and self.headers.get("Upgrade", "").lower() == "websocket":
         return echo(self)
+    if self.path == "/stall":
+        import time
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        self.wfile.write(b"x" * 10)
+        self.wfile.flush()
+        time.sleep(3600)
+        return
     return _get(self)
 Handler.do_GET = do_GET
 "#;
+
+/// Puts the web app of [`WEB_APP`] in work directory `work` (whose session starts it),
+/// with a small file and a 200 MB one to serve.
+fn serve_web_app(work: &std::path::Path) {
+    std::fs::write(work.join("hello.txt"), "from-the-session").expect("a file in the session");
+    let big = std::fs::File::create(work.join("big")).expect("a big file");
+    big.set_len(200 << 20).expect("200 MB");
+    std::fs::write(work.join("app.py.part"), [WEB_APP, ECHO, SERVE].concat()).expect("the app");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in ["hello.txt", "big", "app.py.part"] {
+            std::fs::set_permissions(work.join(f), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        }
+    }
+    std::fs::rename(work.join("app.py.part"), work.join("app.py")).expect("the app, whole");
+}
+
+/// This process's resident memory (the server's, and the test's), in bytes.
+fn resident() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("its status");
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).expect("VmRSS");
+    kib.trim().trim_end_matches("kB").trim().parse::<u64>().expect("a number") << 10
+}
 
 /// Declares image `web:1`: interactive, its app `web` the web server of [`WEB_APP`] on port
 /// 8000, started with the session once the test has put the script in its work directory.
@@ -235,17 +267,7 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     let apps_now = statuses(&app, &id).await;
     assert_eq!(apps_now[0], json!({"name": "terminal", "opens": false, "status": null, "statusInfo": null}));
     assert_eq!((&apps_now[1]["name"], &apps_now[1]["status"]), (&json!("web"), &json!("STARTING")), "{apps_now}");
-    std::fs::write(work.join("hello.txt"), "from-the-session").expect("a file in the session");
-    let big = std::fs::File::create(work.join("big")).expect("a big file");
-    big.set_len(200 << 20).expect("200 MB");
-    std::fs::write(work.join("app.py.part"), [WEB_APP, ECHO, SERVE].concat()).expect("the app");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        for f in ["hello.txt", "big", "app.py.part"] {
-            std::fs::set_permissions(work.join(f), std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        }
-    }
-    std::fs::rename(work.join("app.py.part"), work.join("app.py")).expect("the app, whole");
+    serve_web_app(&work);
 
     // Only the owner opens it; an app the image does not declare is not found.
     for (token, name) in
@@ -376,6 +398,21 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     }
     assert_eq!(http.get(at("hello.txt")).header("cookie", &second).send().await.expect("after").status(), 404);
 
+    // A 200 MB download streams through: the server holds none of it.
+    let before = resident();
+    let mut download = http.get(at("big")).header("cookie", &cookie).send().await.expect("a download");
+    assert_eq!(download.status(), 200);
+    let (mut got, mut most) = (0_usize, before);
+    while let Some(chunk) = download.chunk().await.expect("a chunk") {
+        got += chunk.len();
+        if got % (4 << 20) < chunk.len() {
+            most = most.max(resident());
+        }
+    }
+    assert_eq!(got, 200 << 20, "the whole file");
+    let grew = most.saturating_sub(before);
+    assert!(grew < 48 << 20, "a 200 MB download kept {} MB", grew >> 20);
+
     // A download cut by the session's end.
     let mut download = http.get(at("big")).header("cookie", &cookie).send().await.expect("a download");
     assert_eq!(download.status(), 200);
@@ -388,6 +425,51 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     assert!(got < 200 << 20, "the download stopped with its session ({got} bytes)");
     let after = http.get(at("hello.txt")).header("cookie", &cookie).send().await.expect("after");
     assert_eq!(after.status(), 404, "an ended session's app is gone");
+}
+
+/// A connection to an app through which nothing passes for `--app-idle-timeout-secs` is
+/// closed: a silent WebSocket, and an answer whose body stalls midway (cut: never taken
+/// for a whole one).
+async fn an_idle_app_connection_is_closed(mut app: TestApp) {
+    let machine = Machine::new();
+    declare_web_image(&app).await;
+    app.limits.app_idle_timeout_secs = 1;
+    if !app.start_local_runtime(&machine.path(), 500, None).await {
+        return;
+    }
+    let apps = app.apps.expect("the apps' listener");
+    let (id, uuid, work) = running(&app, &machine, ("idle-app", "web:1"), 256).await;
+    serve_web_app(&work);
+    let http = client();
+    let opened = http.get(open(&app, &id).await).send().await.expect("the link");
+    let cookie =
+        opened.headers()["set-cookie"].to_str().expect("a cookie").split(';').next().expect("a pair").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while statuses(&app, &id).await[1]["status"] != "READY" {
+        assert!(Instant::now() < deadline, "the app never answered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let base = format!("/s/{uuid}/web/");
+    let mut ws_request = tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{apps}{base}echo"))
+        .expect("a request");
+    ws_request.headers_mut().insert("cookie", cookie.parse().expect("a header"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_request).await.expect("a WebSocket to the app");
+    {
+        use futures_util::{SinkExt, StreamExt};
+        ws.send(tungstenite::Message::text("once")).await.expect("sent");
+        let echoed = ws.next().await.expect("an answer").expect("a message");
+        assert_eq!(echoed.into_text().expect("text").as_str(), "once");
+        // Then silence both ways: closed (an end, a close frame or an error, not a message).
+        let closed = tokio::time::timeout(Duration::from_secs(30), ws.next()).await.expect("closed in time");
+        assert!(!matches!(&closed, Some(Ok(m)) if !m.is_close()), "{closed:?}");
+    }
+    let stalled = http.get(format!("http://{apps}{base}stall")).header("cookie", &cookie).send().await;
+    let stalled = stalled.expect("an answer's head");
+    assert_eq!(stalled.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(30), stalled.bytes()).await.expect("cut in time");
+    assert!(body.is_err(), "a stalled answer is cut, never whole: {body:?}");
+    crate::local_runtime::terminate(&app, &id).await;
+    until(&app, &id, crate::local_runtime::ended).await;
 }
 
 /// What a page of the app tries of its user's: the page that opened it, the Sessions
@@ -493,5 +575,6 @@ db_tests!(
     jupyter_runs_a_notebook_through_the_proxy,
     the_server_reaches_a_sessions_own_loopback,
     an_app_opens_through_the_proxy_for_its_owner_only,
+    an_idle_app_connection_is_closed,
     an_apps_page_gets_nothing_of_its_users
 );

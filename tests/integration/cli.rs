@@ -124,6 +124,7 @@ const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--demo", "SESSIOND_DEMO", None),
     ("--max-body-bytes", "SESSIOND_MAX_BODY_BYTES", Some("1048576")),
     ("--max-app-body-bytes", "SESSIOND_MAX_APP_BODY_BYTES", Some("1073741824")),
+    ("--app-idle-timeout-secs", "SESSIOND_APP_IDLE_TIMEOUT_SECS", Some("3600")),
     ("--request-timeout-ms", "SESSIOND_REQUEST_TIMEOUT_MS", Some("30000")),
     ("--header-read-timeout-ms", "SESSIOND_HEADER_READ_TIMEOUT_MS", Some("10000")),
     ("--max-connections", "SESSIOND_MAX_CONNECTIONS", Some("8192")),
