@@ -89,6 +89,11 @@ impl Credentials {
         found.ok_or(DomainError::Unauthenticated)
     }
 
+    /// The credentials' revision as last read: it moves whenever any of them changes.
+    pub fn revision(&self) -> i64 {
+        *self.0.revision.borrow()
+    }
+
     /// The viewer of an active keypair, by id; `None` once it authenticates nobody.
     pub async fn viewer_of_keypair(&self, keypair_id: Uuid) -> DomainResult<Option<Viewer>> {
         if let Some(v) = fresh(&self.0.by_keypair, &keypair_id) {

@@ -23,6 +23,7 @@ use serde::Deserialize;
 
 use super::AppState;
 use crate::domain::apps::grants;
+use crate::domain::runtime::apps::Reach;
 use crate::domain::{DomainError, clock};
 
 /// The cookie that carries an app's grant.
@@ -175,6 +176,83 @@ async fn bridge(
     }
 }
 
+/// How long a kept-alive connection to an app stays idle before it is closed.
+const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+/// Idle connections kept per app.
+const POOL_PER_APP: usize = 16;
+/// Sessions whose reach is remembered at most; past it the memory starts afresh.
+const MOST_REACHES: usize = 4_096;
+
+/// Makes connections to sessions' apps for the pool: a URI's host is the session, its port
+/// the app's; how the session is reached is what the proxy last found for it.
+#[derive(Clone, Debug, Default)]
+struct Connector {
+    reaches: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<uuid::Uuid, Reach>>>,
+}
+
+impl tower::Service<axum::http::Uri> for Connector {
+    type Response = TokioIo<tokio::net::TcpStream>;
+    type Error = std::io::Error;
+    type Future = std::pin::Pin<Box<dyn Future<Output = std::io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: axum::http::Uri) -> Self::Future {
+        let session = uri.host().and_then(|h| h.parse::<uuid::Uuid>().ok());
+        let reach = session
+            .and_then(|id| self.reaches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&id).cloned());
+        let port = uri.port_u16();
+        Box::pin(async move {
+            match (session, reach, port) {
+                (Some(id), Some(reach), Some(port)) => reach.connect(id, port).await.map(TokioIo::new),
+                _ => Err(std::io::Error::new(std::io::ErrorKind::NotFound, "not a session's app")),
+            }
+        })
+    }
+}
+
+/// The connections to sessions' apps, kept alive between requests (one made through a
+/// dialer or a relay costs more than the request on it), each used by one request at a
+/// time; an upgraded one is the WebSocket's alone.
+pub struct Upstreams {
+    client: hyper_util::client::legacy::Client<Connector, Body>,
+    connector: Connector,
+}
+
+impl Default for Upstreams {
+    fn default() -> Self {
+        let connector = Connector::default();
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_max_idle_per_host(POOL_PER_APP)
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .build(connector.clone());
+        Self { client, connector }
+    }
+}
+
+impl Upstreams {
+    /// Sends `request` (its URI `http://<session>:<port>/…`) to the app of session
+    /// `session`, reached by `reach`.
+    async fn send(
+        &self,
+        reach: Reach,
+        session: uuid::Uuid,
+        request: axum::http::Request<Body>,
+    ) -> Result<axum::http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+        {
+            let mut reaches = self.connector.reaches.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if reaches.len() >= MOST_REACHES {
+                reaches.clear();
+            }
+            reaches.insert(session, reach);
+        }
+        self.client.request(request).await
+    }
+}
+
 #[derive(Deserialize)]
 pub struct OpenQuery {
     ticket: String,
@@ -245,9 +323,9 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     // A browser sends the one grant of the app's path; a request crafted with many costs
     // no more than a few lookups.
     for secret in grants.into_iter().take(MOST_GRANTS) {
-        match grants::admit(&state.db, &state.live.credentials, &secret, session_id, app, now).await {
-            Ok(a) => {
-                admitted = Some(a);
+        match state.admissions.admit(&state.db, &state.live.credentials, &secret, session_id, app, now).await {
+            Ok((a, cached)) => {
+                admitted = Some((a, cached.then_some(secret)));
                 break;
             }
             Err(DomainError::Unauthenticated) => {}
@@ -257,7 +335,7 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
             }
         }
     }
-    let Some(admitted) = admitted else { return not_found() };
+    let Some((admitted, cached)) = admitted else { return not_found() };
     let base = crate::domain::apps::base(session_id, app);
     let Some(rest) = rest else {
         // `/s/<session>/<app>`: the app's root is its base path, with its slash.
@@ -277,25 +355,11 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     {
         tracing::warn!("noting an app's traffic as activity failed: {e}");
     }
-    let stream =
-        match crate::domain::runtime::apps::connect(state.runtime.local.as_ref(), &admitted.session, port).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!("app {app} of session {session_id}: {e}");
-                return status(StatusCode::BAD_GATEWAY, "The app does not answer yet.");
-            }
-        };
-    let (mut sender, connection) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
-        Ok(pair) => pair,
-        Err(_) => return status(StatusCode::BAD_GATEWAY, "The app does not answer yet."),
-    };
-    tokio::spawn(async move {
-        connection.with_upgrades().await.ok();
-    });
+    let Some(reach) = Reach::of(state.runtime.local.as_ref(), &admitted.session) else { return not_found() };
     // What the app is asked: its path with or without its base, the rest as sent.
     let query = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
     let target = if admitted.app.base_path { format!("{base}{rest}{query}") } else { format!("/{rest}{query}") };
-    let Ok(uri) = target.parse::<axum::http::Uri>() else { return not_found() };
+    let Ok(uri) = format!("http://{session_id}:{port}{target}").parse::<axum::http::Uri>() else { return not_found() };
     let upgrade = hyper::upgrade::on(&mut req);
     let (mut head, body) = req.into_parts();
     head.uri = uri;
@@ -306,8 +370,21 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     head.headers.insert("x-forwarded-prefix", HeaderValue::from_str(&base).unwrap_or(HeaderValue::from_static("/")));
     let asked = axum::http::Request::from_parts(head, body);
     let idle = std::time::Duration::from_secs(state.limits.app_idle_timeout_secs.max(1));
-    let answer = match tokio::time::timeout(idle, sender.send_request(asked)).await {
+    let answer = match tokio::time::timeout(idle, state.upstreams.send(reach, session_id, asked)).await {
         Ok(Ok(a)) => a,
+        Ok(Err(e)) if e.is_connect() => {
+            tracing::debug!("app {app} of session {session_id}: {e}");
+            // Admitted moments ago: the session may have ended since. Asked anew, it is
+            // what a session that does not exist is, or an app not answering yet.
+            if let Some(secret) = cached {
+                state.admissions.forget(&secret, session_id, app);
+                let again = grants::admit(&state.db, &state.live.credentials, &secret, session_id, app, now).await;
+                if matches!(again, Err(DomainError::Unauthenticated)) {
+                    return not_found();
+                }
+            }
+            return status(StatusCode::BAD_GATEWAY, "The app does not answer yet.");
+        }
         Ok(Err(_)) => return status(StatusCode::BAD_GATEWAY, "The app closed the connection."),
         Err(_) => return status(StatusCode::GATEWAY_TIMEOUT, "The app did not answer."),
     };

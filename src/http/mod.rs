@@ -88,6 +88,10 @@ pub struct Shared {
     pub documents: crate::graphql::limits::Documents,
     /// Reads on the request's thread, on a SQLite file.
     pub inline: Option<InlineReads>,
+    /// The requests to sessions' apps admitted moments ago.
+    pub admissions: crate::domain::apps::grants::Admissions,
+    /// The connections to sessions' apps, kept alive.
+    pub upstreams: apps::Upstreams,
 }
 
 impl AppState {
@@ -127,6 +131,8 @@ impl AppState {
             plans: Arc::default(),
             documents: Default::default(),
             inline,
+            admissions: Default::default(),
+            upstreams: Default::default(),
         }))
     }
 }

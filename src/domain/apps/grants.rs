@@ -11,6 +11,8 @@
 //! Only a hash of each secret is stored; a ticket is used by the update that marks it
 //! used, so two uses of one ticket cannot both succeed.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Duration, Utc};
 use entity::{app_grant, session};
 use sea_orm::sea_query::Expr;
@@ -58,6 +60,8 @@ pub struct Admitted {
     pub user_id: Uuid,
     /// The keypair whose token opened the app: revoked, its connections close.
     pub keypair_id: Uuid,
+    /// When the grant expires.
+    pub expires_at: DateTime<Utc>,
 }
 
 fn new_secret() -> String {
@@ -178,7 +182,18 @@ pub async fn admit(
     name: &str,
     now: DateTime<Utc>,
 ) -> DomainResult<Admitted> {
-    let grant = app_grant::Entity::find_by_id(hash_token(secret))
+    admit_hash(db, credentials, hash_token(secret), session_id, name, now).await
+}
+
+async fn admit_hash(
+    db: &impl ConnectionTrait,
+    credentials: &Credentials,
+    hash: String,
+    session_id: Uuid,
+    name: &str,
+    now: DateTime<Utc>,
+) -> DomainResult<Admitted> {
+    let grant = app_grant::Entity::find_by_id(hash)
         .filter(app_grant::Column::Kind.eq(COOKIE))
         .one(db)
         .await?
@@ -189,5 +204,61 @@ pub async fn admit(
         DomainError::Unavailable(_) | DomainError::Internal(_) => e,
         _ => DomainError::Unauthenticated,
     })?;
-    Ok(Admitted { session, app, user_id: viewer.user_id, keypair_id: grant.keypair_id })
+    Ok(Admitted { session, app, user_id: viewer.user_id, keypair_id: grant.keypair_id, expires_at: grant.expires_at })
+}
+
+/// How long an admission is used again for the same grant, session and app without
+/// reading it anew, while the credentials do not change ([`Credentials::revision`]): an
+/// app's page asks for many files at once.
+pub const ADMISSION_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+/// Admissions held at most; past it they start afresh.
+const MOST_ADMISSIONS: usize = 10_000;
+
+/// A grant's admissions, by its secret's hash, the session and the app.
+type Held = HashMap<(String, Uuid, String), (Admitted, std::time::Instant, i64)>;
+
+/// The admissions made recently ([`admit`]), used again for [`ADMISSION_TTL`] while the
+/// credentials keep their revision (a token revoked, a user removed: read anew at once). A
+/// refusal is never kept.
+#[derive(Debug, Default)]
+pub struct Admissions(std::sync::Mutex<Held>);
+
+impl Admissions {
+    /// [`admit`], or what it found for the same grant, session and app moments ago; and
+    /// whether it was that.
+    pub async fn admit(
+        &self,
+        db: &impl ConnectionTrait,
+        credentials: &Credentials,
+        secret: &str,
+        session_id: Uuid,
+        name: &str,
+        now: DateTime<Utc>,
+    ) -> DomainResult<(Admitted, bool)> {
+        let key = (hash_token(secret), session_id, name.to_owned());
+        let revision = credentials.revision();
+        if let Some((a, at, seen)) = self.held().get(&key)
+            && at.elapsed() < ADMISSION_TTL
+            && *seen == revision
+            && a.expires_at > now
+        {
+            return Ok((a.clone(), true));
+        }
+        let admitted = admit_hash(db, credentials, key.0.clone(), session_id, name, now).await?;
+        let mut held = self.held();
+        if held.len() >= MOST_ADMISSIONS {
+            held.clear();
+        }
+        held.insert(key, (admitted.clone(), std::time::Instant::now(), revision));
+        Ok((admitted, false))
+    }
+
+    /// Forgets the admission of that grant, session and app: the next is read anew.
+    pub fn forget(&self, secret: &str, session_id: Uuid, name: &str) {
+        self.held().remove(&(hash_token(secret), session_id, name.to_owned()));
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
