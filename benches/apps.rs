@@ -228,13 +228,7 @@ async fn main() {
         ),
     )
     .expect("a declaration");
-    let applied = Command::new(env!("CARGO_BIN_EXE_sessiond"))
-        .args(["apply", "-f"])
-        .arg(&declaration)
-        .args(["--database-url", &server.url])
-        .output()
-        .expect("apply");
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    server.apply(&declaration);
     let (id, uuid) = session(&server).await;
     let session_work =
         sessiond::domain::runtime::local::files::SessionDir::of(&runtime, uuid.parse().expect("a uuid")).work();

@@ -237,13 +237,7 @@ async fn main() {
         ),
     )
     .expect("a declaration");
-    let applied = Command::new(env!("CARGO_BIN_EXE_sessiond"))
-        .args(["apply", "-f"])
-        .arg(&declaration)
-        .args(["--database-url", &server.url])
-        .output()
-        .expect("apply");
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    server.apply(&declaration);
     let first = run_once(&server, "big:1", "cold").await;
     let (mut warm, mut host) = (Vec::new(), Vec::new());
     for n in 0..LAUNCHES * runs() {

@@ -208,6 +208,17 @@ impl Server {
         self.child.id()
     }
 
+    /// Applies declaration file `file` to its database (`sessiond apply -f`).
+    pub fn apply(&self, file: &std::path::Path) {
+        let applied = std::process::Command::new(env!("CARGO_BIN_EXE_sessiond"))
+            .args(["apply", "-f"])
+            .arg(file)
+            .args(["--database-url", &self.url])
+            .output()
+            .expect("apply");
+        assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    }
+
     /// Resident memory of the server process, in KiB.
     pub fn rss_kib(&self) -> u64 {
         rss_kib(self.child.id())
