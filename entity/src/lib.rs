@@ -24,6 +24,7 @@ pub mod session_log;
 pub mod session_status_transition;
 pub mod session_template;
 pub mod slot_type;
+pub mod storage;
 pub mod user;
 pub mod user_setting;
 pub mod utilization_point;

@@ -46,6 +46,7 @@ pub mod settings;
 pub mod shares;
 pub mod slots;
 pub mod status;
+pub mod storage;
 pub mod templates;
 pub mod terminate;
 pub mod usage;

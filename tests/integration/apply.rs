@@ -469,7 +469,52 @@ async fn a_page_shows_the_catalog_as_applied(app: TestApp) {
     }
 }
 
+/// Storage is declared, stored, changed and pruned like the rest; a project it names must
+/// be declared, its path is absolute and its quota a size.
+async fn storage_is_declared_changed_and_pruned(app: TestApp) {
+    let with = |quota: &str| {
+        format!(
+            "{}\n[storage.shared]\npath = \"/data/shared\"\nquota = \"{quota}\"\nprojects = [\"default/default\"]\n",
+            apply::DEMO
+        )
+    };
+    let plan = apply_text(&app, &with("1 GiB"), Options::default()).await.expect("apply");
+    let shown: Vec<String> = plan.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].starts_with("+ storage shared: ") && shown[0].contains("1073741824"), "{shown:?}");
+    assert_eq!(apply_text(&app, &with("1 GiB"), Options::default()).await.expect("again"), apply::Plan::default());
+    let stored = entity::storage::Entity::find_by_id("shared").one(&app.db).await.expect("read").expect("stored");
+    let storage: sessiond::domain::storage::Storage = serde_json::from_value(stored.settings).expect("a storage");
+    assert_eq!((storage.path.as_str(), storage.quota_bytes), ("/data/shared", 1 << 30));
+    assert!(storage.open_to("default/default") && !storage.open_to("default/research"));
+    let plan = apply_text(&app, &with("2 GiB"), Options::default()).await.expect("changed");
+    assert!(plan.changes[0].to_string().starts_with("~ storage shared: "), "{plan:?}");
+    let plan = apply_text(&app, apply::DEMO, Options::new(true, false)).await.expect("prune");
+    let deleted: Vec<String> = plan.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(deleted, ["- storage shared"]);
+    assert_eq!(entity::storage::Entity::find().count(&app.db).await.expect("count"), 0);
+
+    let bad = format!(
+        "{}\n[storage.Bad]\npath = \"data\"\n[storage.s2]\npath = \"/d/../etc\"\nquota = \"lots\"\nprojects = [\"nope/nope\"]\n",
+        apply::DEMO
+    );
+    let slots = apply::known_slots(&app.db).await.expect("slots");
+    let problems =
+        apply::file::parse(&[Source { name: "bad.toml".to_owned(), text: bad }], &slots).expect_err("invalid");
+    let shown: Vec<String> = problems.iter().map(|p| format!("{} {}", p.key, p.message)).collect();
+    for expected in [
+        "storage.Bad.path an absolute directory",
+        "storage.Bad a storage's name has lower-case letters",
+        "storage.s2.path a directory without `..`",
+        "storage.s2.quota a size of at least one byte",
+        "storage.s2.projects project \"nope/nope\" is not declared",
+    ] {
+        assert!(shown.iter().any(|s| s.starts_with(expected)), "{expected:?} not in {shown:#?}");
+    }
+}
+
 db_tests!(
+    storage_is_declared_changed_and_pruned,
     a_page_shows_the_catalog_as_applied,
     a_drained_group_queues_launches_until_its_agents_return,
     changes_apply_once_and_prune_takes_a_user_with_its_policy,

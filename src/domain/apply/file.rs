@@ -14,7 +14,7 @@ use super::reader::{Entry, Problem, Reader, Ref, Source, Table, quoted};
 use super::Declared;
 use super::sections::{
     AGENT_ENGINE, read_agent, read_domain, read_engine, read_group, read_image, read_local, read_policy, read_project,
-    read_registry, read_user,
+    read_registry, read_storage, read_user,
 };
 use crate::domain::environments::{Images, LocalImage};
 use crate::domain::runtime::engines::EngineKind;
@@ -79,6 +79,7 @@ const SECTIONS: &[&str] = &[
     "resource_groups",
     "agents",
     "registries",
+    "storage",
     "images",
 ];
 
@@ -133,6 +134,7 @@ pub fn parse(sources: &[Source], known_slots: &BTreeSet<String>) -> Result<Decla
                     "resource_groups" => read_group(&mut e, &name_text, &mut declared, &mut refs),
                     "agents" => read_agent(&mut e, &name_text, &mut declared, &mut refs),
                     "registries" => read_registry(&mut e, &name_text, &mut declared),
+                    "storage" => read_storage(&mut e, &name_text, &mut declared, &mut refs),
                     _ => read_image(&mut e, &name_text, &mut declared, &mut refs),
                 }
             }

@@ -110,6 +110,17 @@ pub const REGISTRY_KEYS: &[Key] = &[
     key("insecure", "boolean", "false", "plain HTTP, for a loopback address only"),
 ];
 
+pub const STORAGE_KEYS: &[Key] = &[
+    key(
+        "path",
+        "absolute path",
+        REQUIRED,
+        "a directory of this machine (a Slurm group's: one every node sees); sessiond names its folders",
+    ),
+    key("quota", "bytes, like \"10 GiB\"", "10 GiB", "a new folder's quota unless its creator asks for less"),
+    key("projects", "list of \"DOMAIN/NAME\"", "every project", "the projects whose users may make folders here"),
+];
+
 pub const IMAGE_KEYS: &[Key] = &[
     key("types", "list of session types", REQUIRED, "the session types it can run"),
     key("minimum", SLOTS, "none", "the least a session of it may ask for"),
@@ -165,6 +176,7 @@ pub const ENTRIES: &[EntryKind] = &[
         note: "an image's ref starts with NAME/ (or the registry's host)",
         keys: REGISTRY_KEYS,
     },
+    EntryKind { header: "[storage.NAME]", note: "data that outlives sessions: folders", keys: STORAGE_KEYS },
     EntryKind {
         header: "[images.\"NAME\"]",
         note: "ref, root, command, prepare, env: where sessiond runs it",
@@ -228,6 +240,7 @@ mod tests {
             "[resource_groups.NAME]" => ("[resource_groups.g]", vec![]),
             "[agents.NAME]" => ("[resource_groups.g]\n[agents.a]", vec![("resource_group", "\"g\"")]),
             "[registries.NAME]" => ("[registries.r]", vec![("url", "\"https://r.example.org\"")]),
+            "[storage.NAME]" => ("[storage.s]", vec![("path", "\"/data\"")]),
             "[images.\"NAME\"]" => ("[images.i]", vec![("types", "[\"BATCH\"]")]),
             "[images.\"NAME\"] apps = [{ … }]" => ("", vec![("name", "\"web\""), ("port", "8000")]),
             other => panic!("no example entry for {other}: add one"),

@@ -95,6 +95,7 @@ pub struct Declared {
     pub engines: BTreeMap<String, EngineDecl>,
     pub agents: BTreeMap<String, AgentDecl>,
     pub registries: BTreeMap<String, crate::domain::runtime::image::registry::Registry>,
+    pub storage: BTreeMap<String, crate::domain::storage::Storage>,
     pub images: BTreeMap<String, ImageDecl>,
 }
 

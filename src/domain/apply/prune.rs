@@ -7,7 +7,8 @@ use sea_orm::{ColumnTrait, Condition, DatabaseTransaction, EntityTrait, Paginato
 use uuid::Uuid;
 
 use entity::{
-    agent, domain, engine, image, keypair, keypair_resource_policy, project, registry, resource_group, session, user,
+    agent, domain, engine, image, keypair, keypair_resource_policy, project, registry, resource_group, session,
+    storage, user,
 };
 
 use super::write::Writer;
@@ -81,6 +82,12 @@ impl Writer<'_> {
                 doomed.push(("registry", r.name.clone(), S::Id.is_null().into(), Deletion::Registry(r.name)));
             }
         }
+        for st in storage::Entity::find().all(self.txn).await? {
+            if !d.storage.contains_key(&st.name) {
+                // What its folders hold stays on disk; sessiond only forgets where it is.
+                doomed.push(("storage", st.name.clone(), S::Id.is_null().into(), Deletion::Storage(st.name)));
+            }
+        }
         for (id, name) in &domains {
             if !d.domains.contains_key(name) {
                 doomed.push(("domain", name.clone(), S::DomainId.eq(*id).into(), Deletion::Domain(*id)));
@@ -137,6 +144,7 @@ enum Deletion {
     Domain(Uuid),
     Engine(String),
     Registry(String),
+    Storage(String),
 }
 
 impl Deletion {
@@ -158,6 +166,7 @@ impl Deletion {
             Self::Registry(name) => {
                 registry::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop)
             }
+            Self::Storage(name) => storage::Entity::find_by_id(name.clone()).lock_exclusive().one(txn).await.map(drop),
         }
     }
 
@@ -180,6 +189,7 @@ impl Deletion {
                 engine::Entity::delete_by_id(name).exec(txn).await?
             }
             Self::Registry(name) => registry::Entity::delete_by_id(name).exec(txn).await?,
+            Self::Storage(name) => storage::Entity::delete_by_id(name).exec(txn).await?,
         };
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use sea_orm::{ActiveModelTrait, EntityTrait, Set, Unchanged};
 use serde_json::Value;
 
-use entity::{agent, engine, image, registry, resource_group};
+use entity::{agent, engine, image, registry, resource_group, storage};
 
 use super::shown::{diff, diff_list, diff_opt, settings_shown, slots_diff, slots_shown, strings, type_names};
 use super::write::Writer;
@@ -86,6 +86,40 @@ impl Writer<'_> {
                     .update(self.txn)
                     .await?;
                     self.change(Action::Update, "registry", name, details);
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Storage: where folders are made, their default quota, the projects it is open to.
+    pub(super) async fn storage(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        let stored: BTreeMap<String, storage::Model> =
+            storage::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, st) in &d.storage {
+            let settings = serde_json::to_value(st).expect("a storage serialises");
+            match stored.get(name) {
+                None => {
+                    storage::ActiveModel {
+                        name: Set(name.clone()),
+                        settings: Set(settings.clone()),
+                        created_at: Set(self.now),
+                    }
+                    .insert(self.txn)
+                    .await?;
+                    self.change(Action::Create, "storage", name, vec![settings_shown(&settings).join(", ")]);
+                }
+                Some(m) if m.settings != settings => {
+                    let details = vec![settings_change(&m.settings, &settings)];
+                    storage::ActiveModel {
+                        name: Unchanged(name.clone()),
+                        settings: Set(settings),
+                        created_at: Unchanged(m.created_at),
+                    }
+                    .update(self.txn)
+                    .await?;
+                    self.change(Action::Update, "storage", name, details);
                 }
                 Some(_) => {}
             }

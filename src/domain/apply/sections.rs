@@ -406,6 +406,44 @@ pub(super) fn read_registry(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared:
     declared.registries.insert(name.to_owned(), registry);
 }
 
+pub(super) fn read_storage(e: &mut Entry<'_, '_, '_, '_>, name: &str, declared: &mut Declared, refs: &mut Vec<Ref>) {
+    use crate::domain::storage::{DEFAULT_QUOTA_BYTES, Storage, valid_name};
+    e.only(keys::STORAGE_KEYS);
+    let path = e.required_string("path");
+    require_absolute(e, "path", path.as_deref(), "an absolute directory (sessiond names its folders under it)");
+    if path.as_deref().is_some_and(|p| p.split('/').any(|part| part == "..") || p.chars().any(char::is_control)) {
+        let span = e.span_of("path");
+        e.bad("path", span, "a directory without `..` or control characters".to_owned());
+    }
+    let quota_bytes = match e.value("quota").map(|v| (v.span(), v.get_ref().clone())) {
+        None => Some(DEFAULT_QUOTA_BYTES),
+        Some((span, value)) => {
+            let read = match &value {
+                toml::de::DeValue::String(s) => super::reader::bytes(s),
+                toml::de::DeValue::Integer(i) => i.as_str().parse::<f64>().ok(),
+                _ => None,
+            };
+            let quota = read.filter(|b| *b >= 1.0 && *b <= 1e18).map(|b| b as i64);
+            if quota.is_none() {
+                e.bad("quota", span, "a size of at least one byte, like \"10 GiB\" or 1000000".to_owned());
+            }
+            quota
+        }
+    };
+    let projects = e.strings("projects");
+    for (p, span) in projects.iter().flatten() {
+        e.reference(refs, "projects", span.clone(), "projects", p.clone(), "project");
+    }
+    if !valid_name(name) {
+        let (line, path) = (e.line, e.path.clone());
+        e.r.problem_at(line, &path, "a storage's name has lower-case letters, digits, `-` and `_` only".to_owned());
+        return;
+    }
+    let (Some(path), Some(quota_bytes)) = (path, quota_bytes) else { return };
+    let projects = projects.map(|p| p.into_iter().map(|(name, _)| name).collect());
+    declared.storage.insert(name.to_owned(), Storage { path, quota_bytes, projects });
+}
+
 pub(super) fn read_image(
     e: &mut Entry<'_, '_, '_, '_>,
     name: &str,

@@ -46,6 +46,7 @@ pub(super) async fn write(
     w.users(d, &domain_ids, &project_ids).await?;
     w.agents(d).await?;
     w.registries(d).await?;
+    w.storage(d).await?;
     w.images(d).await?;
     w.undeclared(d, prune).await?;
     if w.refused.is_empty() { Ok(w.plan) } else { Err(ApplyError::Refused(w.refused)) }
