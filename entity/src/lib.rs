@@ -5,6 +5,8 @@ pub mod app_grant;
 pub mod domain;
 pub mod engine;
 pub mod engine_job;
+pub mod folder;
+pub mod folder_access;
 pub mod idempotency_key;
 pub mod image;
 pub mod keypair;

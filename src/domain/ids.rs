@@ -24,6 +24,7 @@ pub enum NodeKind {
     LaunchGroup,
     SchedulingHistoryEntry,
     SessionTemplate,
+    Folder,
 }
 
 impl NodeKind {
@@ -35,16 +36,18 @@ impl NodeKind {
             Self::LaunchGroup => "LaunchGroup",
             Self::SchedulingHistoryEntry => "SchedulingHistoryEntry",
             Self::SessionTemplate => "SessionTemplate",
+            Self::Folder => "Folder",
         }
     }
 
-    const ALL: [NodeKind; 6] = [
+    const ALL: [NodeKind; 7] = [
         Self::User,
         Self::Project,
         Self::Session,
         Self::LaunchGroup,
         Self::SchedulingHistoryEntry,
         Self::SessionTemplate,
+        Self::Folder,
     ];
 }
 

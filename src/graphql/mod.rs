@@ -10,6 +10,7 @@ pub mod context;
 pub mod cursor;
 pub mod errors;
 pub mod export;
+pub mod folders;
 pub mod ids;
 pub mod launch;
 pub mod limits;
@@ -50,6 +51,7 @@ pub struct Query(
     runtime::RuntimeQuery,
     configuration::ConfigurationQuery,
     templates::TemplateQuery,
+    folders::FolderQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -58,6 +60,7 @@ pub struct Mutation(
     settings::SettingsMutation,
     templates::TemplateMutation,
     apps::AppsMutation,
+    folders::FolderMutation,
 );
 
 #[derive(MergedSubscription, Default)]

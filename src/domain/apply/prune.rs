@@ -84,7 +84,7 @@ impl Writer<'_> {
         }
         for st in storage::Entity::find().all(self.txn).await? {
             if !d.storage.contains_key(&st.name) {
-                // What its folders hold stays on disk; sessiond only forgets where it is.
+                // Refused while folders are made on it (below).
                 doomed.push(("storage", st.name.clone(), S::Id.is_null().into(), Deletion::Storage(st.name)));
             }
         }
@@ -110,6 +110,16 @@ impl Writer<'_> {
                     self.refused.push(format!(
                         "keypair policy {name}: {keypairs} keypair(s) still have it; give them another policy first"
                     ));
+                    continue;
+                }
+            }
+            if let Deletion::Storage(storage) = &deletion {
+                let folders = entity::folder::Entity::find()
+                    .filter(entity::folder::Column::Storage.eq(storage.clone()))
+                    .count(self.txn)
+                    .await?;
+                if folders > 0 {
+                    self.refused.push(format!("storage {name}: {folders} folder(s) are made on it; delete them first"));
                     continue;
                 }
             }

@@ -4,6 +4,8 @@
 //! never comes from a user); the quota a folder gets unless its creator asks for less; and
 //! which projects may use it.
 
+pub mod folders;
+
 use serde::{Deserialize, Serialize};
 
 /// A folder's quota unless the storage says otherwise.

@@ -1,0 +1,179 @@
+//! Folders of data that outlive sessions: `folders`, `createFolder`, `renameFolder`,
+//! `deleteFolder`, `setFolderAccess` ([`crate::domain::storage::folders`]).
+
+use async_graphql::{Context, Enum, ID, Object, SimpleObject};
+use chrono::{DateTime, Utc};
+
+use crate::domain::DomainError;
+use crate::domain::storage::folders::{self, Access, NewFolder, Scope};
+
+use super::context::{db, loaders, viewer};
+use super::errors::ApiResult;
+use super::ids::{NodeKind, decode_uuid, encode, project_uuid};
+use super::limits::AGGREGATE_COST;
+use super::loaders::UserId;
+use super::people::User;
+use super::scalars::BigInt;
+
+/// Whose a folder is.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+#[graphql(name = "FolderScope")]
+pub enum FolderScope {
+    /// Its owner's alone.
+    User,
+    /// The project's: made by an administrator; every member reads it, and writes it as
+    /// granted.
+    Project,
+}
+
+/// What the caller may do with a folder's files.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FolderAccess {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// A directory of data that outlives sessions, under a declared storage.
+pub struct Folder(pub folders::Folder);
+
+#[Object]
+impl Folder {
+    async fn id(&self) -> ID {
+        encode(NodeKind::Folder, self.0.row.id)
+    }
+    /// Unique among the project's folders (a USER folder: among its owner's).
+    async fn name(&self) -> &str {
+        &self.0.row.name
+    }
+    async fn scope(&self) -> FolderScope {
+        match self.0.scope {
+            Scope::User => FolderScope::User,
+            Scope::Project => FolderScope::Project,
+        }
+    }
+    /// Its owner (USER), or the administrator who made it (PROJECT).
+    async fn owner(&self, ctx: &Context<'_>) -> ApiResult<Option<User>> {
+        let found = loaders(ctx)?.load_one(UserId(self.0.row.owner_id)).await?;
+        Ok(found.map(User::try_from).transpose()?)
+    }
+    /// The declared storage it is made on.
+    async fn storage(&self) -> &str {
+        &self.0.row.storage
+    }
+    async fn quota_bytes(&self) -> BigInt {
+        BigInt(self.0.row.quota_bytes)
+    }
+    /// The caller's.
+    async fn access(&self) -> FolderAccess {
+        match self.0.access {
+            Access::ReadOnly => FolderAccess::ReadOnly,
+            Access::ReadWrite => FolderAccess::ReadWrite,
+        }
+    }
+    /// Whether the caller may rename, delete and grant it.
+    async fn manageable(&self) -> bool {
+        self.0.manages
+    }
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.row.created_at
+    }
+}
+
+/// A folder changed.
+#[derive(SimpleObject)]
+pub struct FolderPayload {
+    pub folder: Folder,
+}
+
+#[derive(Default)]
+pub struct FolderQuery;
+
+#[Object]
+impl FolderQuery {
+    /// The folders of a project the caller sees, by name: their own USER folders and the
+    /// project's. A project the caller may not open is NOT_FOUND.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn folders(&self, ctx: &Context<'_>, project_id: ID) -> ApiResult<Vec<Folder>> {
+        let project = project_uuid(&project_id)?;
+        Ok(folders::list(db(ctx)?, viewer(ctx)?, project).await?.into_iter().map(Folder).collect())
+    }
+}
+
+#[derive(Default)]
+pub struct FolderMutation;
+
+fn folder_uuid(id: &ID) -> Result<uuid::Uuid, DomainError> {
+    decode_uuid(id, NodeKind::Folder).ok_or(DomainError::NotFound("folder"))
+}
+
+#[Object]
+impl FolderMutation {
+    /// Makes a folder in a project: a USER folder for a member, a PROJECT one for an
+    /// administrator of the project (FORBIDDEN otherwise). `quotaBytes` at most the
+    /// storage's (its default); `storage` the first one open to the project unless named.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn create_folder(
+        &self,
+        ctx: &Context<'_>,
+        project_id: ID,
+        name: String,
+        scope: FolderScope,
+        quota_bytes: Option<f64>,
+        storage: Option<String>,
+    ) -> ApiResult<FolderPayload> {
+        let quota_bytes = match quota_bytes {
+            Some(q) if !(q.is_finite() && q >= 1.0 && q.fract() == 0.0 && q <= 1e18) => {
+                return Err(DomainError::bad_input(
+                    "INVALID_QUOTA",
+                    "quotaBytes".to_owned(),
+                    "a whole number of bytes",
+                )
+                .into());
+            }
+            other => other.map(|q| q as i64),
+        };
+        let new = NewFolder {
+            project_id: project_uuid(&project_id)?,
+            name,
+            scope: match scope {
+                FolderScope::User => Scope::User,
+                FolderScope::Project => Scope::Project,
+            },
+            quota_bytes,
+            storage,
+        };
+        let made = folders::create(db(ctx)?, viewer(ctx)?, &new, crate::domain::clock::now()).await?;
+        Ok(FolderPayload { folder: Folder(made) })
+    }
+
+    /// Renames a folder the caller manages (FORBIDDEN for a member of a PROJECT folder's
+    /// project; NOT_FOUND for one they do not see).
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn rename_folder(&self, ctx: &Context<'_>, id: ID, name: String) -> ApiResult<FolderPayload> {
+        let renamed = folders::rename(db(ctx)?, viewer(ctx)?, folder_uuid(&id)?, &name).await?;
+        Ok(FolderPayload { folder: Folder(renamed) })
+    }
+
+    /// Deletes a folder the caller manages, and its files. The id of the deleted folder.
+    #[graphql(complexity = "AGGREGATE_COST")]
+    async fn delete_folder(&self, ctx: &Context<'_>, id: ID) -> ApiResult<ID> {
+        folders::delete(db(ctx)?, viewer(ctx)?, folder_uuid(&id)?).await?;
+        Ok(id)
+    }
+
+    /// Grants a member of a PROJECT folder's project writing too, or reading only: for an
+    /// administrator of the project. Someone not a member is NOT_FOUND.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn set_folder_access(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        user_id: ID,
+        access: FolderAccess,
+    ) -> ApiResult<FolderPayload> {
+        let user = decode_uuid(&user_id, NodeKind::User).ok_or(DomainError::NotFound("user"))?;
+        let writable = access == FolderAccess::ReadWrite;
+        let folder = folders::set_access(db(ctx)?, viewer(ctx)?, folder_uuid(&id)?, user, writable).await?;
+        Ok(FolderPayload { folder: Folder(folder) })
+    }
+}
