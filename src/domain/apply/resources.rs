@@ -15,6 +15,42 @@ use crate::domain::catalog;
 use crate::domain::environments::LocalImage;
 use crate::domain::slots::ResourceSlots;
 
+/// Writes declared items (`name → settings`) to a table of `name`, `settings` (JSON) and
+/// `created_at` (registries, storage): each created, changed, or left as it is.
+macro_rules! named_settings {
+    ($w:expr, $declared:expr, $table:ident, $kind:literal) => {{
+        let stored: BTreeMap<String, $table::Model> =
+            $table::Entity::find().all($w.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
+        for (name, item) in $declared {
+            let settings = serde_json::to_value(item).expect(concat!("a ", $kind, " serialises"));
+            match stored.get(name) {
+                None => {
+                    $table::ActiveModel {
+                        name: Set(name.clone()),
+                        settings: Set(settings.clone()),
+                        created_at: Set($w.now),
+                    }
+                    .insert($w.txn)
+                    .await?;
+                    $w.change(Action::Create, $kind, name, vec![settings_shown(&settings).join(", ")]);
+                }
+                Some(m) if m.settings != settings => {
+                    let details = vec![settings_change(&m.settings, &settings)];
+                    $table::ActiveModel {
+                        name: Unchanged(name.clone()),
+                        settings: Set(settings),
+                        created_at: Unchanged(m.created_at),
+                    }
+                    .update($w.txn)
+                    .await?;
+                    $w.change(Action::Update, $kind, name, details);
+                }
+                Some(_) => {}
+            }
+        }
+    }};
+}
+
 impl Writer<'_> {
     /// Engines: their kind and settings (a token's file or variable, never the token).
     pub(super) async fn engines(&mut self, d: &Declared) -> Result<(), ApplyError> {
@@ -61,69 +97,13 @@ impl Writer<'_> {
 
     /// Registries: where each is and the files of its credentials (never a credential).
     pub(super) async fn registries(&mut self, d: &Declared) -> Result<(), ApplyError> {
-        let stored: BTreeMap<String, registry::Model> =
-            registry::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
-        for (name, r) in &d.registries {
-            let settings = serde_json::to_value(r).expect("a registry serialises");
-            match stored.get(name) {
-                None => {
-                    registry::ActiveModel {
-                        name: Set(name.clone()),
-                        settings: Set(settings.clone()),
-                        created_at: Set(self.now),
-                    }
-                    .insert(self.txn)
-                    .await?;
-                    self.change(Action::Create, "registry", name, vec![settings_shown(&settings).join(", ")]);
-                }
-                Some(m) if m.settings != settings => {
-                    let details = vec![settings_change(&m.settings, &settings)];
-                    registry::ActiveModel {
-                        name: Unchanged(name.clone()),
-                        settings: Set(settings),
-                        created_at: Unchanged(m.created_at),
-                    }
-                    .update(self.txn)
-                    .await?;
-                    self.change(Action::Update, "registry", name, details);
-                }
-                Some(_) => {}
-            }
-        }
+        named_settings!(self, &d.registries, registry, "registry");
         Ok(())
     }
 
     /// Storage: where folders are made, their default quota, the projects it is open to.
     pub(super) async fn storage(&mut self, d: &Declared) -> Result<(), ApplyError> {
-        let stored: BTreeMap<String, storage::Model> =
-            storage::Entity::find().all(self.txn).await?.into_iter().map(|m| (m.name.clone(), m)).collect();
-        for (name, st) in &d.storage {
-            let settings = serde_json::to_value(st).expect("a storage serialises");
-            match stored.get(name) {
-                None => {
-                    storage::ActiveModel {
-                        name: Set(name.clone()),
-                        settings: Set(settings.clone()),
-                        created_at: Set(self.now),
-                    }
-                    .insert(self.txn)
-                    .await?;
-                    self.change(Action::Create, "storage", name, vec![settings_shown(&settings).join(", ")]);
-                }
-                Some(m) if m.settings != settings => {
-                    let details = vec![settings_change(&m.settings, &settings)];
-                    storage::ActiveModel {
-                        name: Unchanged(name.clone()),
-                        settings: Set(settings),
-                        created_at: Unchanged(m.created_at),
-                    }
-                    .update(self.txn)
-                    .await?;
-                    self.change(Action::Update, "storage", name, details);
-                }
-                Some(_) => {}
-            }
-        }
+        named_settings!(self, &d.storage, storage, "storage");
         Ok(())
     }
 
