@@ -388,7 +388,7 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
         Ok(Err(_)) => return status(StatusCode::BAD_GATEWAY, "The app closed the connection."),
         Err(_) => return status(StatusCode::GATEWAY_TIMEOUT, "The app did not answer."),
     };
-    let void = grants::revoked(state.live.credentials.clone(), admitted.keypair_id);
+    let void = grants::revoked(state.live.credentials.clone(), admitted.keypair_id, admitted.revision);
     let (mut head, body) = answer.into_parts();
     // The browser's connection is the listener's own, HTTP/1.1, whatever the app speaks.
     head.version = axum::http::Version::HTTP_11;

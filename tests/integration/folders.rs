@@ -145,6 +145,24 @@ async fn folders_are_made_seen_shared_and_deleted_as_their_scope_says(app: TestA
         other => panic!("expected a refusal: {other:?}"),
     }
 
+    // Nor moved: its folders are directories under its path.
+    let moved = format!(
+        "{}\n[storage.shared]\npath = \"{}/elsewhere\"\nquota = \"1 GiB\"\n",
+        sessiond::domain::apply::DEMO,
+        storage.path().display()
+    );
+    let moved = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "moved.toml".into(), text: moved }],
+        &slots,
+    )
+    .expect("a declaration");
+    match sessiond::domain::apply::apply(&app.db, &moved, sessiond::domain::apply::Options::default()).await {
+        Err(sessiond::domain::apply::ApplyError::Refused(why)) => {
+            assert_eq!(why, ["storage shared: its path cannot change while 3 folder(s) are made on it"]);
+        }
+        other => panic!("expected a refusal: {other:?}"),
+    }
+
     // Deleted, with its files.
     std::fs::write(storage.path().join(&uuid).join("kept.txt"), "x").expect("a file in it");
     let r = app.gql(Some("demo-alice"), DELETE, json!({"id": id})).await;

@@ -113,13 +113,18 @@ impl Writer<'_> {
                     continue;
                 }
             }
-            if let Deletion::Storage(storage) = &deletion {
-                let folders = entity::folder::Entity::find()
-                    .filter(entity::folder::Column::Storage.eq(storage.clone()))
-                    .count(self.txn)
-                    .await?;
+            // Folders hold data: what they belong to goes once they have gone.
+            let holding = match &deletion {
+                Deletion::Storage(storage) => Some(entity::folder::Column::Storage.eq(storage.clone())),
+                Deletion::User(id) => Some(entity::folder::Column::OwnerId.eq(*id)),
+                Deletion::Project(id) => Some(entity::folder::Column::ProjectId.eq(*id)),
+                _ => None,
+            };
+            if let Some(holding) = holding {
+                let folders = entity::folder::Entity::find().filter(holding).count(self.txn).await?;
                 if folders > 0 {
-                    self.refused.push(format!("storage {name}: {folders} folder(s) are made on it; delete them first"));
+                    let whose = if kind == "storage" { "are made on it" } else { "are its" };
+                    self.refused.push(format!("{kind} {name}: {folders} folder(s) {whose}; delete them first"));
                     continue;
                 }
             }
@@ -184,7 +189,14 @@ impl Deletion {
         match self {
             Self::Agent(id) => agent::Entity::delete_by_id(id).exec(txn).await?,
             Self::Image(name) => image::Entity::delete_by_id(name).exec(txn).await?,
-            Self::User(id) => user::Entity::delete_by_id(id).exec(txn).await?,
+            Self::User(id) => {
+                // Its access to the project folders of others goes with it.
+                entity::folder_access::Entity::delete_many()
+                    .filter(entity::folder_access::Column::UserId.eq(id))
+                    .exec(txn)
+                    .await?;
+                user::Entity::delete_by_id(id).exec(txn).await?
+            }
             Self::Project(id) => project::Entity::delete_by_id(id).exec(txn).await?,
             Self::Group(name) => resource_group::Entity::delete_by_id(name).exec(txn).await?,
             Self::Policy(name) => keypair_resource_policy::Entity::delete_by_id(name).exec(txn).await?,

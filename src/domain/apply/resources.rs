@@ -103,6 +103,24 @@ impl Writer<'_> {
 
     /// Storage: where folders are made, their default quota, the projects it is open to.
     pub(super) async fn storage(&mut self, d: &Declared) -> Result<(), ApplyError> {
+        // A storage's folders are directories under its path: it moves only while it has none.
+        for st in storage::Entity::find().all(self.txn).await? {
+            let was: Option<crate::domain::storage::Storage> = serde_json::from_value(st.settings.clone()).ok();
+            let moved = d.storage.get(&st.name).is_some_and(|now| was.is_none_or(|was| was.path != now.path));
+            if moved {
+                use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter};
+                let folders = entity::folder::Entity::find()
+                    .filter(entity::folder::Column::Storage.eq(st.name.clone()))
+                    .count(self.txn)
+                    .await?;
+                if folders > 0 {
+                    self.refused.push(format!(
+                        "storage {}: its path cannot change while {folders} folder(s) are made on it",
+                        st.name
+                    ));
+                }
+            }
+        }
         named_settings!(self, &d.storage, storage, "storage");
         Ok(())
     }

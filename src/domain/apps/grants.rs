@@ -62,6 +62,8 @@ pub struct Admitted {
     pub keypair_id: Uuid,
     /// When the grant expires.
     pub expires_at: DateTime<Utc>,
+    /// The credentials' revision it was admitted at ([`revoked`] checks what changed since).
+    pub revision: i64,
 }
 
 fn new_secret() -> String {
@@ -155,19 +157,22 @@ pub async fn redeem(db: &impl ConnectionTrait, ticket: &str, now: DateTime<Utc>)
     Ok(Grant { secret, session_id: t.session_id, app: t.app, expires_at })
 }
 
-/// Resolves once the token that opened an app (keypair `keypair_id`) no longer stands for
-/// anyone (revoked, or its user gone): checked at every change of the credentials.
-pub async fn revoked(credentials: Credentials, keypair_id: Uuid) {
+/// Resolves once the token that opened an app (keypair `keypair_id`, admitted at the
+/// credentials' revision `since`) no longer stands for anyone (revoked, or its user gone):
+/// checked at once if they changed since, then at every change.
+pub async fn revoked(credentials: Credentials, keypair_id: Uuid, since: i64) {
     let mut changes = credentials.changes();
     changes.mark_unchanged();
+    let mut check = credentials.revision() != since;
     loop {
+        if check && let Ok(None) = credentials.viewer_of_keypair(keypair_id).await {
+            return;
+        }
         if changes.changed().await.is_err() {
             return std::future::pending().await;
         }
         changes.mark_unchanged();
-        if let Ok(None) = credentials.viewer_of_keypair(keypair_id).await {
-            return;
-        }
+        check = true;
     }
 }
 
@@ -193,6 +198,7 @@ async fn admit_hash(
     name: &str,
     now: DateTime<Utc>,
 ) -> DomainResult<Admitted> {
+    let revision = credentials.revision();
     let grant = app_grant::Entity::find_by_id(hash)
         .filter(app_grant::Column::Kind.eq(COOKIE))
         .one(db)
@@ -204,7 +210,14 @@ async fn admit_hash(
         DomainError::Unavailable(_) | DomainError::Internal(_) => e,
         _ => DomainError::Unauthenticated,
     })?;
-    Ok(Admitted { session, app, user_id: viewer.user_id, keypair_id: grant.keypair_id, expires_at: grant.expires_at })
+    Ok(Admitted {
+        session,
+        app,
+        user_id: viewer.user_id,
+        keypair_id: grant.keypair_id,
+        expires_at: grant.expires_at,
+        revision,
+    })
 }
 
 /// How long an admission is used again for the same grant, session and app without

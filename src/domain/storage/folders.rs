@@ -200,7 +200,8 @@ pub async fn create(
         created_at: Set(now),
     }
     .insert(&txn)
-    .await?;
+    .await
+    .map_err(|e| exists_or(e, &new.name))?;
     // The directory before the commit: a folder without one is never seen.
     let dir = std::path::Path::new(&storage.path).join(row.id.to_string());
     make_directory(&dir)
@@ -224,11 +225,14 @@ fn make_directory(dir: &std::path::Path) -> std::io::Result<()> {
 /// The viewer's view of `row`, if they may see it at all.
 async fn seen_by(db: &impl ConnectionTrait, viewer: &Viewer, row: folder::Model) -> DomainResult<Option<Folder>> {
     let scope = Scope::stored(&row.scope)?;
-    if scope == Scope::User {
-        let own = row.owner_id == viewer.user_id;
-        return Ok(own.then_some(Folder { row, scope, access: Access::ReadWrite, manages: true }));
+    if scope == Scope::User && row.owner_id != viewer.user_id {
+        return Ok(None);
     }
+    // As `list`: through a project the viewer still sees.
     let Ok(mut project) = visibility::project_access(db, viewer, row.project_id).await else { return Ok(None) };
+    if scope == Scope::User {
+        return Ok(Some(Folder { row, scope, access: Access::ReadWrite, manages: true }));
+    }
     if viewer.administers_domain(project.project.domain_id) {
         return Ok(Some(Folder { row, scope, access: Access::ReadWrite, manages: true }));
     }
@@ -317,8 +321,18 @@ pub async fn rename(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid, name: 
     }
     let mut active: folder::ActiveModel = f.row.clone().into();
     active.name = Set(name.to_owned());
-    f.row = active.update(db).await?;
+    f.row = active.update(db).await.map_err(|e| exists_or(e, name))?;
     Ok(f)
+}
+
+/// A name taken meanwhile (two at once: the unique index decides) is FOLDER_EXISTS, as it
+/// is when seen first.
+fn exists_or(e: sea_orm::DbErr, name: &str) -> DomainError {
+    if matches!(e.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_))) {
+        DomainError::bad_input("FOLDER_EXISTS", "name".to_owned(), format!("a folder {name} exists"))
+    } else {
+        e.into()
+    }
 }
 
 /// Deletes folder `id`, its files with it.
@@ -331,7 +345,8 @@ pub async fn delete(db: &sea_orm::DatabaseConnection, viewer: &Viewer, id: Uuid)
     txn.commit().await?;
     // Its files after the commit: a folder is never half there. (A symbolic link inside is
     // removed, never followed.)
-    if let Err(e) = std::fs::remove_dir_all(&dir)
+    let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir).map_err(|e| (dir, e))).await;
+    if let Ok(Err((dir, e))) = removed
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!("removing the files of folder {id} ({}) failed: {e}", dir.display());
@@ -356,9 +371,14 @@ pub async fn set_access(
     if member.is_none() {
         return Err(DomainError::NotFound("user"));
     }
-    folder_access::Entity::delete_by_id((id, user_id)).exec(db).await?;
-    folder_access::ActiveModel { folder_id: Set(id), user_id: Set(user_id), writable: Set(writable) }
-        .insert(db)
+    let grant = folder_access::ActiveModel { folder_id: Set(id), user_id: Set(user_id), writable: Set(writable) };
+    folder_access::Entity::insert(grant)
+        .on_conflict(
+            sea_orm::sea_query::OnConflict::columns([folder_access::Column::FolderId, folder_access::Column::UserId])
+                .update_column(folder_access::Column::Writable)
+                .to_owned(),
+        )
+        .exec_without_returning(db)
         .await?;
     Ok(f)
 }

@@ -132,24 +132,29 @@ pub fn start(sd: &SessionDir, relay: &Relay, sandbox: Process) -> Result<(), Str
     files::write_json(&sd.root.join(ADDRESS_FILE), &Address { host, port })
         .map_err(|e| format!("cannot write where the relay listens: {e}"))?;
     let executable = std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
-    let relay = std::sync::Arc::new(relay.clone());
+    let node = std::sync::Arc::new(Node {
+        relay: relay.clone(),
+        executable,
+        sandbox,
+        dialer: tokio::sync::Mutex::default(),
+        proving: std::sync::Arc::new(tokio::sync::Semaphore::new(MOST_PROVING)),
+    });
     std::thread::spawn(move || {
         runtime.block_on(async move {
-            let dialer = tokio::sync::OnceCell::<std::sync::Arc<Dialer>>::new();
-            let dialer = std::sync::Arc::new(dialer);
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
-                let (relay, dialer, executable) = (relay.clone(), dialer.clone(), executable.clone());
+                let stream = match listener.accept().await {
+                    Ok((stream, _)) => stream,
+                    Err(_) => {
+                        // Out of descriptors, say: not a spin.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                // Connections yet to prove the secret are few at once: more are closed.
+                let Ok(proving) = node.proving.clone().try_acquire_owned() else { continue };
+                let node = node.clone();
                 tokio::spawn(async move {
-                    let dial = || async {
-                        dialer
-                            .get_or_try_init(|| async {
-                                Dialer::start(&executable, sandbox.pid, sandbox.started).map(std::sync::Arc::new)
-                            })
-                            .await
-                            .cloned()
-                    };
-                    if let Err(e) = serve(stream, &relay, dial).await {
+                    if let Err(e) = serve(stream, &node, proving).await {
                         tracing::debug!("a relayed connection: {e}");
                     }
                 });
@@ -159,12 +164,47 @@ pub fn start(sd: &SessionDir, relay: &Relay, sandbox: Process) -> Result<(), Str
     Ok(())
 }
 
-/// Serves one connection to the relay: the handshake, then the app's bytes both ways.
-async fn serve<F, Fut>(mut stream: TcpStream, relay: &Relay, dialer: F) -> std::io::Result<()>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = std::io::Result<std::sync::Arc<Dialer>>>,
-{
+/// Connections to a relay that have not proved the secret yet, at most at once.
+const MOST_PROVING: usize = 32;
+
+/// What a relay serves with: the session's relay, how to start its dialer, the dialer once
+/// started (another after one fails), and the connections still proving themselves.
+struct Node {
+    relay: Relay,
+    executable: std::path::PathBuf,
+    sandbox: Process,
+    dialer: tokio::sync::Mutex<Option<std::sync::Arc<Dialer>>>,
+    proving: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl Node {
+    /// A connection to `port` on the session's loopback, through its dialer (started at the
+    /// first; one that has failed is replaced at the next).
+    async fn connect(&self, port: u16) -> std::io::Result<TcpStream> {
+        let dialer = {
+            let mut held = self.dialer.lock().await;
+            match &*held {
+                Some(d) => d.clone(),
+                None => {
+                    let d =
+                        std::sync::Arc::new(Dialer::start(&self.executable, self.sandbox.pid, self.sandbox.started)?);
+                    *held = Some(d.clone());
+                    d
+                }
+            }
+        };
+        let connected = dialer.connect(port).await;
+        if connected.as_ref().is_err_and(|e| e.kind() != std::io::ErrorKind::ConnectionRefused) {
+            *self.dialer.lock().await = None;
+        }
+        connected
+    }
+}
+
+/// Serves one connection to the relay: the handshake (holding `proving` until it is
+/// done), then the app's bytes both ways.
+async fn serve(mut stream: TcpStream, node: &Node, proving: tokio::sync::OwnedSemaphorePermit) -> std::io::Result<()> {
+    let relay = &node.relay;
     let ours = nonce();
     let handshake = async {
         stream.write_all(format!("{GREETING} {ours}\n").as_bytes()).await?;
@@ -181,11 +221,7 @@ where
             stream.write_all(b"refused not a port of the session's apps\n").await?;
             return Ok(None);
         };
-        let app = match dialer().await {
-            Ok(dialer) => dialer.connect(port).await,
-            Err(e) => Err(e),
-        };
-        let app = match app {
+        let app = match node.connect(port).await {
             Ok(app) => app,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 stream.write_all(b"refused\n").await?;
@@ -203,6 +239,7 @@ where
         Ok::<_, std::io::Error>(Some(app))
     };
     let app = tokio::time::timeout(HANDSHAKE, handshake).await.map_err(|_| std::io::Error::other("too slow"))??;
+    drop(proving);
     if let Some(mut app) = app {
         tokio::io::copy_bidirectional(&mut stream, &mut app).await?;
     }
