@@ -5,7 +5,7 @@
 //!   the app's path (HttpOnly, SameSite=Lax, Secure under TLS), then sends the browser to
 //!   the app. An unknown, expired or used ticket gets 401.
 //! - `/s/<session>/<app>/…`: the app, for a request whose cookie the grant admits
-//!   ([`grants::admit`]): HTTP/1.1 with bodies streamed both ways, and WebSocket upgrades.
+//!   ([`grants::Admissions`]): HTTP/1.1 with bodies streamed both ways, and WebSocket upgrades.
 //!   The connection to the app is made in the session's own network namespace, by its
 //!   dialer here or its Slurm job's relay ([`crate::domain::runtime::apps`]): the sandbox
 //!   keeps no network. An app
@@ -378,7 +378,8 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
             // what a session that does not exist is, or an app not answering yet.
             if let Some(secret) = cached {
                 state.admissions.forget(&secret, session_id, app);
-                let again = grants::admit(&state.db, &state.live.credentials, &secret, session_id, app, now).await;
+                let again =
+                    state.admissions.admit(&state.db, &state.live.credentials, &secret, session_id, app, now).await;
                 if matches!(again, Err(DomainError::Unauthenticated)) {
                     return not_found();
                 }

@@ -114,14 +114,15 @@ impl Writer<'_> {
                 }
             }
             // Folders hold data: what they belong to goes once they have gone.
-            let holding = match &deletion {
-                Deletion::Storage(storage) => Some(entity::folder::Column::Storage.eq(storage.clone())),
-                Deletion::User(id) => Some(entity::folder::Column::OwnerId.eq(*id)),
-                Deletion::Project(id) => Some(entity::folder::Column::ProjectId.eq(*id)),
+            use crate::domain::storage::folders::{Holder, held_by};
+            let holder = match &deletion {
+                Deletion::Storage(storage) => Some(Holder::Storage(storage.clone())),
+                Deletion::User(id) => Some(Holder::User(*id)),
+                Deletion::Project(id) => Some(Holder::Project(*id)),
                 _ => None,
             };
-            if let Some(holding) = holding {
-                let folders = entity::folder::Entity::find().filter(holding).count(self.txn).await?;
+            if let Some(holder) = holder {
+                let folders = held_by(self.txn, holder).await?;
                 if folders > 0 {
                     let whose = if kind == "storage" { "are made on it" } else { "are its" };
                     self.refused.push(format!("{kind} {name}: {folders} folder(s) {whose}; delete them first"));

@@ -108,11 +108,8 @@ impl Writer<'_> {
             let was: Option<crate::domain::storage::Storage> = serde_json::from_value(st.settings.clone()).ok();
             let moved = d.storage.get(&st.name).is_some_and(|now| was.is_none_or(|was| was.path != now.path));
             if moved {
-                use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter};
-                let folders = entity::folder::Entity::find()
-                    .filter(entity::folder::Column::Storage.eq(st.name.clone()))
-                    .count(self.txn)
-                    .await?;
+                use crate::domain::storage::folders::{Holder, held_by};
+                let folders = held_by(self.txn, Holder::Storage(st.name.clone())).await?;
                 if folders > 0 {
                     self.refused.push(format!(
                         "storage {}: its path cannot change while {folders} folder(s) are made on it",

@@ -6,7 +6,7 @@
 //!    for [`TICKET_LIFE`] and once.
 //! 2. The apps' listener trades the ticket ([`redeem`]) for a cookie grant scoped to that
 //!    app, good while the session runs, the token that asked is not revoked, and at most
-//!    [`COOKIE_LIFE`]. Each request through the proxy is admitted by it ([`admit`]).
+//!    [`COOKIE_LIFE`]. Each request through the proxy is admitted by it ([`Admissions::admit`]).
 //!
 //! Only a hash of each secret is stored; a ticket is used by the update that marks it
 //! used, so two uses of one ticket cannot both succeed.
@@ -176,21 +176,11 @@ pub async fn revoked(credentials: Credentials, keypair_id: Uuid, since: i64) {
     }
 }
 
-/// Admits a request to app `name` of session `session_id` with cookie `secret`: the grant
-/// is for that app, not expired; its token is not revoked; the session is still its
-/// owner's, RUNNING. Anything else is `Unauthenticated` (a grant that opens nothing).
-pub async fn admit(
-    db: &impl ConnectionTrait,
-    credentials: &Credentials,
-    secret: &str,
-    session_id: Uuid,
-    name: &str,
-    now: DateTime<Utc>,
-) -> DomainResult<Admitted> {
-    admit_hash(db, credentials, hash_token(secret), session_id, name, now).await
-}
-
-async fn admit_hash(
+/// Admits a request to app `name` of session `session_id` with the cookie whose secret's
+/// hash is `hash`: the grant is for that app, not expired; its token is not revoked; the
+/// session is still its owner's, RUNNING. Anything else is `Unauthenticated` (a grant that
+/// opens nothing).
+async fn admit(
     db: &impl ConnectionTrait,
     credentials: &Credentials,
     hash: String,
@@ -230,15 +220,17 @@ const MOST_ADMISSIONS: usize = 10_000;
 /// A grant's admissions, by its secret's hash, the session and the app.
 type Held = HashMap<(String, Uuid, String), (Admitted, std::time::Instant, i64)>;
 
-/// The admissions made recently ([`admit`]), used again for [`ADMISSION_TTL`] while the
+/// The admissions made recently, used again for [`ADMISSION_TTL`] while the
 /// credentials keep their revision (a token revoked, a user removed: read anew at once). A
 /// refusal is never kept.
 #[derive(Debug, Default)]
 pub struct Admissions(std::sync::Mutex<Held>);
 
 impl Admissions {
-    /// [`admit`], or what it found for the same grant, session and app moments ago; and
-    /// whether it was that.
+    /// Admits a request to app `name` of session `session_id` with cookie `secret` (the
+    /// grant for that app and unexpired, its token not revoked, the session still its
+    /// owner's and RUNNING; else `Unauthenticated`), or takes what it found for the same
+    /// grant, session and app moments ago; and whether it was that.
     pub async fn admit(
         &self,
         db: &impl ConnectionTrait,
@@ -257,7 +249,7 @@ impl Admissions {
         {
             return Ok((a.clone(), true));
         }
-        let admitted = admit_hash(db, credentials, key.0.clone(), session_id, name, now).await?;
+        let admitted = admit(db, credentials, key.0.clone(), session_id, name, now).await?;
         let mut held = self.held();
         if held.len() >= MOST_ADMISSIONS {
             held.clear();

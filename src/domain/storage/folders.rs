@@ -72,6 +72,18 @@ pub fn valid_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
+/// `name` as a folder's name, or INVALID_NAME.
+fn named(name: &str) -> DomainResult<()> {
+    if valid_name(name) {
+        return Ok(());
+    }
+    Err(DomainError::bad_input(
+        "INVALID_NAME",
+        "name".to_owned(),
+        "a folder's name has 1 to 64 letters, digits, `-`, `_` and `.`, and does not start with `.`",
+    ))
+}
+
 /// What a folder is made with.
 #[derive(Clone, Debug)]
 pub struct NewFolder {
@@ -128,13 +140,7 @@ pub async fn create(
         }
         Scope::Project => {}
     }
-    if !valid_name(&new.name) {
-        return Err(DomainError::bad_input(
-            "INVALID_NAME",
-            "name".to_owned(),
-            "a folder's name has 1 to 64 letters, digits, `-`, `_` and `.`, and does not start with `.`",
-        ));
-    }
+    named(&new.name)?;
     let project = project_path(db, &access.project).await?;
     let all = storages(db).await?;
     let open: Vec<&(String, Storage)> = all.iter().filter(|(_, s)| s.open_to(&project)).collect();
@@ -163,19 +169,6 @@ pub async fn create(
         Scope::Project => "project".to_owned(),
     };
     let txn = db.begin().await?;
-    let taken = folder::Entity::find()
-        .filter(folder::Column::ProjectId.eq(new.project_id))
-        .filter(folder::Column::Namespace.eq(namespace.clone()))
-        .filter(folder::Column::Name.eq(new.name.clone()))
-        .count(&txn)
-        .await?;
-    if taken > 0 {
-        return Err(DomainError::bad_input(
-            "FOLDER_EXISTS",
-            "name".to_owned(),
-            format!("a folder {} exists", new.name),
-        ));
-    }
     let made = folder::Entity::find()
         .filter(folder::Column::ProjectId.eq(new.project_id))
         .filter(folder::Column::OwnerId.eq(viewer.user_id))
@@ -222,26 +215,47 @@ fn make_directory(dir: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The viewer's view of `row`, if they may see it at all.
+/// What folders belong to: the storage they are made on, a user, a project.
+#[derive(Clone, Debug)]
+pub enum Holder {
+    Storage(String),
+    User(Uuid),
+    Project(Uuid),
+}
+
+/// How many folders `holder` has: what holds any cannot go (nor a storage move).
+pub async fn held_by(db: &impl ConnectionTrait, holder: Holder) -> Result<u64, sea_orm::DbErr> {
+    let of = match holder {
+        Holder::Storage(name) => folder::Column::Storage.eq(name),
+        Holder::User(id) => folder::Column::OwnerId.eq(id),
+        Holder::Project(id) => folder::Column::ProjectId.eq(id),
+    };
+    folder::Entity::find().filter(of).count(db).await
+}
+
+/// The viewer's access to a folder of scope `scope`, and whether they manage it, if they
+/// see it at all: a USER folder its owner's alone; a PROJECT folder an administrator's to
+/// manage, a member's to read (and write, as granted). Both through a project the viewer
+/// sees.
+fn view(scope: Scope, own: bool, admin: bool, member: bool, writable: bool) -> Option<(Access, bool)> {
+    match scope {
+        Scope::User => own.then_some((Access::ReadWrite, true)),
+        Scope::Project if admin => Some((Access::ReadWrite, true)),
+        Scope::Project if member => Some((if writable { Access::ReadWrite } else { Access::ReadOnly }, false)),
+        Scope::Project => None,
+    }
+}
+
+/// The viewer's view of `row`, if they may see it at all ([`view`]).
 async fn seen_by(db: &impl ConnectionTrait, viewer: &Viewer, row: folder::Model) -> DomainResult<Option<Folder>> {
     let scope = Scope::stored(&row.scope)?;
-    if scope == Scope::User && row.owner_id != viewer.user_id {
-        return Ok(None);
-    }
-    // As `list`: through a project the viewer still sees.
     let Ok(mut project) = visibility::project_access(db, viewer, row.project_id).await else { return Ok(None) };
-    if scope == Scope::User {
-        return Ok(Some(Folder { row, scope, access: Access::ReadWrite, manages: true }));
-    }
-    if viewer.administers_domain(project.project.domain_id) {
-        return Ok(Some(Folder { row, scope, access: Access::ReadWrite, manages: true }));
-    }
-    if !project.is_member(db, viewer).await? {
-        return Ok(None);
-    }
-    let grant = folder_access::Entity::find_by_id((row.id, viewer.user_id)).one(db).await?;
-    let access = if grant.is_some_and(|g| g.writable) { Access::ReadWrite } else { Access::ReadOnly };
-    Ok(Some(Folder { row, scope, access, manages: false }))
+    let admin = viewer.administers_domain(project.project.domain_id);
+    let member = scope == Scope::Project && !admin && project.is_member(db, viewer).await?;
+    let writable = member
+        && folder_access::Entity::find_by_id((row.id, viewer.user_id)).one(db).await?.is_some_and(|g| g.writable);
+    let own = row.owner_id == viewer.user_id;
+    Ok(view(scope, own, admin, member, writable).map(|(access, manages)| Folder { row, scope, access, manages }))
 }
 
 /// The folders of project `project_id` the viewer sees, by name: their own USER folders and
@@ -274,14 +288,15 @@ pub async fn list(db: &impl ConnectionTrait, viewer: &Viewer, project_id: Uuid) 
         .into_iter()
         .map(|g| g.folder_id)
         .collect();
-    rows.into_iter()
-        .map(|row| {
-            let scope = Scope::stored(&row.scope)?;
-            let manages = scope == Scope::User || admin;
-            let access = if manages || writable.contains(&row.id) { Access::ReadWrite } else { Access::ReadOnly };
-            Ok(Folder { row, scope, access, manages })
-        })
-        .collect()
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let scope = Scope::stored(&row.scope)?;
+        let (own, granted) = (row.owner_id == viewer.user_id, writable.contains(&row.id));
+        if let Some((access, manages)) = view(scope, own, admin, member, granted) {
+            out.push(Folder { row, scope, access, manages });
+        }
+    }
+    Ok(out)
 }
 
 /// Folder `id` as the viewer sees it; `NOT_FOUND` when they may not see it.
@@ -302,31 +317,15 @@ async fn managed(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid) -> Domain
 /// Renames folder `id`.
 pub async fn rename(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid, name: &str) -> DomainResult<Folder> {
     let mut f = managed(db, viewer, id).await?;
-    if !valid_name(name) {
-        return Err(DomainError::bad_input(
-            "INVALID_NAME",
-            "name".to_owned(),
-            "a folder's name has 1 to 64 letters, digits, `-`, `_` and `.`, and does not start with `.`",
-        ));
-    }
-    let taken = folder::Entity::find()
-        .filter(folder::Column::ProjectId.eq(f.row.project_id))
-        .filter(folder::Column::Namespace.eq(f.row.namespace.clone()))
-        .filter(folder::Column::Name.eq(name))
-        .filter(folder::Column::Id.ne(id))
-        .count(db)
-        .await?;
-    if taken > 0 {
-        return Err(DomainError::bad_input("FOLDER_EXISTS", "name".to_owned(), format!("a folder {name} exists")));
-    }
+    named(name)?;
     let mut active: folder::ActiveModel = f.row.clone().into();
     active.name = Set(name.to_owned());
     f.row = active.update(db).await.map_err(|e| exists_or(e, name))?;
     Ok(f)
 }
 
-/// A name taken meanwhile (two at once: the unique index decides) is FOLDER_EXISTS, as it
-/// is when seen first.
+/// A name taken (the unique index of the project's names decides, two at once too) is
+/// FOLDER_EXISTS.
 fn exists_or(e: sea_orm::DbErr, name: &str) -> DomainError {
     if matches!(e.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_))) {
         DomainError::bad_input("FOLDER_EXISTS", "name".to_owned(), format!("a folder {name} exists"))
