@@ -96,7 +96,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if !delivery.allow.is_empty() {
         tracing::info!("completion callbacks may call {}", delivery.allow);
     }
-    let launch = LaunchLimits { max_count: args.max_launch_count, callbacks: delivery.allow.clone() };
+    let launch = LaunchLimits {
+        max_count: args.max_launch_count,
+        callbacks: delivery.allow.clone(),
+        max_mounts: args.max_mounts,
+    };
     workers.push(tokio::spawn(crate::domain::callbacks::deliver::run(background.clone(), live.bus.clone(), delivery)));
     let state = AppState::with_metrics(conn.clone(), live, args.http, launch, metrics.clone(), runtime_info);
     let stop = futures_util::FutureExt::shared(shutdown_signal());

@@ -23,6 +23,7 @@ pub mod session_callback;
 pub mod session_callback_attempt;
 pub mod session_dependency;
 pub mod session_log;
+pub mod session_mount;
 pub mod session_status_transition;
 pub mod session_template;
 pub mod slot_type;

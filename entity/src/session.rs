@@ -90,6 +90,9 @@ pub struct Model {
     pub pull_progress: Option<Json>,
     /// The manifest digest its image's reference resolved to when pulled: what ran.
     pub image_digest: Option<String>,
+    /// The folders bound into its sandbox, as launched: `[{folder, name, path, readOnly}]`
+    /// (`path` under the work directory); none: no mounts.
+    pub mounts: Option<Json>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

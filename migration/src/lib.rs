@@ -27,6 +27,7 @@ mod m20261205_000022_session_pull;
 mod m20261206_000023_app_grants;
 mod m20261206_000024_storages;
 mod m20261206_000025_folders;
+mod m20261206_000026_session_mounts;
 
 /// Every migration of sessiond, in order.
 pub struct Migrator;
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000023_app_grants::Migration),
             Box::new(m20261206_000024_storages::Migration),
             Box::new(m20261206_000025_folders::Migration),
+            Box::new(m20261206_000026_session_mounts::Migration),
         ]
     }
 }

@@ -295,6 +295,9 @@ pub struct ServeArgs {
     /// one insert statement per table).
     #[arg(long, env = "SESSIOND_MAX_LAUNCH_COUNT", default_value_t = DEFAULT_MAX_LAUNCH_COUNT, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_launch_count: u32,
+    /// Most folders one launch mounts.
+    #[arg(long, env = "SESSIOND_MAX_MOUNTS", default_value_t = crate::domain::storage::mounts::DEFAULT_MAX_MOUNTS, value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub max_mounts: u32,
 }
 
 pub const DEFAULT_MAX_LAUNCH_COUNT: u32 = 100;

@@ -128,6 +128,7 @@ file_columns! {
     Priority "Priority" formatted = |r| Ok(r.session.priority.to_string());
     QueuePosition "Queue position" formatted =
         |r| Ok(sessions::queue_position(r.session)?.map(|p| p.to_string()).unwrap_or_default());
+    Mounts "Mounts" free = |r| Ok(mounts_text(r.session)?);
     ; parts of Accelerators | Elapsed | Expiry | Utilization | StatusChangedBy:
     Column::Accelerator(slot) => format!("Accelerator {slot}"), formatted =
         |r| Ok(number(sessions::requested_slots(r.session)?.get(slot)));
@@ -144,6 +145,13 @@ file_columns! {
     Column::StatusChangedBy => "Status changed by".to_owned(), free = |r| Ok(changed_by(r));
     Column::StatusChangedByRole => "Status changed by (role)".to_owned(), formatted =
         |r| Ok(r.session.status_actor_user_id.and_then(|id| r.actors.get(&id)).map(|(_, role)| role.clone()).unwrap_or_default());
+}
+
+/// A session's mounts: `/home/work/data; /home/work/in (read-only)`.
+fn mounts_text(s: &session::Model) -> DomainResult<String> {
+    let mounts = super::storage::mounts::of(s)?;
+    let shown = mounts.iter().map(|m| if m.read_only { format!("{} (read-only)", m.target()) } else { m.target() });
+    Ok(shown.collect::<Vec<_>>().join("; "))
 }
 
 /// Who made a session's latest status change: a user's e-mail, or `system: RULE`.

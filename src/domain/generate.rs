@@ -497,6 +497,7 @@ fn one_session(rng: &mut ChaCha8Rng, g: GenInput<'_>) -> Generated {
         pending_digest: Set(super::occupancy::reasons_digest(&[])),
         pull_progress: Set(None),
         image_digest: Set(None),
+        mounts: Set(None),
     };
     Generated { session, transitions: path }
 }

@@ -145,6 +145,7 @@ pub(crate) mod testing {
             pending_digest: super::occupancy::reasons_digest(&[]),
             pull_progress: None,
             image_digest: None,
+            mounts: None,
         }
     }
 }

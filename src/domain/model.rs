@@ -105,6 +105,7 @@ string_enum!(
         Expiry = "EXPIRY",
         Utilization = "UTILIZATION",
         StatusChangedBy = "STATUS_CHANGED_BY",
+        Mounts = "MOUNTS",
     }
 );
 

@@ -16,6 +16,7 @@ use super::events::EventBus;
 use super::launch::relaunch::Overrides;
 use super::launch::{self, LaunchLimits, LaunchRequest, Launched, Origin, validate};
 use super::model::SessionType;
+use super::storage::mounts::MountRequest;
 use super::{DomainError, DomainResult, InputProblem, clock, visibility};
 
 /// The most templates one user keeps.
@@ -79,6 +80,20 @@ impl Template {
             callback_url: None,
             callback_on_running: false,
             image_digest: None,
+            mounts: i
+                .get("mounts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|m| {
+                    Some(MountRequest {
+                        folder: m.get("folder").and_then(Value::as_str).and_then(|id| Uuid::parse_str(id).ok()),
+                        path: m.get("path").and_then(Value::as_str).map(str::to_owned),
+                        read_only: m.get("readOnly").and_then(Value::as_bool).unwrap_or(false),
+                    })
+                })
+                .collect::<Option<_>>()
+                .ok_or_else(bad)?,
         };
         Ok(Self {
             id: t.id,
@@ -106,6 +121,7 @@ fn stored_input(r: &LaunchRequest) -> Value {
         "startupCommand": r.startup_command,
         "batchTimeoutSeconds": r.batch_timeout_seconds,
         "priority": r.priority,
+        "mounts": r.mounts.iter().map(|m| json!({"folder": m.folder, "path": m.path, "readOnly": m.read_only})).collect::<Vec<_>>(),
     })
 }
 

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::DomainError;
 use crate::domain::storage::folders::{self, Access, NewFolder, Scope};
+use crate::domain::storage::mounts;
 
 use super::context::{db, loaders, viewer};
 use super::errors::ApiResult;
@@ -76,6 +77,61 @@ impl Folder {
     }
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.row.created_at
+    }
+    /// The live sessions that mount it, those the caller sees, oldest first. It is not
+    /// deleted while any session mounts it.
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn mounted_by(&self, ctx: &Context<'_>) -> ApiResult<Vec<super::session::Session>> {
+        let found = mounts::mounted_by(db(ctx)?, self.0.row.id).await?;
+        super::session::visible(ctx, found)
+    }
+}
+
+/// A folder bound into a session's sandbox.
+pub struct SessionMount(pub mounts::Mount);
+
+#[Object]
+impl SessionMount {
+    /// Where the session sees it: under `/home/work`.
+    async fn path(&self) -> String {
+        self.0.target()
+    }
+    async fn read_only(&self) -> bool {
+        self.0.read_only
+    }
+    /// The folder, if the caller sees it (and it still exists).
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn folder(&self, ctx: &Context<'_>) -> ApiResult<Option<Folder>> {
+        seen(ctx, Some(self.0.folder)).await
+    }
+}
+
+/// A folder a template's launches mount.
+pub struct TemplateMount(pub mounts::MountRequest);
+
+#[Object]
+impl TemplateMount {
+    /// Under `/home/work`; null: the folder's name.
+    async fn path(&self) -> Option<&str> {
+        self.0.path.as_deref()
+    }
+    async fn read_only(&self) -> bool {
+        self.0.read_only
+    }
+    /// The folder, if the caller sees it (and it still exists).
+    #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
+    async fn folder(&self, ctx: &Context<'_>) -> ApiResult<Option<Folder>> {
+        seen(ctx, self.0.folder).await
+    }
+}
+
+/// Folder `id` if the caller sees it.
+async fn seen(ctx: &Context<'_>, id: Option<uuid::Uuid>) -> ApiResult<Option<Folder>> {
+    let Some(id) = id else { return Ok(None) };
+    match folders::visible(db(ctx)?, viewer(ctx)?, id).await {
+        Ok(f) => Ok(Some(Folder(f))),
+        Err(DomainError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 

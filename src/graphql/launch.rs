@@ -26,6 +26,29 @@ pub struct EnvVarInput {
     pub value: String,
 }
 
+/// A folder to bind into the session's sandbox.
+#[derive(InputObject, Clone)]
+pub struct MountInput {
+    /// A folder of the launch's project the caller sees (`folders`).
+    pub folder: ID,
+    /// Where the session sees it: under `/home/work` (relative, or absolute under it).
+    /// Default: the folder's name.
+    pub path: Option<String>,
+    /// Read-only; a read-write mount needs write access to the folder. Default false.
+    #[graphql(default)]
+    pub read_only: bool,
+}
+
+impl MountInput {
+    fn to_domain(&self) -> crate::domain::storage::mounts::MountRequest {
+        crate::domain::storage::mounts::MountRequest {
+            folder: decode_uuid(&self.folder, NodeKind::Folder),
+            path: self.path.clone(),
+            read_only: self.read_only,
+        }
+    }
+}
+
 /// What the session launcher sends. `resources` are per container.
 #[derive(InputObject)]
 pub struct LaunchSessionInput {
@@ -60,6 +83,10 @@ pub struct LaunchSessionInput {
     /// ... and of its start (RUNNING) too.
     #[graphql(default)]
     pub callback_on_running: bool,
+    /// Folders bound into the session's sandbox (at most the server's `--max-mounts`,
+    /// 16 unless set): each at its path, read-write or read-only. Problems are reported at
+    /// `input.mounts[i]`.
+    pub mounts: Option<Vec<MountInput>>,
 }
 
 /// The API path of a domain field of a launch: `count` as it is, the rest inside `input`.
@@ -92,6 +119,7 @@ impl LaunchSessionInput {
             callback_url: self.callback_url.clone(),
             callback_on_running: self.callback_on_running,
             image_digest: None,
+            mounts: self.mounts.iter().flatten().map(MountInput::to_domain).collect(),
         })
     }
 }
@@ -123,6 +151,8 @@ pub struct RelaunchOverrides {
     /// session ran (`image { digest }`). Default false.
     #[graphql(default)]
     pub newest_image: bool,
+    /// Replaces every mount.
+    pub mounts: Option<Vec<MountInput>>,
 }
 
 /// What is left of `v`: `None` when undefined, `Some(None)` when null.
@@ -151,6 +181,7 @@ impl RelaunchOverrides {
             callback_url: given(self.callback_url, |u| u),
             callback_on_running: self.callback_on_running,
             newest_image: self.newest_image,
+            mounts: self.mounts.map(|ms| ms.iter().map(MountInput::to_domain).collect()),
         }
     }
 }

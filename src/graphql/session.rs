@@ -37,7 +37,7 @@ use super::types::{
 use crate::domain::inline::InlineReads;
 
 /// Those of `sessions` the viewer may see.
-fn visible(ctx: &Context<'_>, sessions: Vec<session::Model>) -> ApiResult<Vec<Session>> {
+pub(super) fn visible(ctx: &Context<'_>, sessions: Vec<session::Model>) -> ApiResult<Vec<Session>> {
     let viewer = super::context::viewer(ctx)?;
     Ok(sessions
         .into_iter()
@@ -273,6 +273,11 @@ impl Session {
         }
         let i = loaders(ctx)?.load_one(ImageName(self.0.image.clone())).await?;
         Ok(Image(i.ok_or_else(|| DomainError::invariant("session without image"))?, self.0.image_digest.clone()))
+    }
+    /// The folders bound into its sandbox, as launched, in order.
+    async fn mounts(&self) -> ApiResult<Vec<super::folders::SessionMount>> {
+        let mounts = crate::domain::storage::mounts::of(&self.0)?;
+        Ok(mounts.into_iter().map(super::folders::SessionMount).collect())
     }
     async fn environment(&self) -> Vec<EnvVar> {
         self.0

@@ -75,6 +75,10 @@ impl SessionTemplate {
             .map(|(name, value)| EnvVar { name: name.clone(), value: value.clone() })
             .collect()
     }
+    /// The folders its launches mount, each checked again at launch.
+    async fn mounts(&self) -> Vec<super::folders::TemplateMount> {
+        self.0.request.mounts.iter().cloned().map(super::folders::TemplateMount).collect()
+    }
     async fn startup_command(&self) -> Option<&str> {
         self.0.request.startup_command.as_deref()
     }

@@ -162,6 +162,8 @@ pub enum SessionColumnKey {
     Utilization,
     /// Who made its latest status change (`Session.statusChangedBy`).
     StatusChangedBy,
+    /// The folders it mounts (`Session.mounts`).
+    Mounts,
 }
 
 #[derive(SimpleObject)]

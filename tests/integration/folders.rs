@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::db_tests;
-use crate::support::{TestApp, error_codes, project};
+use crate::support::{TestApp, declare_storage, error_codes, project};
 
 const CREATE: &str = "mutation($p: ID!, $n: String!, $s: FolderScope!, $q: BigInt) {
   createFolder(projectId: $p, name: $n, scope: $s, quotaBytes: $q) { folder { id name scope storage quotaBytes access manageable owner { email } } } }";
@@ -15,38 +15,19 @@ const RENAME: &str = "mutation($id: ID!, $n: String!) { renameFolder(id: $id, na
 const DELETE: &str = "mutation($id: ID!) { deleteFolder(id: $id) }";
 const GRANT: &str = "mutation($id: ID!, $u: ID!, $a: FolderAccess!) { setFolderAccess(id: $id, userId: $u, access: $a) { folder { name } } }";
 
-/// The demo's declaration with storage `shared` on `dir` (1 GiB a folder), open to the
-/// default domain's projects.
-async fn declare_storage(app: &TestApp, dir: &std::path::Path) {
-    let text = format!(
-        "{}\n[storage.shared]\npath = \"{}\"\nquota = \"1 GiB\"\nprojects = [\"default/default\", \"default/research\"]\n",
-        sessiond::domain::apply::DEMO,
-        dir.display()
-    );
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "storage.toml".into(), text }],
-        &slots,
-    )
-    .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::default())
-        .await
-        .expect("applied");
-}
-
-async fn create(app: &TestApp, who: &str, name: &str, scope: &str, quota: Option<i64>) -> Value {
+pub(crate) async fn create(app: &TestApp, who: &str, name: &str, scope: &str, quota: Option<i64>) -> Value {
     let vars = json!({"p": project("default/default"), "n": name, "s": scope, "q": quota});
     app.gql(Some(who), CREATE, vars).await
 }
 
 /// The codes of the input problems of a BAD_USER_INPUT answer.
-fn problem_codes(r: &Value) -> Vec<String> {
+pub(crate) fn problem_codes(r: &Value) -> Vec<String> {
     assert_eq!(error_codes(r), ["BAD_USER_INPUT"], "{r}");
     let problems = r["errors"][0]["extensions"]["problems"].as_array().cloned().unwrap_or_default();
     problems.iter().map(|p| p["code"].as_str().unwrap_or_default().to_owned()).collect()
 }
 
-fn user_id(email: &str) -> String {
+pub(crate) fn user_id(email: &str) -> String {
     sessiond::graphql::ids::encode(sessiond::graphql::ids::NodeKind::User, sessiond::domain::seed::demo_user_id(email))
         .0
 }

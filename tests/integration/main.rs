@@ -24,6 +24,7 @@ mod launch;
 mod launch_rules;
 mod local_runtime;
 mod modify;
+mod mounts;
 mod panels;
 mod panels_by_hand;
 mod relaunch;

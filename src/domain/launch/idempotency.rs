@@ -38,6 +38,7 @@ pub fn fingerprint(plan: &Plan, batch: bool) -> String {
         "dependsOn": r.depends_on,
         "callbackUrl": r.callback_url,
         "callbackOnRunning": r.callback_on_running,
+        "mounts": plan.mounts,
         "batch": batch,
         "count": plan.names.len(),
     });

@@ -59,6 +59,8 @@ pub struct LaunchRequest {
     /// The digest of the image to run (a relaunch's: what ran before); none: what the
     /// image's reference names when it is pulled.
     pub image_digest: Option<String>,
+    /// Folders bound into its sandbox ([`crate::domain::storage::mounts`]).
+    pub mounts: Vec<crate::domain::storage::mounts::MountRequest>,
 }
 
 /// What a session was launched from.
@@ -85,12 +87,18 @@ pub struct LaunchLimits {
     pub max_count: u32,
     /// Where completion callbacks may go (`--callback-allow`); empty: nowhere.
     pub callbacks: std::sync::Arc<crate::domain::callbacks::Allow>,
+    /// The most folders a launch mounts (`--max-mounts`).
+    pub max_mounts: u32,
 }
 
 impl LaunchLimits {
-    /// At most `max_count` sessions a launch, and no callback.
+    /// At most `max_count` sessions a launch, no callback, the default number of mounts.
     pub fn of(max_count: u32) -> Self {
-        Self { max_count, callbacks: Default::default() }
+        Self {
+            max_count,
+            callbacks: Default::default(),
+            max_mounts: crate::domain::storage::mounts::DEFAULT_MAX_MOUNTS,
+        }
     }
 }
 
@@ -103,6 +111,8 @@ pub struct Plan {
     /// Per container and cluster size; its total is what the session is charged.
     pub request: ResourceRequest,
     pub names: Vec<String>,
+    /// The folders its sessions mount, checked.
+    pub mounts: Vec<crate::domain::storage::mounts::Mount>,
     pub launch: LaunchRequest,
 }
 

@@ -40,6 +40,8 @@ pub struct Overrides {
     pub callback_on_running: Option<bool>,
     /// Run what the image's reference names now, not the digest the session ran.
     pub newest_image: bool,
+    /// Replaces every mount.
+    pub mounts: Option<Vec<crate::domain::storage::mounts::MountRequest>>,
 }
 
 impl Overrides {
@@ -80,6 +82,9 @@ impl Overrides {
             r.callback_url = url;
         }
         r.callback_on_running = self.callback_on_running.unwrap_or(r.callback_on_running);
+        if let Some(mounts) = self.mounts {
+            r.mounts = mounts;
+        }
     }
 }
 
@@ -108,6 +113,8 @@ fn stored_request(s: &session::Model) -> DomainResult<LaunchRequest> {
         callback_on_running: s.callback_on_running,
         // The same image as ran, unless asked for the newest.
         image_digest: s.image_digest.clone(),
+        // The same folders at the same paths (checked again: access may have changed).
+        mounts: crate::domain::storage::mounts::of(s)?.iter().map(|m| m.request()).collect(),
     })
 }
 

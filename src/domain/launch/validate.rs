@@ -423,6 +423,9 @@ pub async fn validate(
     problems.extend(check_environment(req));
     problems.extend(check_idempotency_key(req));
     problems.extend(check_callback(req, &limits));
+    let (mounts, mount_problems) =
+        crate::domain::storage::mounts::check(db, viewer, project.id, &req.mounts, limits.max_mounts).await?;
+    problems.extend(mount_problems);
     if !problems.is_empty() {
         return Err(DomainError::BadInput(problems));
     }
@@ -434,7 +437,7 @@ pub async fn validate(
     if let Some(refusal) = never_fits(&request, &agents, &resource_group.name) {
         return Err(refusal);
     }
-    Ok(Plan { project, image, resource_group, request, names, launch: req.clone() })
+    Ok(Plan { project, image, resource_group, request, names, mounts, launch: req.clone() })
 }
 
 #[cfg(test)]

@@ -69,6 +69,9 @@ pub async fn write(
         Err(DomainError::NameTaken(name)) => return Err(WriteError::Taken(name)),
         Err(e) => return Err(WriteError::Other(e)),
     };
+    if let Err(e) = crate::domain::storage::mounts::hold(&txn, &plan.mounts).await {
+        return Err(WriteError::Other(e));
+    }
     if plan.launch.idempotency_key.is_some() {
         // Expired keys go first, so that an old key can be used again.
         idempotency_key::Entity::delete_many()
@@ -90,6 +93,7 @@ pub async fn write(
     let environment =
         Value::Array(plan.launch.environment.iter().map(|(n, v)| json!({"name": n, "value": v})).collect());
     let requested = plan.request.total().to_json();
+    let mounts = crate::domain::storage::mounts::stored(&plan.mounts);
     // Nothing to wait for yet: the scheduler's first pass says why, if anything.
     let (no_reasons, no_reasons_digest) = super::super::occupancy::PendingReason::stored(&[]);
     let sessions: Vec<session::Model> = plan
@@ -155,11 +159,14 @@ pub async fn write(
             pending_digest: no_reasons_digest,
             pull_progress: None,
             image_digest: plan.launch.image_digest.clone(),
+            mounts: mounts.clone(),
         })
         .collect();
     rows::insert_all(&txn, sessions.iter().cloned().map(session::ActiveModel::from).collect(), None).await?;
     let depends_on: Vec<Uuid> = plan.launch.depends_on.iter().flatten().copied().collect();
     crate::domain::dependencies::record(&txn, &sessions, &depends_on).await?;
+    let ids: Vec<uuid::Uuid> = sessions.iter().map(|s| s.id).collect();
+    crate::domain::storage::mounts::record(&txn, &ids, &plan.mounts).await?;
     let enqueued = sessions.iter().map(|s| scheduling_history::ActiveModel {
         id: NotSet,
         session_id: Set(s.id),

@@ -120,6 +120,7 @@ fn session_at<R: RowAt>(row: &R, at: usize) -> Result<session::Model, sea_orm::D
         pending_digest: row.at(next())?,
         pull_progress: row.at(next())?,
         image_digest: row.at(next())?,
+        mounts: row.at(next())?,
     })
 }
 

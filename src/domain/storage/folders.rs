@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    Set, TransactionTrait,
+    QuerySelect, Set, TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -97,7 +97,7 @@ pub struct NewFolder {
 }
 
 /// The declared storage, by name, and the project's `DOMAIN/NAME`.
-async fn storages(db: &impl ConnectionTrait) -> DomainResult<Vec<(String, Storage)>> {
+pub(super) async fn storages(db: &impl ConnectionTrait) -> DomainResult<Vec<(String, Storage)>> {
     let rows = entity::storage::Entity::find().order_by_asc(entity::storage::Column::Name).all(db).await?;
     rows.into_iter()
         .map(|r| {
@@ -334,11 +334,31 @@ fn exists_or(e: sea_orm::DbErr, name: &str) -> DomainError {
     }
 }
 
-/// Deletes folder `id`, its files with it.
+/// Deletes folder `id`, its files with it; refused while a live session mounts it.
 pub async fn delete(db: &sea_orm::DatabaseConnection, viewer: &Viewer, id: Uuid) -> DomainResult<()> {
     let f = managed(db, viewer, id).await?;
     let dir = directory(db, &f.row).await?;
-    let txn = db.begin().await?;
+    let txn = crate::domain::begin_write(db).await?;
+    // The row first (PostgreSQL: a launch mounting it holds it until it commits), then who
+    // mounts it.
+    folder::Entity::find_by_id(id).lock_exclusive().one(&txn).await?.ok_or(DomainError::NotFound("folder"))?;
+    let mounting = super::mounts::mounted_by(&txn, id).await?;
+    if !mounting.is_empty() {
+        let n = mounting.len();
+        return Err(DomainError::bad_input(
+            "FOLDER_MOUNTED",
+            None,
+            format!(
+                "{n} live session{} mount{} this folder: end them first",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "s" } else { "" }
+            ),
+        ));
+    }
+    entity::session_mount::Entity::delete_many()
+        .filter(entity::session_mount::Column::FolderId.eq(id))
+        .exec(&txn)
+        .await?;
     folder_access::Entity::delete_many().filter(folder_access::Column::FolderId.eq(id)).exec(&txn).await?;
     folder::Entity::delete_by_id(id).exec(&txn).await?;
     txn.commit().await?;

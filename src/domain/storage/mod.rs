@@ -5,6 +5,7 @@
 //! which projects may use it.
 
 pub mod folders;
+pub mod mounts;
 
 use serde::{Deserialize, Serialize};
 

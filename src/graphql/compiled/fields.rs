@@ -57,6 +57,7 @@ pub(super) enum Node<'a> {
     Actor(&'a PageRow),
     Counts(&'a SessionCounts),
     TypeCount(crate::domain::model::SessionType, u64),
+    Mount(crate::domain::storage::mounts::Mount),
 }
 
 /// A field's value: a leaf (text without a copy where it can), an object, a list of them.
@@ -146,6 +147,14 @@ fn pull_of<'n>(n: &'n Node<'_>) -> DomainResult<&'n crate::domain::runtime::imag
     match n {
         Node::Pull(p) => Ok(p),
         _ => Err(DomainError::invariant("not a PullProgress")),
+    }
+}
+
+/// The mount a getter of `SessionMount` reads.
+fn mount_of<'n>(n: &'n Node<'_>) -> DomainResult<&'n crate::domain::storage::mounts::Mount> {
+    match n {
+        Node::Mount(m) => Ok(m),
+        _ => Err(DomainError::invariant("not a SessionMount")),
     }
 }
 
@@ -269,6 +278,9 @@ pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
             leaf(p.limits.get(&s.keypair_id).copied().unwrap_or_default().extendable(s)?)
         }),
 
+        ("SessionMount", "path") => get!(|n, p| Ok(Out::Value(Value::String(mount_of(n)?.target())))),
+        ("SessionMount", "readOnly") => get!(|n, p| leaf(mount_of(n)?.read_only)),
+
         ("SlotUse", "slot") => get!(|n, p| Ok(Out::Value(Value::String(slot_use(n)?.slot.clone())))),
         ("SlotUse", "current") => get!(|n, p| leaf(slot_use(n)?.current)),
         ("SlotUse", "average") => get!(|n, p| leaf(slot_use(n)?.average)),
@@ -380,6 +392,9 @@ fn session(field: &str) -> Option<Get> {
             Ok(Out::Many(reasons.into_iter().map(|r| Node::PendingReason(r.into())).collect()))
         }),
         "statusChangedBy" => get!(|s, row, p| Ok(Out::One(Node::Actor(row)))),
+        "mounts" => get!(|s, row, p| {
+            Ok(Out::Many(crate::domain::storage::mounts::of(s)?.into_iter().map(Node::Mount).collect()))
+        }),
         "expiry" => get!(|s, row, p| {
             Ok(match expiry::of(s)? {
                 Some(e) => Out::One(Node::Expiry(row, e)),
@@ -488,6 +503,7 @@ mod tests {
     const NOT_COMPILED: &[(&str, &str)] = &[
         ("SessionConnection", "totalCount"), // a statement of its own
         ("Session", "environment"),          // not a list column
+        ("SessionMount", "folder"),          // visibility, a statement per folder
         ("Session", "statusTransitions"),    // a statement of its own
         ("Session", "launchedFrom"),         // the detail panel's
         ("Session", "dependsOn"),            // the detail panel's: a statement of its own

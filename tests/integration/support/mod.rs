@@ -317,8 +317,8 @@ impl TestApp {
     pub fn start_callbacks(&mut self, args: &sessiond::config::CallbackArgs) {
         let delivery = args.delivery();
         let launch = sessiond::domain::launch::LaunchLimits {
-            max_count: sessiond::config::DEFAULT_MAX_LAUNCH_COUNT,
             callbacks: delivery.allow.clone(),
+            ..sessiond::domain::launch::LaunchLimits::of(sessiond::config::DEFAULT_MAX_LAUNCH_COUNT)
         };
         self.serve_with(
             launch,
@@ -564,6 +564,7 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         pending_digest: Set(sessiond::domain::occupancy::reasons_digest(&[])),
         pull_progress: Set(None),
         image_digest: Set(None),
+        mounts: Set(None),
     }
 }
 
@@ -785,4 +786,23 @@ pub fn node_package(dir: &std::path::Path, module: &str, what: &str) -> bool {
             false
         }
     }
+}
+
+/// The demo's declaration with storage `shared` on `dir` (1 GiB a folder), open to the
+/// default domain's projects.
+pub async fn declare_storage(app: &TestApp, dir: &std::path::Path) {
+    let text = format!(
+        "{}\n[storage.shared]\npath = \"{}\"\nquota = \"1 GiB\"\nprojects = [\"default/default\", \"default/research\"]\n",
+        sessiond::domain::apply::DEMO,
+        dir.display()
+    );
+    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::apply::file::parse(
+        &[sessiond::domain::apply::Source { name: "storage.toml".into(), text }],
+        &slots,
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::default())
+        .await
+        .expect("applied");
 }

@@ -150,6 +150,9 @@ pub struct Spec {
     /// A Slurm job's relay of the session's apps, for the server alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<crate::domain::runtime::slurm::relay::Relay>,
+    /// Folders bound into the sandbox, in order, after the work directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<crate::domain::storage::mounts::Bind>,
 }
 
 /// An app started with the session.
@@ -199,6 +202,16 @@ impl Spec {
                 .collect();
         }
         self
+    }
+
+    /// The spec with the folders its session mounts (none: `None`); `Err` says why they
+    /// cannot be bound.
+    pub fn mounting(
+        mut self,
+        binds: Option<Result<Vec<crate::domain::storage::mounts::Bind>, String>>,
+    ) -> Result<Self, String> {
+        self.mounts = binds.transpose().map_err(|why| format!("cannot mount its folders: {why}"))?.unwrap_or_default();
+        Ok(self)
     }
 
     /// The spec of a session whose image is pulled (`Some`): the image is its root, and

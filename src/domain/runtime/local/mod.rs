@@ -46,6 +46,7 @@ use crate::domain::environments::{self as images, Images};
 use crate::domain::events::EventBus;
 use crate::domain::model::{SchedulerStrategy, SessionType};
 use crate::domain::status::SessionStatus;
+use crate::domain::storage::mounts::Bind;
 use crate::domain::{DomainResult, catalog, clock};
 use files::{Prepare, SessionDir, Spec};
 use limits::Enforcement;
@@ -92,6 +93,9 @@ pub struct LocalRuntime {
     /// The local environments stored with the images (`sessiond apply`), read at start and
     /// again whenever a session is to start.
     stored: std::sync::Mutex<Images>,
+    /// What the sandboxes of the sessions about to start bind (their mounts), read with
+    /// the images.
+    binds: std::sync::Mutex<HashMap<Uuid, Result<Vec<Bind>, String>>>,
     /// Each running session's CPU time at its previous sample, and when: its use since is
     /// the cores it kept busy.
     cpu_seen: std::sync::Mutex<HashMap<Uuid, (f64, std::time::Instant)>>,
@@ -129,7 +133,14 @@ impl LocalRuntime {
             apps_url: None,
         };
         Ok((
-            Self { config, enforcement, hurry: false.into(), stored: Default::default(), cpu_seen: Default::default() },
+            Self {
+                config,
+                enforcement,
+                hurry: false.into(),
+                stored: Default::default(),
+                binds: Default::default(),
+                cpu_seen: Default::default(),
+            },
             info,
         ))
     }
@@ -307,7 +318,8 @@ impl LocalRuntime {
             self.enforcement.clone(),
         )
         .pulling(pull)
-        .with_apps(s, &apps);
+        .with_apps(s, &apps)
+        .mounting(self.binds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&s.id))?;
         files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
         let log = {
             use std::os::unix::fs::OpenOptionsExt;
@@ -346,8 +358,11 @@ impl Runtime for LocalRuntime {
             .await?;
         let live_ids: HashSet<Uuid> = live.iter().map(|s| s.id).collect();
         let moving = live.iter().any(|s| s.status != Running.as_str());
-        if live.iter().any(|s| s.status == Scheduled.as_str()) {
+        let starting: Vec<&session::Model> = live.iter().filter(|s| s.status == Scheduled.as_str()).collect();
+        if !starting.is_empty() {
             self.read_images(db).await?;
+            let binds = crate::domain::storage::mounts::binds(db, &starting).await?;
+            *self.binds.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = binds;
         }
         let now = clock::now();
         // What supervisors say of their images' pulls: recorded apart from the statuses.
@@ -458,5 +473,6 @@ pub(crate) fn session_spec(
         report_usage: false,
         apps: Vec::new(),
         relay: None,
+        mounts: Vec::new(),
     }
 }

@@ -122,7 +122,14 @@ fn bwrap_args(spec: &Spec, work: &Path, prepare: bool) -> Vec<String> {
         a.extend(["--dev-bind-try".into(), path(d), path(d)]);
     }
     let start_in = spec.workdir.as_deref().filter(|_| !prepare).unwrap_or(HOME);
-    a.extend(["--bind".into(), path(work), HOME.into(), "--chdir".into(), start_in.into()]);
+    a.extend(["--bind".into(), path(work), HOME.into()]);
+    if !prepare {
+        for m in &spec.mounts {
+            let how = if m.read_only { "--ro-bind" } else { "--bind" };
+            a.extend([how.into(), path(&m.source), m.target.clone()]);
+        }
+    }
+    a.extend(["--chdir".into(), start_in.into()]);
     a.push("--clearenv".into());
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
@@ -199,6 +206,7 @@ pub fn probe(scratch: &Path) -> Result<(), String> {
         report_usage: false,
         apps: Vec::new(),
         relay: None,
+        mounts: Vec::new(),
     };
     let status = scratch.join("probe.json");
     let wrapping = Wrapping { join: Vec::new(), cpus: None, drop_privileges: root, holder: None, prepare: false };

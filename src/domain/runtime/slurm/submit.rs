@@ -45,8 +45,14 @@ impl SlurmEngine {
         let release = || engine_job::Entity::delete_by_id(s.id).exec(db);
         let sessiond = self.client.settings().sessiond_on_nodes();
         let images = declarations.0;
+        let binds = crate::domain::storage::mounts::binds(db, &[s]).await?.remove(&s.id);
+        if sessiond.is_none() && binds.is_some() {
+            release().await?;
+            let why = "its folders are mounted by sessiond's sandbox on the nodes, which this engine does not use";
+            return Ok(Some(Plan::failed_to_start(s.clone(), why)));
+        }
         if sessiond.is_some()
-            && let Err(why) = self.write_session_dir(s, declarations)
+            && let Err(why) = self.write_session_dir(s, declarations, binds)
         {
             release().await?;
             return Ok(Some(Plan::failed_to_start(s.clone(), &why)));
@@ -81,6 +87,7 @@ impl SlurmEngine {
         &self,
         s: &session::Model,
         (images, registries, apps): Declarations<'_>,
+        binds: Option<Result<Vec<crate::domain::storage::mounts::Bind>, String>>,
     ) -> Result<(), String> {
         use crate::domain::runtime::local::limits::{DEFAULT_WORK_DIR_LIMIT, Enforcement};
         use crate::domain::runtime::local::{files, session_spec};
@@ -101,7 +108,8 @@ impl SlurmEngine {
         let mut spec =
             session_spec(s, &image, marker, DEFAULT_WORK_DIR_LIMIT, self.grace, Vec::new(), Enforcement::Watchdog)
                 .pulling(pull)
-                .with_apps(s, apps);
+                .with_apps(s, apps)
+                .mounting(binds)?;
         let ports: Vec<u16> = apps.iter().filter_map(|a| a.port).collect();
         if s.session_type == crate::domain::model::SessionType::Interactive.as_str() && !ports.is_empty() {
             spec.relay = Some(super::relay::Relay::new(settings.relay_bind.clone(), ports));
