@@ -175,6 +175,30 @@ async fn a_session_runs_in_the_sandbox_on_a_node_that_has_it(mut app: TestApp) {
     assert!(!c.output_dir.join(&uuid).exists(), "its directory goes with the session");
 }
 
+/// A folder on a path every node sees is mounted into a job's sandbox: what the session
+/// writes there is in the folder.
+async fn a_slurm_session_writes_into_a_folder_on_the_shared_path(mut app: TestApp) {
+    let Some(c) = slurm::cluster() else { return };
+    let _one = slurm::lock().await;
+    c.cancel_all();
+    let storage = c.output_dir.with_file_name(format!("storage-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&storage).expect("the shared storage");
+    let extra = format!("[storage.shared]\npath = \"{}\"\nquota = \"1 GiB\"\n", storage.display());
+    on_slurm_declaring(&mut app, c, 2000, &extra).await;
+    let made = crate::folders::create(&app, "demo-alice", "results", "USER", None).await;
+    let folder = made["data"]["createFolder"]["folder"]["id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned();
+    let uuid = sessiond::graphql::ids::decode(&folder).map(|(_, u)| u).expect("a folder id");
+    let command = "echo computed on a node > /home/work/out/result.txt";
+    let mounts = json!({"mounts": [{"folder": folder, "path": "out"}]});
+    let id = launch(&app, "demo-alice", input("to-folder", "BATCH", Some(command), 1.0, mounts)).await;
+    until(&app, &id, ended).await;
+    let s = detail(&app, &id).await;
+    assert_eq!(s["result"], "SUCCESS", "{}", logs(&s));
+    let written = std::fs::read_to_string(storage.join(&uuid).join("result.txt")).unwrap_or_default();
+    std::fs::remove_dir_all(&storage).ok();
+    assert_eq!(written, "computed on a node\n", "{}", logs(&s));
+}
+
 /// A sandboxed job's supervisor reports what the session uses: a busy core and 100 MB
 /// show in its utilization, and stay once it ends.
 async fn a_sandboxed_job_shows_what_it_uses(mut app: TestApp) {
@@ -482,6 +506,7 @@ async fn a_sessions_web_app_opens_through_its_jobs_relay(mut app: TestApp) {
 }
 
 db_tests!(
+    a_slurm_session_writes_into_a_folder_on_the_shared_path,
     a_sessions_web_app_opens_through_its_jobs_relay,
     a_sandboxed_job_shows_what_it_uses,
     an_interactive_session_opens_its_terminal_in_its_job,
