@@ -64,6 +64,16 @@ impl Folder {
     async fn quota_bytes(&self) -> BigInt {
         BigInt(self.0.row.quota_bytes)
     }
+    /// What it holds now, as its file system counts it (no walk of its files); null where
+    /// folders are plain directories (a server not running as root), whose use is not
+    /// measured and whose quota does not hold.
+    async fn usage(&self, ctx: &Context<'_>) -> ApiResult<Option<FolderUsage>> {
+        let used = folders::usage(db(ctx)?, &self.0).await?;
+        Ok(used.map(|u| FolderUsage {
+            bytes: BigInt(i64::try_from(u.bytes).unwrap_or(i64::MAX)),
+            files: BigInt(i64::try_from(u.files).unwrap_or(i64::MAX)),
+        }))
+    }
     /// The caller's.
     async fn access(&self) -> FolderAccess {
         match self.0.access {
@@ -85,6 +95,15 @@ impl Folder {
         let found = mounts::mounted_by(db(ctx)?, self.0.row.id).await?;
         super::session::visible(ctx, found)
     }
+}
+
+/// What a folder holds.
+#[derive(SimpleObject)]
+pub struct FolderUsage {
+    /// Bytes its files take (its file system's blocks in use).
+    pub bytes: BigInt,
+    /// Files and directories in it.
+    pub files: BigInt,
 }
 
 /// A folder bound into a session's sandbox.

@@ -37,7 +37,7 @@ async fn folders_of(app: &TestApp, who: &str) -> Value {
 }
 
 async fn folders_are_made_seen_shared_and_deleted_as_their_scope_says(app: TestApp) {
-    let storage = tempfile::tempdir().expect("a storage");
+    let storage = crate::support::StorageDir::new();
     declare_storage(&app, storage.path()).await;
 
     // A USER folder: its owner's alone, the storage's quota unless asked for less.

@@ -181,8 +181,8 @@ async fn a_slurm_session_writes_into_a_folder_on_the_shared_path(mut app: TestAp
     let Some(c) = slurm::cluster() else { return };
     let _one = slurm::lock().await;
     c.cancel_all();
-    let storage = c.output_dir.with_file_name(format!("storage-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&storage).expect("the shared storage");
+    let shared = crate::support::StorageDir::under(c.output_dir.parent().expect("the cluster's directory"));
+    let storage = shared.path().to_owned();
     let extra = format!("[storage.shared]\npath = \"{}\"\nquota = \"1 GiB\"\n", storage.display());
     on_slurm_declaring(&mut app, c, 2000, &extra).await;
     let made = crate::folders::create(&app, "demo-alice", "results", "USER", None).await;
@@ -195,7 +195,6 @@ async fn a_slurm_session_writes_into_a_folder_on_the_shared_path(mut app: TestAp
     let s = detail(&app, &id).await;
     assert_eq!(s["result"], "SUCCESS", "{}", logs(&s));
     let written = std::fs::read_to_string(storage.join(&uuid).join("result.txt")).unwrap_or_default();
-    std::fs::remove_dir_all(&storage).ok();
     assert_eq!(written, "computed on a node\n", "{}", logs(&s));
 }
 

@@ -124,6 +124,16 @@ pub async fn directory(db: &impl ConnectionTrait, row: &folder::Model) -> Domain
     Ok(std::path::Path::new(&storage.path).join(row.id.to_string()))
 }
 
+/// What folder `f` holds, as its volume counts it; `None` where that is not measured
+/// ([`super::volume::usage`]).
+pub async fn usage(db: &impl ConnectionTrait, f: &Folder) -> DomainResult<Option<super::volume::Usage>> {
+    let dir = directory(db, &f.row).await?;
+    tokio::task::spawn_blocking(move || super::volume::usage(&dir))
+        .await
+        .map_err(|e| DomainError::invariant(format!("reading a folder's use: {e}")))?
+        .map_err(|e| DomainError::invariant(format!("reading a folder's use: {e}")))
+}
+
 /// Makes a folder for `viewer`: a USER one in a project they are a member of, a PROJECT one
 /// in a project they administer; its directory is made with it.
 pub async fn create(
@@ -157,11 +167,15 @@ pub async fn create(
         })?,
     };
     let quota_bytes = new.quota_bytes.unwrap_or(storage.quota_bytes);
-    if !(1..=storage.quota_bytes).contains(&quota_bytes) {
+    if !(super::volume::MIN_QUOTA_BYTES..=storage.quota_bytes).contains(&quota_bytes) {
         return Err(DomainError::bad_input(
             "INVALID_QUOTA",
             "quotaBytes".to_owned(),
-            format!("a folder's quota is 1 to {} bytes on storage {storage_name}", storage.quota_bytes),
+            format!(
+                "a folder's quota is {} to {} bytes on storage {storage_name}",
+                super::volume::MIN_QUOTA_BYTES,
+                storage.quota_bytes
+            ),
         ));
     }
     let namespace = match new.scope {
@@ -195,24 +209,19 @@ pub async fn create(
     .insert(&txn)
     .await
     .map_err(|e| exists_or(e, &new.name))?;
-    // The directory before the commit: a folder without one is never seen.
+    // Its volume before the commit: a folder without one is never seen.
     let dir = std::path::Path::new(&storage.path).join(row.id.to_string());
-    make_directory(&dir)
-        .map_err(|e| DomainError::invariant(format!("cannot make the folder's directory on {storage_name}: {e}")))?;
-    txn.commit().await?;
-    Ok(Folder { row, scope: new.scope, access: Access::ReadWrite, manages: true })
-}
-
-/// Makes a folder's directory, for its sessions to write in (as the local runtime's
-/// sessions run: `nobody` when this server is root).
-fn make_directory(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().mode(0o770).create(dir)?;
-    if crate::domain::runtime::local::sandbox::is_root() {
-        let nobody = crate::domain::runtime::local::sandbox::NOBODY;
-        std::os::unix::fs::chown(dir, Some(nobody), Some(nobody))?;
+    let quota = u64::try_from(quota_bytes).unwrap_or(0);
+    let at = dir.clone();
+    tokio::task::spawn_blocking(move || super::volume::make(&at, quota))
+        .await
+        .map_err(|e| DomainError::invariant(format!("making a folder's volume: {e}")))?
+        .map_err(|e| DomainError::invariant(format!("cannot make the folder's volume on {storage_name}: {e}")))?;
+    if let Err(e) = txn.commit().await {
+        tokio::task::spawn_blocking(move || super::volume::remove(&dir)).await.ok();
+        return Err(e.into());
     }
-    Ok(())
+    Ok(Folder { row, scope: new.scope, access: Access::ReadWrite, manages: true })
 }
 
 /// What folders belong to: the storage they are made on, a user, a project.
@@ -362,9 +371,8 @@ pub async fn delete(db: &sea_orm::DatabaseConnection, viewer: &Viewer, id: Uuid)
     folder_access::Entity::delete_many().filter(folder_access::Column::FolderId.eq(id)).exec(&txn).await?;
     folder::Entity::delete_by_id(id).exec(&txn).await?;
     txn.commit().await?;
-    // Its files after the commit: a folder is never half there. (A symbolic link inside is
-    // removed, never followed.)
-    let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir).map_err(|e| (dir, e))).await;
+    // Its files after the commit: a folder is never half there.
+    let removed = tokio::task::spawn_blocking(move || super::volume::remove(&dir).map_err(|e| (dir, e))).await;
     if let Ok(Err((dir, e))) = removed
         && e.kind() != std::io::ErrorKind::NotFound
     {

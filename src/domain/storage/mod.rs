@@ -6,6 +6,7 @@
 
 pub mod folders;
 pub mod mounts;
+pub mod volume;
 
 use serde::{Deserialize, Serialize};
 

@@ -288,7 +288,7 @@ pub async fn binds(
             .ok_or_else(|| format!("the storage {} of folder {} is no longer declared", f.storage, m.name))?;
         Ok(std::path::Path::new(&storage.path).join(f.id.to_string()))
     };
-    Ok(wanted
+    let planned: Vec<(Uuid, Result<Vec<Bind>, String>)> = wanted
         .into_iter()
         .map(|(id, mounts)| {
             let binds = mounts
@@ -297,7 +297,23 @@ pub async fn binds(
                 .collect();
             (id, binds)
         })
-        .collect())
+        .collect();
+    // Each image mounted here (after a restart, the first use mounts it).
+    let done = tokio::task::spawn_blocking(move || {
+        planned
+            .into_iter()
+            .map(|(id, binds)| {
+                let mounted = binds.and_then(|binds| {
+                    for b in &binds {
+                        super::volume::mount(&b.source).map_err(|e| format!("cannot mount a folder: {e}"))?;
+                    }
+                    Ok(binds)
+                });
+                (id, mounted)
+            })
+            .collect()
+    });
+    done.await.map_err(|e| DomainError::invariant(format!("mounting folders: {e}")))
 }
 
 #[cfg(test)]

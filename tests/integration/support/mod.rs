@@ -806,3 +806,39 @@ pub async fn declare_storage(app: &TestApp, dir: &std::path::Path) {
         .await
         .expect("applied");
 }
+
+/// A storage's directory for one test, that sessions (an unprivileged uid) can reach; on
+/// drop, every folder image still mounted under it is unmounted first (a test that keeps
+/// its folders leaves no mount behind), then it goes.
+pub struct StorageDir {
+    dir: tempfile::TempDir,
+}
+
+impl StorageDir {
+    pub fn new() -> Self {
+        Self::under(&std::env::temp_dir())
+    }
+    /// In `parent` (a path every node of a cluster sees).
+    pub fn under(parent: &std::path::Path) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir_in(parent).expect("a storage");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).expect("chmod");
+        Self { dir }
+    }
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for StorageDir {
+    fn drop(&mut self) {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for line in mounts.lines() {
+            if let Some(at) = line.split(' ').nth(4)
+                && std::path::Path::new(at).starts_with(self.dir.path())
+            {
+                std::process::Command::new("umount").args(["-l", at]).output().ok();
+            }
+        }
+    }
+}

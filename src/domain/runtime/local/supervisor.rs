@@ -222,6 +222,11 @@ fn run(
     report(state).ok();
     state.phase = Phase::Creating;
     report(state).ok();
+    // A folder whose volume this machine does not see mounted is not bound: its files are
+    // not there (and writing there would hide them).
+    if let Some(why) = spec.mounts.iter().find_map(|m| crate::domain::storage::volume::ready(&m.source).err()) {
+        return failed(format!("cannot mount a folder: {why}"));
+    }
     let status_file = sd.sandbox_status();
     let cmd = sandbox::command(spec, &sd.work(), &status_file, &sandbox::with_apps(spec), &wrapping(false));
     let timeout =
