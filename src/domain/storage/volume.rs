@@ -66,7 +66,7 @@ pub fn make(dir: &Path, quota: u64) -> io::Result<()> {
         }
         return Ok(());
     }
-    std::fs::DirBuilder::new().mode(0).create(dir)?;
+    std::fs::DirBuilder::new().mode(0o000).create(dir)?;
     let image = image_of(dir);
     let made = (|| {
         // The file system's own blocks (journal, inode tables) come on top of the quota:
