@@ -2,6 +2,7 @@
 
 pub mod apps;
 pub mod export;
+pub mod files;
 pub mod graphiql;
 pub mod graphql;
 pub mod health;
@@ -157,6 +158,12 @@ pub fn app(state: AppState) -> Router {
         .route("/graphql/ws", get(ws::upgrade))
         .route("/sessions/{id}/terminal", get(terminal::upgrade))
         .route("/export/sessions.csv", get(export::sessions_csv))
+        .route("/folders/{id}/files", get(files::get_top))
+        .route("/folders/{id}/files/", get(files::get_top))
+        .route(
+            "/folders/{id}/files/{*path}",
+            get(files::get_path).put(files::put).delete(files::delete).post(files::post),
+        )
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/{asset}", get(graphiql::asset))
         .layer(

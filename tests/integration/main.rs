@@ -15,6 +15,7 @@ mod expiry;
 mod export;
 mod fairness;
 mod faults;
+mod folder_files;
 mod folders;
 mod graphql_http;
 mod hardening;

@@ -4,6 +4,7 @@
 //! never comes from a user); the quota a folder gets unless its creator asks for less; and
 //! which projects may use it.
 
+pub mod files;
 pub mod folders;
 pub mod mounts;
 pub mod volume;

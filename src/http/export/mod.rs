@@ -24,7 +24,7 @@ use super::AppState;
 pub mod query;
 
 /// The answer to a request that cannot be served.
-struct Refusal {
+pub(super) struct Refusal {
     status: StatusCode,
     body: String,
 }
@@ -48,18 +48,20 @@ fn error(status: StatusCode, code: &str, message: &str, field: Option<&str>) -> 
     Refusal { status, body: body.to_string() }
 }
 
-fn domain_error(e: &DomainError) -> Refusal {
+/// What a caller gets for a domain error: its status, `{"error": {code, message, field}}`.
+pub(super) fn refusal(e: &DomainError) -> Refusal {
     let status = match e {
         DomainError::Unauthenticated => StatusCode::UNAUTHORIZED,
         DomainError::Forbidden(_) => StatusCode::FORBIDDEN,
         DomainError::NotFound(_) => StatusCode::NOT_FOUND,
         DomainError::BadInput(_) => StatusCode::BAD_REQUEST,
+        DomainError::QuotaExceeded(_) => StatusCode::INSUFFICIENT_STORAGE,
         DomainError::Internal(detail) => {
-            tracing::error!(error = %detail, debug = ?detail, "export failed");
+            tracing::error!(error = %detail, debug = ?detail, "request failed");
             return error(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL, INTERNAL_MESSAGE, None);
         }
         DomainError::Unavailable(detail) => {
-            tracing::warn!(error = %detail, "export: database unavailable");
+            tracing::warn!(error = %detail, "database unavailable");
             StatusCode::SERVICE_UNAVAILABLE
         }
         _ => StatusCode::BAD_REQUEST,
@@ -68,7 +70,19 @@ fn domain_error(e: &DomainError) -> Refusal {
         DomainError::BadInput(problems) => problems.first().and_then(|p| p.field.as_deref()).map(camel),
         _ => None,
     };
-    error(status, code_of(e), &e.to_string(), field.as_deref())
+    let mut refused = error(status, code_of(e), &e.to_string(), field.as_deref());
+    if let DomainError::BadInput(problems) = e {
+        // Each problem's own code, as the GraphQL answer's `extensions.problems` has them.
+        let (shown, _) = crate::domain::error::shown(problems);
+        let listed: Vec<serde_json::Value> = shown
+            .iter()
+            .map(|p| json!({"code": p.code, "field": p.field.as_deref().map(camel), "message": p.message}))
+            .collect();
+        let mut body: serde_json::Value = serde_json::from_str(&refused.body).unwrap_or_default();
+        body["error"]["problems"] = json!(listed);
+        refused.body = body.to_string();
+    }
+    refused
 }
 
 /// What a spreadsheet would run as a formula is made plain text with a leading `'`.
@@ -87,15 +101,15 @@ pub async fn sessions_csv(
     let now = clock::now();
     let request = match query::request(&params) {
         Ok(r) => r,
-        Err(e) => return domain_error(&e).into_response(),
+        Err(e) => return refusal(&e).into_response(),
     };
     let viewer = match viewer(&state, &headers, &params, &request, now).await {
         Ok(v) => v,
-        Err(e) => return domain_error(&e).into_response(),
+        Err(e) => return refusal(&e).into_response(),
     };
     let export = match export::prepare(&state.db, &viewer, &request, now).await {
         Ok(e) => e,
-        Err(e) => return domain_error(&e).into_response(),
+        Err(e) => return refusal(&e).into_response(),
     };
     let filename = format!(
         "sessions-{}-{}.csv",
