@@ -172,6 +172,11 @@ async fn upload(state: AppState, headers: HeaderMap, id: String, path: String, b
     use tokio::io::AsyncWriteExt;
     let names = files::path(&path)?;
     let folder = opened(&state, &headers, &id, true).await?;
+    // A body longer than the whole quota is refused before a byte is written.
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<i64>().ok());
+    if length.is_some_and(|n| n > folder.folder.row.quota_bytes) {
+        return Err(DomainError::QuotaExceeded("the upload is larger than the folder's quota".into()));
+    }
     let mut upload = blocking(move || folder.upload(&names)).await?;
     let file = upload.file().ok_or_else(|| DomainError::invariant("an upload without its file"))?;
     let mut file = tokio::fs::File::from_std(file);

@@ -25,6 +25,7 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
     ("columns.js", JS, include_bytes!("web/columns.js")),
     ("detail.js", JS, include_bytes!("web/detail.js")),
     ("dom.js", JS, include_bytes!("web/dom.js")),
+    ("folders.js", JS, include_bytes!("web/folders.js")),
     ("labels.js", JS, include_bytes!("web/labels.js")),
     ("launcher.js", JS, include_bytes!("web/launcher.js")),
     ("live.js", JS, include_bytes!("web/live.js")),

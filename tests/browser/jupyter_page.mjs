@@ -11,8 +11,10 @@ const report = { errors: [] };
 const browser = await launchBrowser();
 try {
   const { context, page } = await openRunningSession(browser, base, name, report, WAIT);
-  const open = page.locator('#detail button[data-app="jupyter"]');
-  await open.waitFor(WAIT);
+  // Enabled once the app answers (READY): under load the library's copy and Jupyter's
+  // start take a while.
+  const open = page.locator('#detail button[data-app="jupyter"]:not([disabled])');
+  await open.waitFor({ timeout: 240000 });
   const [tab] = await Promise.all([context.waitForEvent('page', WAIT), open.click()]);
   await tab.waitForLoadState();
   report.tabUrl = tab.url();

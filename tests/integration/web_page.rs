@@ -340,6 +340,42 @@ async fn the_detail_panel_opens_a_terminal_in_the_session(mut app: TestApp) {
     assert!(terminal.contains("answer-42"), "{terminal}");
 }
 
+/// Folders on the page: their use against their quotas, a file downloaded and one uploaded
+/// from the folders dialog, and a session launched with a folder from the launcher's picker,
+/// whose detail panel lists the mount.
+async fn the_page_shows_folders_and_mounts_them(mut app: TestApp) {
+    let Some(chromium) = crate::support::chromium() else { return };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if !crate::support::node_package(&dir, "playwright-core", "folders on the Sessions page") {
+        return;
+    }
+    let storage = crate::support::StorageDir::new();
+    crate::support::declare_storage(&app, storage.path()).await;
+    app.start_workers();
+    let addr = app.serve().await;
+    let made = crate::folders::create(&app, "demo-alice", "data", "USER", Some(8 << 20)).await;
+    let folder = made["data"]["createFolder"]["folder"]["id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned();
+    let put = axum::http::Request::put(format!("/folders/{folder}/files/seed.txt"))
+        .header(header::AUTHORIZATION, "Bearer demo-alice")
+        .body(axum::body::Body::from("seed"))
+        .expect("a request");
+    assert_eq!(app.send(put).await.0, StatusCode::CREATED);
+    let r = crate::support::browser_script("folders_page.mjs", &[format!("http://{addr}")], &chromium).await;
+    assert!(r.get("failure").is_none(), "{r:#}");
+    assert_eq!((&r["blocked"], &r["errors"]), (&json!([]), &json!([])), "{r}");
+    assert_eq!(r["downloaded"], "seed", "{r}");
+    let usage = r["use"].as_str().unwrap_or_default();
+    assert!(usage.contains("of 8 MiB") || usage.contains("quota 8 MiB"), "{r}");
+    assert!(r["picker"].as_str().is_some_and(|p| p.contains("data")), "{r}");
+    assert_eq!(r["mounts"], "Folders: /home/work/data (read-only)", "{r}");
+    let get = axum::http::Request::get(format!("/folders/{folder}/files/up.txt"))
+        .header(header::AUTHORIZATION, "Bearer demo-alice")
+        .body(axum::body::Body::empty())
+        .expect("a request");
+    let (status, _, body) = app.send(get).await;
+    assert_eq!((status, body.as_slice()), (StatusCode::OK, b"from the page".as_slice()));
+}
+
 /// A pull as the page shows it: the status cell says `PULLING n %` and follows each
 /// PULL_PROGRESS event in place (the list is not read again for it), and the detail panel
 /// has a progress bar. The supervisor's reports come as the runtime passes them on, through
@@ -387,6 +423,7 @@ async fn the_status_cell_follows_a_pull(mut app: TestApp) {
 }
 
 db_tests!(
+    the_page_shows_folders_and_mounts_them,
     the_status_cell_follows_a_pull,
     the_page_is_served_whole_and_offline,
     the_sessions_page_works_in_a_real_browser,

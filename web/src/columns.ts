@@ -38,6 +38,8 @@ export interface Row {
   requestedSlots: Slots;
   occupiedSlots: Slots;
   pendingReasons: { code: string; message: string }[];
+  /** The folders it mounts. */
+  mounts: { path: string; readOnly: boolean }[];
   statusChangedBy: { kind: string; rule: string | null; user: { email: string } | null };
   expiry: { at: string; reason: string } | null;
   utilization: { slot: string; current: number }[];
@@ -128,6 +130,11 @@ export const COLUMNS: Column[] = [
     key: 'EXPIRY',
     label: 'Reclaimed',
     render: (r) => (r.expiry ? `${when(r.expiry.at)} (${r.expiry.reason.toLowerCase().replace(/_/g, ' ')})` : '—'),
+  },
+  {
+    key: 'MOUNTS',
+    label: 'Folders',
+    render: (r) => r.mounts.map((m) => `${m.path.replace(/^\/home\/work\//, '')}${m.readOnly ? ' (ro)' : ''}`).join(', ') || '—',
   },
   {
     key: 'UTILIZATION',

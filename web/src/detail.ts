@@ -17,6 +17,7 @@ interface Detail {
   pull: { percent: number; bytesDone: number; bytesTotal: number; layersDone: number; layersTotal: number } | null;
   pendingReasons: { message: string }[];
   queuePosition: number | null;
+  mounts: { path: string; readOnly: boolean }[];
   apps: { name: string; url: string | null; opens: boolean; status: string | null; statusInfo: string | null }[];
   statusTransitions: { fromStatus: string | null; toStatus: string; occurredAt: string; reason: string | null }[];
   schedulingHistory: {
@@ -33,7 +34,8 @@ export interface Listed {
 }
 
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
-  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url opens status statusInfo }
+  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } mounts { path readOnly }
+  apps { name url opens status statusInfo }
   statusTransitions { fromStatus toStatus occurredAt reason }
   schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 
@@ -206,6 +208,14 @@ function renderSummary(summary: HTMLElement, s: Detail, id: string): void {
           { class: 'reasons' },
           s.queuePosition !== null ? `#${s.queuePosition} in queue. ` : '',
           s.pendingReasons.map((r) => r.message).join(' '),
+        )
+      : null,
+    s.mounts.length
+      ? h(
+          'p',
+          { class: 'mounts' },
+          'Folders: ',
+          s.mounts.map((m) => `${m.path}${m.readOnly ? ' (read-only)' : ''}`).join(', '),
         )
       : null,
     h('h3', {}, 'Status transitions'),

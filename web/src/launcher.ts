@@ -1,5 +1,5 @@
 // The launcher: image, type, resource group, resources, cluster size, environment, startup
-// command, and "Launch Multiple Sessions" with a count. The dry run (`checkLaunch`) is
+// command, the project's folders to mount, and "Launch Multiple Sessions" with a count. The dry run (`checkLaunch`) is
 // shown as the form changes, before Launch is pressed; errors are shown by field.
 
 import { ApiError, gql, type Problem } from './api.js';
@@ -28,6 +28,15 @@ const CATALOG = `query PageCatalog($p: ID!) { images { name supportedTypes }
 const CHECK = `query PageCheck($count: Int, $input: LaunchSessionInput!) { checkLaunch(count: $count, input: $input) {
   valid fitsNow problems { code field message } pendingReasons { code message } } }`;
 
+/** The project's folders the caller sees, read each time the launcher opens. */
+const FOLDERS = `query PageLaunchFolders($p: ID!) { folders(projectId: $p) { id name access } }`;
+
+interface FolderChoice {
+  id: string;
+  name: string;
+  access: 'READ_ONLY' | 'READ_WRITE';
+}
+
 /** One session keeps its name; several are named `<name>-1` … `<name>-<count>`. */
 const LAUNCH_ONE = `mutation PageLaunchOne($input: LaunchSessionInput!) { launchSession(input: $input) { session { id } } }`;
 const LAUNCH = `mutation PageLaunch($count: Int!, $input: LaunchSessionInput!) {
@@ -47,6 +56,7 @@ const FIELDS: Record<string, string> = {
   'input.clusterSize': 'launch-cluster',
   'input.environment': 'launch-env',
   'input.startupCommand': 'launch-command',
+  'input.mounts': 'launch-mounts',
   count: 'launch-count',
 };
 
@@ -91,6 +101,12 @@ function input(project: string): { count: number; input: Record<string, unknown>
     }
     environment.push({ name: line.slice(0, at).trim(), value: line.slice(at + 1) });
   }
+  const mounts = [...document.querySelectorAll<HTMLInputElement>('#launch-mount-list input[data-folder]:checked')].map(
+    (box) => ({
+      folder: box.dataset.folder,
+      readOnly: byId<HTMLSelectElement>(`mount-mode-${box.dataset.index}`).value === 'ro',
+    }),
+  );
   const multiple = byId<HTMLInputElement>('launch-multiple').checked;
   const count = multiple ? Number(value('launch-count')) : 1;
   return {
@@ -106,6 +122,7 @@ function input(project: string): { count: number; input: Record<string, unknown>
       clusterSize: Number(value('launch-cluster') || '1'),
       environment,
       startupCommand: value('launch-command') || null,
+      mounts,
     },
   };
 }
@@ -224,6 +241,32 @@ async function loadCatalog(project: string): Promise<void> {
   );
 }
 
+/** A line per folder: mount it (at its name), read-write or read-only (only that when the
+ * caller may only read it). */
+async function loadFolders(project: string): Promise<void> {
+  const folders = (await gql<{ folders: FolderChoice[] }>(FOLDERS, { p: project })).folders;
+  const list = byId('launch-mount-list');
+  list.className = folders.length ? 'mounts' : 'mounts muted';
+  fill(
+    list,
+    folders.length
+      ? folders.map((f, i) =>
+          h(
+            'div',
+            { class: 'mount' },
+            h('label', {}, h('input', { type: 'checkbox', 'data-folder': f.id, 'data-index': i }), ` ${f.name}`),
+            h(
+              'select',
+              { id: `mount-mode-${i}`, 'aria-label': `How ${f.name} is mounted` },
+              f.access === 'READ_WRITE' ? h('option', { value: 'rw' }, 'read-write') : null,
+              h('option', { value: 'ro' }, 'read-only'),
+            ),
+          ),
+        )
+      : 'No folder in this project.',
+  );
+}
+
 /** Opens the launcher; `launched` is called after a launch. */
 export function openLauncher(s: LauncherState, launched: () => void): void {
   const dialog = byId<HTMLDialogElement>('launcher');
@@ -282,7 +325,7 @@ export function openLauncher(s: LauncherState, launched: () => void): void {
       showVerdict(null, err instanceof ApiError ? err.message : String(err));
     }
   };
-  catalog.then(
+  Promise.all([catalog, loadFolders(s.project.id)]).then(
     () => {
       touched.clear();
       submitted = false;

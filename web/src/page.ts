@@ -6,6 +6,7 @@ import { type Column, COLUMNS, type Row } from './columns.js';
 import { openDetail } from './detail.js';
 import { byId, fill, h } from './dom.js';
 import type { Pull } from './labels.js';
+import { openFolders } from './folders.js';
 import { openLauncher } from './launcher.js';
 import { subscribe, type Subscription } from './live.js';
 import { renderPanel } from './panel.js';
@@ -53,7 +54,7 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
       queuePosition result statusInfo pull { percent } agent owner { email } project { name } resourceGroup { name } image { name webApps }
       requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { cpu memory accelerators { slot amount } }
       pendingReasons { code message } statusChangedBy { kind rule user { email } } expiry { at reason }
-      utilization { slot current } } }
+      utilization { slot current } mounts { path readOnly } } }
   }
   sessionCounts(projectId: $p, scope: $scope, filter: $counted) { running finished }
 }`;
@@ -259,6 +260,7 @@ function wire(s: State): void {
   byId('launch-button').addEventListener('click', () => openLauncher(s, () => void refresh()));
   byId('terminate-button').addEventListener('click', () => confirmTerminate(s));
   byId('csv-button').addEventListener('click', () => void download(s));
+  byId('folders-button').addEventListener('click', () => void openFolders(s.project.id));
   byId('columns-button').addEventListener('click', () => openColumns(s));
 }
 

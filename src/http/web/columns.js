@@ -66,6 +66,11 @@ export const COLUMNS = [
         render: (r) => (r.expiry ? `${when(r.expiry.at)} (${r.expiry.reason.toLowerCase().replace(/_/g, ' ')})` : '—'),
     },
     {
+        key: 'MOUNTS',
+        label: 'Folders',
+        render: (r) => r.mounts.map((m) => `${m.path.replace(/^\/home\/work\//, '')}${m.readOnly ? ' (ro)' : ''}`).join(', ') || '—',
+    },
+    {
         key: 'UTILIZATION',
         label: 'Use',
         sort: 'CPU_USED',

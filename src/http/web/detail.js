@@ -7,7 +7,8 @@ import { byId, bytes, fill, h, when } from './dom.js';
 import { statusLabel, typeLabel } from './labels.js';
 import { authorization, subscribe, wsUrl } from './live.js';
 const DETAIL = `query PageDetail($id: ID!) { session(id: $id) { id name status type statusInfo queuePosition
-  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } apps { name url opens status statusInfo }
+  pull { percent bytesDone bytesTotal layersDone layersTotal } pendingReasons { message } mounts { path readOnly }
+  apps { name url opens status statusInfo }
   statusTransitions { fromStatus toStatus occurredAt reason }
   schedulingHistory(first: 50) { edges { node { phase result message attempts createdAt lastTriedAt } } } } }`;
 /** Its last 200 lines, then each new one until it has ended (at once, if it has). */
@@ -139,6 +140,8 @@ function renderSummary(summary, s, id) {
             `${s.pull.layersDone} of ${s.pull.layersTotal} layers`)
         : null, s.status === 'PENDING'
         ? h('p', { class: 'reasons' }, s.queuePosition !== null ? `#${s.queuePosition} in queue. ` : '', s.pendingReasons.map((r) => r.message).join(' '))
+        : null, s.mounts.length
+        ? h('p', { class: 'mounts' }, 'Folders: ', s.mounts.map((m) => `${m.path}${m.readOnly ? ' (read-only)' : ''}`).join(', '))
         : null, h('h3', {}, 'Status transitions'), h('ol', { class: 'transitions' }, s.statusTransitions.map((t) => h('li', {}, `${when(t.occurredAt)}: ${t.fromStatus ?? '—'} → ${t.toStatus}`, t.reason ? ` (${t.reason})` : ''))), h('h3', {}, 'Scheduling history'), h('table', { class: 'history' }, h('thead', {}, h('tr', {}, h('th', {}, 'When'), h('th', {}, 'Phase'), h('th', {}, 'Result'), h('th', {}, 'Message'))), h('tbody', {}, s.schedulingHistory.edges.map(({ node: e }) => h('tr', {}, h('td', {}, when(e.createdAt)), h('td', {}, e.phase), h('td', {}, e.result), h('td', {}, e.message, e.attempts > 1 ? ` (×${e.attempts}, last ${when(e.lastTriedAt)})` : ''))))));
 }
 /** A line-at-a-time terminal over the app's WebSocket (`/sessions/<id>/terminal`). */

@@ -1,5 +1,5 @@
 // The launcher: image, type, resource group, resources, cluster size, environment, startup
-// command, and "Launch Multiple Sessions" with a count. The dry run (`checkLaunch`) is
+// command, the project's folders to mount, and "Launch Multiple Sessions" with a count. The dry run (`checkLaunch`) is
 // shown as the form changes, before Launch is pressed; errors are shown by field.
 import { ApiError, gql } from './api.js';
 import { byId, fill, h } from './dom.js';
@@ -8,6 +8,8 @@ const CATALOG = `query PageCatalog($p: ID!) { images { name supportedTypes }
   resourcePanel(projectId: $p, view: MY_TOTAL) { slots { slot } } }`;
 const CHECK = `query PageCheck($count: Int, $input: LaunchSessionInput!) { checkLaunch(count: $count, input: $input) {
   valid fitsNow problems { code field message } pendingReasons { code message } } }`;
+/** The project's folders the caller sees, read each time the launcher opens. */
+const FOLDERS = `query PageLaunchFolders($p: ID!) { folders(projectId: $p) { id name access } }`;
 /** One session keeps its name; several are named `<name>-1` … `<name>-<count>`. */
 const LAUNCH_ONE = `mutation PageLaunchOne($input: LaunchSessionInput!) { launchSession(input: $input) { session { id } } }`;
 const LAUNCH = `mutation PageLaunch($count: Int!, $input: LaunchSessionInput!) {
@@ -26,6 +28,7 @@ const FIELDS = {
     'input.clusterSize': 'launch-cluster',
     'input.environment': 'launch-env',
     'input.startupCommand': 'launch-command',
+    'input.mounts': 'launch-mounts',
     count: 'launch-count',
 };
 /** The field a problem is about: its path, or the most specific known prefix of it. */
@@ -68,6 +71,10 @@ function input(project) {
         }
         environment.push({ name: line.slice(0, at).trim(), value: line.slice(at + 1) });
     }
+    const mounts = [...document.querySelectorAll('#launch-mount-list input[data-folder]:checked')].map((box) => ({
+        folder: box.dataset.folder,
+        readOnly: byId(`mount-mode-${box.dataset.index}`).value === 'ro',
+    }));
     const multiple = byId('launch-multiple').checked;
     const count = multiple ? Number(value('launch-count')) : 1;
     return {
@@ -83,6 +90,7 @@ function input(project) {
             clusterSize: Number(value('launch-cluster') || '1'),
             environment,
             startupCommand: value('launch-command') || null,
+            mounts,
         },
     };
 }
@@ -193,6 +201,16 @@ async function loadCatalog(project) {
     const accelerators = data.resourcePanel.slots.map((s) => s.slot).filter((s) => s !== 'cpu' && s !== 'mem');
     fill(byId('launch-accel-slot'), h('option', { value: '' }, 'none'), accelerators.map((s) => h('option', { value: s }, s)));
 }
+/** A line per folder: mount it (at its name), read-write or read-only (only that when the
+ * caller may only read it). */
+async function loadFolders(project) {
+    const folders = (await gql(FOLDERS, { p: project })).folders;
+    const list = byId('launch-mount-list');
+    list.className = folders.length ? 'mounts' : 'mounts muted';
+    fill(list, folders.length
+        ? folders.map((f, i) => h('div', { class: 'mount' }, h('label', {}, h('input', { type: 'checkbox', 'data-folder': f.id, 'data-index': i }), ` ${f.name}`), h('select', { id: `mount-mode-${i}`, 'aria-label': `How ${f.name} is mounted` }, f.access === 'READ_WRITE' ? h('option', { value: 'rw' }, 'read-write') : null, h('option', { value: 'ro' }, 'read-only'))))
+        : 'No folder in this project.');
+}
 /** Opens the launcher; `launched` is called after a launch. */
 export function openLauncher(s, launched) {
     const dialog = byId('launcher');
@@ -252,7 +270,7 @@ export function openLauncher(s, launched) {
             showVerdict(null, err instanceof ApiError ? err.message : String(err));
         }
     };
-    catalog.then(() => {
+    Promise.all([catalog, loadFolders(s.project.id)]).then(() => {
         touched.clear();
         submitted = false;
         if (!dialog.open)

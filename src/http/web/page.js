@@ -4,6 +4,7 @@ import { ApiError, gql, setToken, token, whenTokenRefused } from './api.js';
 import { COLUMNS } from './columns.js';
 import { openDetail } from './detail.js';
 import { byId, fill, h } from './dom.js';
+import { openFolders } from './folders.js';
 import { openLauncher } from './launcher.js';
 import { subscribe } from './live.js';
 import { renderPanel } from './panel.js';
@@ -19,7 +20,7 @@ const LIST = `query SessionsPage($p: ID!, $scope: SessionScope, $filter: Session
       queuePosition result statusInfo pull { percent } agent owner { email } project { name } resourceGroup { name } image { name webApps }
       requestedSlots { cpu memory accelerators { slot amount } } occupiedSlots { cpu memory accelerators { slot amount } }
       pendingReasons { code message } statusChangedBy { kind rule user { email } } expiry { at reason }
-      utilization { slot current } } }
+      utilization { slot current } mounts { path readOnly } } }
   }
   sessionCounts(projectId: $p, scope: $scope, filter: $counted) { running finished }
 }`;
@@ -221,6 +222,7 @@ function wire(s) {
     byId('launch-button').addEventListener('click', () => openLauncher(s, () => void refresh()));
     byId('terminate-button').addEventListener('click', () => confirmTerminate(s));
     byId('csv-button').addEventListener('click', () => void download(s));
+    byId('folders-button').addEventListener('click', () => void openFolders(s.project.id));
     byId('columns-button').addEventListener('click', () => openColumns(s));
 }
 function filter(s, withTab) {
