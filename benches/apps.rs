@@ -20,12 +20,12 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
+use support::nginx::{NGINX, free_port, nginx};
 use support::{Server, over_runs, percentile, runs, stamp};
 
 const BIG: u64 = 1 << 30;
@@ -34,7 +34,6 @@ const REQUESTS: usize = 2_000;
 const WARM_UP: usize = 200;
 /// Where the session's work directory is inside its sandbox.
 const HOME: &str = "/home/work";
-const NGINX: &str = "/usr/sbin/nginx";
 
 /// nginx serving `root`'s files on `127.0.0.1:port`, its own files under `prefix`.
 fn app_conf(prefix: &str, root: &str, port: u16) -> String {
@@ -65,42 +64,6 @@ fn proxy_conf(prefix: &str, port: u16, upstream: u16, buffering: bool) -> String
          proxy_set_header Connection $connection_upgrade;\n      proxy_buffering {buffering};\n    }}\n  }}\n\
          map $http_upgrade $connection_upgrade {{ default upgrade; '' ''; }}\n}}\n"
     )
-}
-
-/// An nginx of Debian's, in the foreground; stopped when dropped.
-struct Nginx(Child);
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // Its fast shutdown: the master stops its workers, then itself.
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.0.id()).expect("a pid"));
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.0.wait();
-    }
-}
-
-fn nginx(prefix: &Path, conf: &str) -> Nginx {
-    for d in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
-        std::fs::create_dir_all(prefix.join(d)).expect("nginx's directories");
-    }
-    let file = prefix.join("nginx.conf");
-    std::fs::write(&file, conf).expect("nginx's configuration");
-    #[allow(clippy::zombie_processes)] // `Nginx` waits for it when dropped
-    let child = Command::new(NGINX)
-        .arg("-p")
-        .arg(prefix)
-        .arg("-c")
-        .arg(&file)
-        .arg("-e")
-        .arg(prefix.join("error.log"))
-        .args(["-g", "daemon off;"])
-        .spawn()
-        .expect("nginx");
-    Nginx(child)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("its address").port()
 }
 
 /// The files the app serves, in `dir`: `big` (1 GiB) and `small` (100 bytes).

@@ -4,6 +4,8 @@
 #[allow(dead_code)]
 mod pg;
 
+pub mod nginx;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
