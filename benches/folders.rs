@@ -151,7 +151,8 @@ async fn main() {
     let walk_ms = begun.elapsed().as_secs_f64() * 1000.0;
     let with = reads(&server, "query($p: ID!) { folders(projectId: $p) { name usage { bytes files } } }").await;
     let without = reads(&server, "query($p: ID!) { folders(projectId: $p) { name } }").await;
-    let usage = server.gql("query($p: ID!) { folders(projectId: $p) { usage { files } } }", json!({"p": project})).await;
+    let usage =
+        server.gql("query($p: ID!) { folders(projectId: $p) { usage { files } } }", json!({"p": project})).await;
     assert!(usage["data"]["folders"][0]["usage"]["files"].as_u64().is_some_and(|n| n > FILES as u64), "{usage}");
 
     println!("1 GiB by curl (the same client for both), into and out of the same folder's ext4 image\n");

@@ -41,4 +41,3 @@ pub fn nginx(prefix: &Path, conf: &str) -> Nginx {
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("its address").port()
 }
-

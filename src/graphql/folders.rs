@@ -88,11 +88,11 @@ impl Folder {
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.row.created_at
     }
-    /// The live sessions that mount it, those the caller sees, oldest first. It is not
-    /// deleted while any session mounts it.
+    /// The live sessions that mount it, those the caller sees, oldest first (at most 100).
+    /// It is not deleted while any session mounts it.
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
     async fn mounted_by(&self, ctx: &Context<'_>) -> ApiResult<Vec<super::session::Session>> {
-        let found = mounts::mounted_by(db(ctx)?, self.0.row.id).await?;
+        let found = mounts::mounted_by(db(ctx)?, self.0.row.id, mounts::MOST_MOUNTERS).await?;
         super::session::visible(ctx, found)
     }
 }

@@ -28,7 +28,7 @@ use super::AppState;
 use super::export::refusal;
 
 /// What the query string of a POST says.
-#[derive(serde::Deserialize, Default)]
+#[derive(serde::Deserialize)]
 pub struct Op {
     op: Option<String>,
     to: Option<String>,
@@ -92,14 +92,19 @@ async fn download(folder: Opened, names: Vec<String>, headers: &HeaderMap) -> Do
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
     let name = names.last().cloned().unwrap_or_default();
     let (file, len) = blocking(move || folder.read(&names)).await?;
+    // One satisfiable range is served; a header this does not read (another unit, several
+    // ranges) is ignored, as RFC 9110 lets a server do: the whole file.
     let range = match headers.get(header::RANGE).map(|r| byte_range(r.to_str().unwrap_or(""), len)) {
-        None => None,
-        Some(Some(r)) => Some(r),
-        Some(None) => {
-            let mut refused = StatusCode::RANGE_NOT_SATISFIABLE.into_response();
+        Some(Asked::Range(first, last)) => Some((first, last)),
+        Some(Asked::Unsatisfiable) => {
+            let mut refused =
+                refusal(&DomainError::bad_input("RANGE_NOT_SATISFIABLE", None, format!("the file has {len} bytes")))
+                    .into_response();
+            *refused.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
             refused.headers_mut().insert(header::CONTENT_RANGE, value(&format!("bytes */{len}")));
             return Ok(refused);
         }
+        Some(Asked::Ignored) | None => None,
     };
     let mut file = tokio::fs::File::from_std(file);
     let (status, start, count) = match range {
@@ -138,23 +143,36 @@ fn value(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or(HeaderValue::from_static(""))
 }
 
-/// The one range of `Range: bytes=…` within a file of `len` bytes, as (first, last); `None`
-/// when it cannot be served (several ranges, past the end, malformed).
-fn byte_range(text: &str, len: u64) -> Option<(u64, u64)> {
-    let spec = text.strip_prefix("bytes=")?.trim();
-    if spec.contains(',') || len == 0 {
-        return None;
+/// What a `Range` header asks of a file.
+#[derive(Debug, PartialEq, Eq)]
+enum Asked {
+    /// Bytes `first..=last`.
+    Range(u64, u64),
+    /// A range starting past the end.
+    Unsatisfiable,
+    /// Not one byte range this serves: the whole file is sent.
+    Ignored,
+}
+
+/// What `Range: bytes=…` asks of a file of `len` bytes.
+fn byte_range(text: &str, len: u64) -> Asked {
+    let Some(spec) = text.strip_prefix("bytes=").map(str::trim) else { return Asked::Ignored };
+    let Some((first, last)) = spec.split_once('-').filter(|_| !spec.contains(',')) else { return Asked::Ignored };
+    let (first, last) = (first.trim(), last.trim());
+    let number = |t: &str| t.parse::<u64>().ok();
+    match (first, last) {
+        ("", suffix) => match number(suffix) {
+            Some(0) | None => Asked::Ignored,
+            Some(_) if len == 0 => Asked::Unsatisfiable,
+            Some(n) => Asked::Range(len.saturating_sub(n), len - 1),
+        },
+        (f, l) => match (number(f), if l.is_empty() { Some(u64::MAX) } else { number(l) }) {
+            (Some(f), Some(l)) if f > l => Asked::Ignored,
+            (Some(f), Some(_)) if f >= len => Asked::Unsatisfiable,
+            (Some(f), Some(l)) => Asked::Range(f, l.min(len - 1)),
+            _ => Asked::Ignored,
+        },
     }
-    let (first, last) = spec.split_once('-')?;
-    let (first, last) = match (first.trim(), last.trim()) {
-        ("", suffix) => {
-            let n: u64 = suffix.parse().ok()?;
-            (len.saturating_sub(n), len - 1)
-        }
-        (f, "") => (f.parse().ok()?, len - 1),
-        (f, l) => (f.parse().ok()?, l.parse::<u64>().ok()?.min(len - 1)),
-    };
-    (first <= last && first < len).then_some((first, last))
 }
 
 pub async fn put(
@@ -166,17 +184,14 @@ pub async fn put(
     answer(upload(state, headers, id, path, body).await)
 }
 
-/// Streams the body into a hidden file, which takes its name once whole.
+/// Streams the body into an unnamed file, which takes its name once whole.
 async fn upload(state: AppState, headers: HeaderMap, id: String, path: String, body: Body) -> DomainResult<Response> {
     use futures_util::StreamExt;
     use tokio::io::AsyncWriteExt;
     let names = files::path(&path)?;
     let folder = opened(&state, &headers, &id, true).await?;
-    // A body longer than the whole quota is refused before a byte is written.
-    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<i64>().ok());
-    if length.is_some_and(|n| n > folder.folder.row.quota_bytes) {
-        return Err(DomainError::QuotaExceeded("the upload is larger than the folder's quota".into()));
-    }
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    folder.accepts(length)?;
     let mut upload = blocking(move || folder.upload(&names)).await?;
     let file = upload.file().ok_or_else(|| DomainError::invariant("an upload without its file"))?;
     let mut file = tokio::fs::File::from_std(file);
@@ -184,8 +199,8 @@ async fn upload(state: AppState, headers: HeaderMap, id: String, path: String, b
     let mut written: u64 = 0;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| DomainError::bad_input("INCOMPLETE", None, "the upload broke off"))?;
+        written = upload.wrote(chunk.len() as u64)?;
         file.write_all(&chunk).await.map_err(io_refused)?;
-        written += chunk.len() as u64;
     }
     file.flush().await.map_err(io_refused)?;
     drop(file);
@@ -255,12 +270,14 @@ mod tests {
 
     #[test]
     fn one_byte_range_within_the_file() {
-        assert_eq!(byte_range("bytes=0-9", 100), Some((0, 9)));
-        assert_eq!(byte_range("bytes=90-", 100), Some((90, 99)));
-        assert_eq!(byte_range("bytes=-10", 100), Some((90, 99)));
-        assert_eq!(byte_range("bytes=50-1000", 100), Some((50, 99)));
-        for bad in ["bytes=100-", "bytes=5-2", "bytes=0-1,5-6", "items=0-1", "bytes=x-1"] {
-            assert_eq!(byte_range(bad, 100), None, "{bad}");
+        assert_eq!(byte_range("bytes=0-9", 100), Asked::Range(0, 9));
+        assert_eq!(byte_range("bytes=90-", 100), Asked::Range(90, 99));
+        assert_eq!(byte_range("bytes=-10", 100), Asked::Range(90, 99));
+        assert_eq!(byte_range("bytes=50-1000", 100), Asked::Range(50, 99));
+        assert_eq!(byte_range("bytes=100-", 100), Asked::Unsatisfiable);
+        assert_eq!(byte_range("bytes=0-", 0), Asked::Unsatisfiable);
+        for ignored in ["bytes=5-2", "bytes=0-1,5-6", "items=0-1", "bytes=x-1", "bytes=-0"] {
+            assert_eq!(byte_range(ignored, 100), Asked::Ignored, "{ignored}");
         }
     }
 }

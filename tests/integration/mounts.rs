@@ -36,7 +36,7 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
     declare_storage(&app, storage.path()).await;
     let machine = Machine::new();
     // An interactive session reads what the batch one wrote, then tries to write.
-    let images = "[images.\"python:3.12\"]\ncommand = \"cat /home/work/in/model.txt; (echo x > /home/work/in/new) 2>&1; sleep 600\"\n";
+    let images = "[images.\"python:3.12\"]\ncommand = \"cat /home/work/in/model.txt /home/work/in/uploaded.txt; (echo x > /home/work/in/new) 2>&1; sleep 600\"\n";
     if !app.start_local_runtime(&machine.path(), 500, Some(images)).await {
         return;
     }
@@ -44,8 +44,20 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
     let folder = made["data"]["createFolder"]["folder"]["id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned();
     let uuid = sessiond::graphql::ids::decode(&folder).map(|(_, u)| u).expect("a folder id");
 
+    // What the API puts there is the sessions' too: a file uploaded, a directory made.
+    let send = |method: &str, path: &str, body: &'static str| {
+        axum::http::Request::builder()
+            .method(method)
+            .uri(format!("/folders/{folder}/files/{path}"))
+            .header("authorization", "Bearer demo-alice")
+            .body(axum::body::Body::from(body))
+            .expect("a request")
+    };
+    assert_eq!(app.send(send("PUT", "uploaded.txt", "from-an-upload")).await.0, 201);
+    assert_eq!(app.send(send("POST", "made?op=mkdir", "")).await.0, 204);
+
     // A batch session writes into it, read-write at its name.
-    let write = "echo trained > /home/work/data/model.txt && cat /home/work/data/model.txt";
+    let write = "echo trained > /home/work/data/model.txt && echo ok > /home/work/data/made/by-session && cat /home/work/data/model.txt";
     let mounts = json!({"mounts": [{"folder": folder}]});
     let writer = launch(&app, "demo-alice", input("writer", write, 512, mounts)).await;
     let s = until(&app, &writer, ended).await;
@@ -71,7 +83,7 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
     reader.as_object_mut().expect("an object").remove("startupCommand");
     let reader = launch(&app, "demo-alice", reader).await;
     let s = until(&app, &reader, |s| logs(s).contains("Read-only file system")).await;
-    assert!(logs(&s).contains("trained"), "{}", logs(&s));
+    assert!(logs(&s).contains("trained") && logs(&s).contains("from-an-upload"), "{}", logs(&s));
     assert!(!storage.path().join(&uuid).join("new").exists(), "nothing written through a read-only mount");
 
     // Not deleted while a live session mounts it; the folder says which.

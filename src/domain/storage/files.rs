@@ -9,9 +9,10 @@
 //! `/etc`, to another folder) is listed, moved or deleted as a link, never followed.
 //!
 //! What a write past the folder's quota does is its volume's: ENOSPC from the kernel,
-//! whoever writes ([`super::volume`]), QUOTA_EXCEEDED here. An upload goes to a hidden file
-//! first and takes its name only once whole: a refused upload leaves nothing of itself,
-//! and the folder keeps what it held.
+//! whoever writes ([`super::volume`]), QUOTA_EXCEEDED here. An upload goes to an unnamed
+//! file (`O_TMPFILE`) and takes its name only once whole: a refused upload (or a crash)
+//! leaves nothing of itself, and the folder keeps what it held. What the API makes is the
+//! sessions' uid's, as sessions run.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
@@ -33,7 +34,8 @@ const MAX_NAME_BYTES: usize = 255;
 /// The most entries a listing gives; a directory with more says it was cut.
 pub const MAX_LISTED: usize = 10_000;
 
-/// The prefix of an upload's file until it is whole.
+/// The prefix of the name an upload has for a moment, between being linked and renamed:
+/// no path may name one.
 const UPLOADING: &str = ".sessiond-upload-";
 
 /// A folder opened for its files: the caller's view of it and a descriptor of its top.
@@ -96,6 +98,9 @@ pub fn path(text: &str) -> DomainResult<Vec<String>> {
     if names.iter().any(|n| n == "." || n == "..") {
         return Err(bad("INVALID_PATH", "a path has no `.` or `..`: it stays inside the folder"));
     }
+    if names.iter().any(|n| n.starts_with(UPLOADING)) {
+        return Err(bad("INVALID_PATH", format!("names starting with `{UPLOADING}` are sessiond's own")));
+    }
     if names.iter().any(|n| n.len() > MAX_NAME_BYTES) {
         return Err(bad("INVALID_PATH", format!("a name has at most {MAX_NAME_BYTES} bytes")));
     }
@@ -110,7 +115,8 @@ fn refused(e: Errno) -> DomainError {
     match e {
         Errno::NOENT | Errno::NOTDIR => DomainError::NotFound("file"),
         Errno::LOOP | Errno::XDEV => bad("SYMBOLIC_LINK", "a symbolic link in a folder is never followed"),
-        Errno::NOSPC | Errno::DQUOT => DomainError::QuotaExceeded("the folder's quota is used up".into()),
+        Errno::NOSPC | Errno::DQUOT | Errno::FBIG => DomainError::QuotaExceeded("the folder's quota is used up".into()),
+        Errno::INVAL => bad("INVALID_PATH", "not something this can be done to (a directory into itself?)"),
         Errno::EXIST | Errno::NOTEMPTY => bad("EXISTS", "something of that name is there"),
         Errno::ISDIR => bad("IS_DIRECTORY", "a directory, not a file"),
         Errno::NAMETOOLONG => bad("INVALID_PATH", "a name too long"),
@@ -135,10 +141,27 @@ pub async fn open(db: &impl ConnectionTrait, viewer: &Viewer, id: Uuid, write: b
     let root = blocking(move || {
         super::volume::mount(&dir).map_err(|e| DomainError::invariant(format!("mounting a folder: {e}")))?;
         let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-        Ok(fs::open(&dir, flags, Mode::empty())?)
+        let root = fs::open(&dir, flags, Mode::empty())?;
+        // An image's directory with nothing mounted on it (mode 0, root's) is never written:
+        // what landed there would be outside the quota, and hidden once it is mounted.
+        if fs::fstat(&root)?.st_mode & 0o777 == 0 {
+            return Err(DomainError::invariant(format!("folder {} is not mounted", dir.display())));
+        }
+        Ok(root)
     })
     .await?;
     Ok(Opened { folder, root })
+}
+
+/// Hands a file or directory the server made (as root) to the uid sessions run as, with
+/// `mode` whatever the umask: what an upload or the API makes is the sessions' to use.
+fn for_sessions(fd: &OwnedFd, mode: u32) -> DomainResult<()> {
+    if crate::domain::runtime::local::sandbox::is_root() {
+        let nobody = crate::domain::runtime::local::sandbox::NOBODY;
+        std::os::unix::fs::fchown(fd, Some(nobody), Some(nobody))
+            .map_err(|e| DomainError::invariant(format!("handing a file to the sessions' uid: {e}")))?;
+    }
+    Ok(fs::fchmod(fd, Mode::from_raw_mode(mode))?)
 }
 
 /// `f` on the blocking pool.
@@ -222,8 +245,9 @@ impl Opened {
         Ok((std::fs::File::from(fd), u64::try_from(st.st_size).unwrap_or(0)))
     }
 
-    /// A new upload to file `names` (its directory must exist): a hidden file, written
-    /// then [`Upload::finish`]ed.
+    /// A new upload to file `names` (its directory must exist): an unnamed file of the
+    /// folder's file system (`O_TMPFILE`: nothing of it is seen, nor left after a crash),
+    /// written, then named by [`Upload::finish`].
     pub fn upload(&self, names: &[String]) -> DomainResult<Upload> {
         let (dir, name) = parent_of(self.root.as_fd(), names)?;
         if let Ok(st) = fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
@@ -231,16 +255,31 @@ impl Opened {
         {
             return Err(bad("EXISTS", "something of that name is there, not a file"));
         }
-        let hidden = format!("{UPLOADING}{}", Uuid::new_v4());
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-        let fd = fs::openat(&dir, hidden.as_str(), flags, Mode::from_raw_mode(0o660))?;
-        Ok(Upload { dir, hidden, name, file: Some(std::fs::File::from(fd)) })
+        let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+        let fd = fs::openat(&dir, ".", flags, Mode::from_raw_mode(0o660))?;
+        for_sessions(&fd, 0o660)?;
+        let file = std::fs::File::from(fd.try_clone().map_err(|e| DomainError::invariant(format!("an upload: {e}")))?);
+        let quota = u64::try_from(self.folder.row.quota_bytes).unwrap_or(0);
+        Ok(Upload { dir, name, unnamed: fd, file: Some(file), written: 0, quota })
+    }
+
+    /// Whether a body of `length` bytes (when told) may be uploaded at all: not one larger
+    /// than the whole quota.
+    pub fn accepts(&self, length: Option<u64>) -> DomainResult<()> {
+        match length {
+            Some(n) if n > u64::try_from(self.folder.row.quota_bytes).unwrap_or(0) => {
+                Err(DomainError::QuotaExceeded("the upload is larger than the folder's quota".into()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Makes directory `names` (its parent must exist).
     pub fn make_directory(&self, names: &[String]) -> DomainResult<()> {
         let (dir, name) = parent_of(self.root.as_fd(), names)?;
-        Ok(fs::mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o770))?)
+        fs::mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o770))?;
+        let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        for_sessions(&fs::openat(&dir, name.as_str(), flags, Mode::empty())?, 0o770)
     }
 
     /// Moves `from` to `to` (whose directory must exist; nothing of that name there).
@@ -296,12 +335,15 @@ fn remove_at(dir: &OwnedFd, name: &str, depth: usize) -> DomainResult<()> {
     Ok(fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
 }
 
-/// A file being uploaded: hidden until whole.
+/// A file being uploaded: unnamed until whole.
 pub struct Upload {
     dir: OwnedFd,
-    hidden: String,
     name: String,
+    /// The unnamed file, kept open to name it.
+    unnamed: OwnedFd,
     file: Option<std::fs::File>,
+    written: u64,
+    quota: u64,
 }
 
 impl Upload {
@@ -310,23 +352,29 @@ impl Upload {
         self.file.take()
     }
 
-    /// Gives the whole upload its name (replacing a file of that name); whether it made a
-    /// new file.
+    /// Counts `n` more bytes written: past the folder's whole quota is QUOTA_EXCEEDED even
+    /// where no file system holds it (a plain directory).
+    pub fn wrote(&mut self, n: u64) -> DomainResult<u64> {
+        self.written += n;
+        if self.written > self.quota {
+            return Err(DomainError::QuotaExceeded("the upload is larger than the folder's quota".into()));
+        }
+        Ok(self.written)
+    }
+
+    /// Names the whole upload (replacing a file of that name); whether it made a new file.
     pub fn finish(self) -> DomainResult<bool> {
         let replaced = fs::statat(&self.dir, self.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok();
-        fs::renameat(&self.dir, self.hidden.as_str(), &self.dir, self.name.as_str())?;
-        let mut done = self;
-        done.hidden.clear();
-        Ok(!replaced)
-    }
-}
-
-impl Drop for Upload {
-    /// An upload not finished leaves nothing.
-    fn drop(&mut self) {
-        if !self.hidden.is_empty() {
-            fs::unlinkat(&self.dir, self.hidden.as_str(), AtFlags::empty()).ok();
+        // Linked under a name of sessiond's own (no path may name one), then renamed: a
+        // name is only ever a whole file.
+        let hidden = format!("{UPLOADING}{}", Uuid::new_v4());
+        let unnamed = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&self.unnamed));
+        fs::linkat(fs::CWD, unnamed.as_str(), &self.dir, hidden.as_str(), AtFlags::SYMLINK_FOLLOW)?;
+        if let Err(e) = fs::renameat(&self.dir, hidden.as_str(), &self.dir, self.name.as_str()) {
+            fs::unlinkat(&self.dir, hidden.as_str(), AtFlags::empty()).ok();
+            return Err(e.into());
         }
+        Ok(!replaced)
     }
 }
 
@@ -338,30 +386,35 @@ mod tests {
     fn a_path_stays_inside_its_folder() {
         assert_eq!(path("a/b//c/").expect("fine"), ["a", "b", "c"]);
         assert!(path("").expect("the top").is_empty());
-        for bad in ["../x", "a/../../x", "./a", "a\u{0}b", "a\nb", &"x".repeat(256), &"a/".repeat(65)] {
+        for bad in
+            ["../x", "a/../../x", "./a", "a\u{0}b", "a\nb", &"x".repeat(256), &"a/".repeat(65), ".sessiond-upload-x"]
+        {
             assert!(path(bad).is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn a_link_is_never_followed() {
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::write(outside.path().join("secret"), "s").expect("a file outside");
         let dir = tempfile::tempdir().expect("tempdir");
-        std::os::unix::fs::symlink("/etc", dir.path().join("etc")).expect("a link");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("etc")).expect("a link");
         std::fs::create_dir(dir.path().join("d")).expect("a directory");
-        std::os::unix::fs::symlink("/etc/hostname", dir.path().join("d/host")).expect("a link");
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("d/host")).expect("a link");
         let root = fs::open(dir.path(), OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty()).expect("root");
         let folder = Opened { folder: testing_folder(), root };
         let names = |p: &str| path(p).expect("a path");
         assert!(folder.list(&names("etc")).is_err(), "not listed through");
-        assert!(folder.read(&names("etc/passwd")).is_err(), "not read through");
+        assert!(folder.read(&names("etc/secret")).is_err(), "not read through");
+        assert!(folder.upload(&names("etc/new")).is_err(), "not written through");
         assert!(folder.read(&names("d/host")).is_err(), "the last name is not followed either");
         let listed = folder.list(&names("")).expect("the top");
         let kinds: Vec<(&str, Kind)> = listed.entries.iter().map(|e| (e.name.as_str(), e.kind)).collect();
         assert_eq!(kinds, [("d", Kind::Directory), ("etc", Kind::Link)]);
         folder.remove(&names("etc")).expect("the link removed");
-        assert!(std::path::Path::new("/etc/hostname").exists(), "and nothing it named");
+        assert!(outside.path().join("secret").exists(), "and nothing it named");
         folder.remove(&names("d")).expect("a directory with a link in it");
-        assert!(std::path::Path::new("/etc/hostname").exists());
+        assert!(outside.path().join("secret").exists() && !outside.path().join("new").exists());
     }
 
     fn testing_folder() -> Folder {

@@ -351,17 +351,11 @@ pub async fn delete(db: &sea_orm::DatabaseConnection, viewer: &Viewer, id: Uuid)
     // The row first (PostgreSQL: a launch mounting it holds it until it commits), then who
     // mounts it.
     folder::Entity::find_by_id(id).lock_exclusive().one(&txn).await?.ok_or(DomainError::NotFound("folder"))?;
-    let mounting = super::mounts::mounted_by(&txn, id).await?;
-    if !mounting.is_empty() {
-        let n = mounting.len();
+    if !super::mounts::mounted_by(&txn, id, 1).await?.is_empty() {
         return Err(DomainError::bad_input(
             "FOLDER_MOUNTED",
             None,
-            format!(
-                "{n} live session{} mount{} this folder: end them first",
-                if n == 1 { "" } else { "s" },
-                if n == 1 { "s" } else { "" }
-            ),
+            "a live session mounts this folder: it is deleted once no session that mounts it is left",
         ));
     }
     entity::session_mount::Entity::delete_many()

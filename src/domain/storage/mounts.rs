@@ -232,26 +232,26 @@ pub async fn record(txn: &impl ConnectionTrait, sessions: &[Uuid], mounts: &[Mou
     Ok(())
 }
 
-/// The live (not yet ended) sessions that mount folder `id`, oldest first.
-pub async fn mounted_by(db: &impl ConnectionTrait, id: Uuid) -> DomainResult<Vec<session::Model>> {
-    let ids: Vec<Uuid> = session_mount::Entity::find()
-        .filter(session_mount::Column::FolderId.eq(id))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|m| m.session_id)
-        .collect();
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
+/// The most sessions [`mounted_by`] gives.
+pub const MOST_MOUNTERS: u64 = 100;
+
+/// The live (not yet ended) sessions that mount folder `id`, oldest first: at most `most`.
+pub async fn mounted_by(db: &impl ConnectionTrait, id: Uuid, most: u64) -> DomainResult<Vec<session::Model>> {
+    use sea_orm::QueryOrder;
+    use sea_orm::sea_query::Query;
+    let mounting = Query::select()
+        .column(session_mount::Column::SessionId)
+        .from(session_mount::Entity)
+        .and_where(session_mount::Column::FolderId.eq(id))
+        .to_owned();
     let ended = SessionStatus::TERMINAL.iter().map(|s| s.as_str());
     Ok(session::Entity::find()
-        .filter(session::Column::Id.is_in(crate::domain::padded(ids)))
+        .filter(session::Column::Id.in_subquery(mounting))
         .filter(session::Column::Status.is_not_in(ended))
+        .order_by_asc(session::Column::Id)
+        .limit(most)
         .all(db)
-        .await?
-        .into_iter()
-        .collect())
+        .await?)
 }
 
 /// What the sandboxes of `sessions` bind, by session: each mount's folder directory on its
@@ -262,14 +262,17 @@ pub async fn binds(
     sessions: &[&session::Model],
 ) -> DomainResult<HashMap<Uuid, Result<Vec<Bind>, String>>> {
     let mut wanted: Vec<(Uuid, Vec<Mount>)> = Vec::new();
+    let mut unreadable = HashMap::new();
     for s in sessions {
-        let mounts = of(s)?;
-        if !mounts.is_empty() {
-            wanted.push((s.id, mounts));
+        match of(s) {
+            Ok(mounts) if !mounts.is_empty() => wanted.push((s.id, mounts)),
+            Ok(_) => {}
+            // That session alone fails to start.
+            Err(e) => drop(unreadable.insert(s.id, Err(e.to_string()))),
         }
     }
     if wanted.is_empty() {
-        return Ok(HashMap::new());
+        return Ok(unreadable);
     }
     let ids: BTreeSet<Uuid> = wanted.iter().flat_map(|(_, ms)| ms.iter().map(|m| m.folder)).collect();
     let rows: HashMap<Uuid, folder::Model> = folder::Entity::find()
@@ -311,6 +314,7 @@ pub async fn binds(
                 });
                 (id, mounted)
             })
+            .chain(unreadable)
             .collect()
     });
     done.await.map_err(|e| DomainError::invariant(format!("mounting folders: {e}")))

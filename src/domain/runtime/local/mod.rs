@@ -319,7 +319,12 @@ impl LocalRuntime {
         )
         .pulling(pull)
         .with_apps(s, &apps)
-        .mounting(self.binds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&s.id))?;
+        .mounting(
+            self.binds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&s.id).or_else(|| {
+                // Mounts not read for it (never: they are read with its start): not started without them.
+                s.mounts.as_ref().filter(|m| !m.is_null()).map(|_| Err("its mounts were not read".to_owned()))
+            }),
+        )?;
         files::write_json(&sd.spec(), &spec).map_err(|e| format!("cannot write the session's spec: {e}"))?;
         let log = {
             use std::os::unix::fs::OpenOptionsExt;

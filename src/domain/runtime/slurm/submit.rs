@@ -46,10 +46,17 @@ impl SlurmEngine {
         let sessiond = self.client.settings().sessiond_on_nodes();
         let images = declarations.0;
         let binds = crate::domain::storage::mounts::binds(db, &[s]).await?.remove(&s.id);
-        if sessiond.is_none() && binds.is_some() {
+        if sessiond.is_none()
+            && let Some(binds) = &binds
+        {
             release().await?;
-            let why = "its folders are mounted by sessiond's sandbox on the nodes, which this engine does not use";
-            return Ok(Some(Plan::failed_to_start(s.clone(), why)));
+            let why = match binds {
+                Err(why) => format!("cannot mount its folders: {why}"),
+                Ok(_) => {
+                    "its folders are mounted by sessiond's sandbox on the nodes, which this engine does not use".into()
+                }
+            };
+            return Ok(Some(Plan::failed_to_start(s.clone(), &why)));
         }
         if sessiond.is_some()
             && let Err(why) = self.write_session_dir(s, declarations, binds)
