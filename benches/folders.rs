@@ -5,7 +5,8 @@
 //!   `/folders/{id}/files/…` (bearer token, the file streamed into the folder's ext4 image,
 //!   hidden until whole) and to nginx's WebDAV `PUT` / static `GET` on the same folder's
 //!   mounted directory (its body buffered to a temporary file on the same file system, then
-//!   renamed). MB/s of each, every run, in turn.
+//!   renamed). MB/s of each, every run, in turn, each after a `sync` (the writeback of the
+//!   transfer before is not charged to the next).
 //! - **`usage` of a folder of 100 000 files**: the p50 of `folders { usage { bytes files } }`
 //!   minus that of `folders { name }` (the same request without it), beside one walk of the
 //!   folder (what a scan per read would cost).
@@ -44,8 +45,10 @@ fn dav_conf(prefix: &str, root: &str, port: u16) -> String {
     )
 }
 
-/// MB/s of `curl` moving `BIG` bytes with `args`.
+/// MB/s of `curl` moving `BIG` bytes with `args`, every dirty page of the machine written
+/// out first (else one transfer pays for the writeback of the one before).
 fn curl(args: &[&str]) -> f64 {
+    assert!(Command::new("sync").status().expect("sync").success());
     let begun = Instant::now();
     let out = Command::new("curl").args(["-sS", "-f", "-o", "/dev/null"]).args(args).output().expect("curl");
     let seconds = begun.elapsed().as_secs_f64();

@@ -4,7 +4,8 @@
 # sessiond beside PostGraphile and the floor (it needs Node and npm, and starts its own
 # PostgreSQL like the tests), `local_runtime` runs real sandboxes (it needs bubblewrap), and
 # `slurm` a real Slurm cluster (root, slurm-wlm, slurmrestd, munge), `images` Debian's
-# docker-registry, skopeo, umoci and busybox-static, `apps` nginx. `versus` then sets each
+# docker-registry, skopeo, umoci and busybox-static, `apps` nginx, `folders` nginx, curl
+# and root (folder images). `versus` then sets each
 # document the Sessions page sends (read from web/src) beside PostGraphile's, and
 # `page_events` its live events; the whole run takes about two hours.
 #
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every benchmark binary first, two at a time (each links the whole server with LTO).
 cargo bench --locked --quiet --no-run
-for bench in scheduler launch panels sessions_list subscriptions export hardening versus local_runtime slurm web_page images apps; do
+for bench in scheduler launch panels sessions_list subscriptions export hardening versus local_runtime slurm web_page images apps folders; do
   echo "### $bench"
   echo
   cargo bench --locked --quiet --bench "$bench" -- "$@"

@@ -27,6 +27,9 @@ use crate::domain::{DomainError, DomainResult};
 use super::AppState;
 use super::export::refusal;
 
+/// Bytes of an upload gathered before each write to its file.
+const UPLOAD_BUFFER: usize = 4 << 20;
+
 /// What the query string of a POST says.
 #[derive(serde::Deserialize)]
 pub struct Op {
@@ -194,7 +197,8 @@ async fn upload(state: AppState, headers: HeaderMap, id: String, path: String, b
     folder.accepts(length)?;
     let mut upload = blocking(move || folder.upload(&names)).await?;
     let file = upload.file().ok_or_else(|| DomainError::invariant("an upload without its file"))?;
-    let mut file = tokio::fs::File::from_std(file);
+    // Written out in large pieces: each write is a trip to the blocking pool.
+    let mut file = tokio::io::BufWriter::with_capacity(UPLOAD_BUFFER, tokio::fs::File::from_std(file));
     let mut stream = body.into_data_stream();
     let mut written: u64 = 0;
     while let Some(chunk) = stream.next().await {
