@@ -27,8 +27,10 @@ use crate::domain::{DomainError, DomainResult};
 use super::AppState;
 use super::export::refusal;
 
-/// Bytes of an upload gathered before each write to its file.
-const UPLOAD_BUFFER: usize = 4 << 20;
+/// Bytes of an upload gathered before each write to its file, and the chunks read ahead of
+/// the writer.
+const UPLOAD_BUFFER: usize = 1 << 20;
+const UPLOAD_CHUNKS_AHEAD: usize = 64;
 
 /// What the query string of a POST says.
 #[derive(serde::Deserialize)]
@@ -190,24 +192,49 @@ pub async fn put(
 /// Streams the body into an unnamed file, which takes its name once whole.
 async fn upload(state: AppState, headers: HeaderMap, id: String, path: String, body: Body) -> DomainResult<Response> {
     use futures_util::StreamExt;
-    use tokio::io::AsyncWriteExt;
     let names = files::path(&path)?;
     let folder = opened(&state, &headers, &id, true).await?;
     let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     folder.accepts(length)?;
     let mut upload = blocking(move || folder.upload(&names)).await?;
     let file = upload.file().ok_or_else(|| DomainError::invariant("an upload without its file"))?;
-    // Written out in large pieces: each write is a trip to the blocking pool.
-    let mut file = tokio::io::BufWriter::with_capacity(UPLOAD_BUFFER, tokio::fs::File::from_std(file));
+    // A writer of its own on the blocking pool, a few chunks behind the socket: reading the
+    // next chunk and writing the last overlap.
+    let (chunks, mut to_write) = tokio::sync::mpsc::channel::<axum::body::Bytes>(UPLOAD_CHUNKS_AHEAD);
+    let writer = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut file = std::io::BufWriter::with_capacity(UPLOAD_BUFFER, file);
+        while let Some(chunk) = to_write.blocking_recv() {
+            file.write_all(&chunk)?;
+        }
+        file.flush()
+    });
     let mut stream = body.into_data_stream();
     let mut written: u64 = 0;
+    let mut broke: Option<DomainError> = None;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|_| DomainError::bad_input("INCOMPLETE", None, "the upload broke off"))?;
-        written = upload.wrote(chunk.len() as u64)?;
-        file.write_all(&chunk).await.map_err(io_refused)?;
+        let Ok(chunk) = chunk else {
+            broke = Some(DomainError::bad_input("INCOMPLETE", None, "the upload broke off"));
+            break;
+        };
+        match upload.wrote(chunk.len() as u64) {
+            Ok(n) => written = n,
+            Err(e) => {
+                broke = Some(e);
+                break;
+            }
+        }
+        // A writer that stopped (its write failed) says why below.
+        if chunks.send(chunk).await.is_err() {
+            break;
+        }
     }
-    file.flush().await.map_err(io_refused)?;
-    drop(file);
+    drop(chunks);
+    let wrote = writer.await.map_err(|e| DomainError::invariant(format!("an upload's writer: {e}")))?;
+    wrote.map_err(io_refused)?;
+    if let Some(e) = broke {
+        return Err(e);
+    }
     let created = blocking(move || upload.finish()).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(json!({"path": path.trim_matches('/'), "size": written}))).into_response())
