@@ -32,6 +32,11 @@ pub struct HttpLimits {
     /// 503 with `Retry-After` at once rather than queued.
     #[arg(long, env = "SESSIOND_MAX_IN_FLIGHT", default_value_t = 512)]
     pub max_in_flight: usize,
+    /// Origins (`scheme://host[:port]`) whose pages may call the API from a browser (CORS),
+    /// and open its WebSockets; repeat the flag or separate them by commas. Empty (the
+    /// default): no cross-origin HTTP, and a WebSocket only from the server's own origin.
+    #[arg(long = "cors-origin", env = "SESSIOND_CORS_ORIGIN", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
     #[command(flatten)]
     pub ws: WsLimits,
     #[command(flatten)]
@@ -72,6 +77,7 @@ impl Default for HttpLimits {
             header_read_timeout_ms: 10_000,
             max_connections: 8_192,
             max_in_flight: 512,
+            cors_origins: Vec::new(),
             ws: WsLimits::default(),
             graphql: GraphqlLimits::default(),
             shares: ShareLimits::default(),

@@ -7,6 +7,7 @@ pub mod graphiql;
 pub mod graphql;
 pub mod health;
 pub mod metrics;
+pub mod origins;
 pub mod serve;
 pub mod terminal;
 pub mod waiting;
@@ -176,6 +177,12 @@ pub fn app(state: AppState) -> Router {
                 .layer(tower::load_shed::LoadShedLayer::new())
                 .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight)),
         );
+    // Cross-origin requests from the listed origins' pages (preflights answered before the
+    // in-flight cap).
+    let work = match origins::cors(&state.limits.cors_origins) {
+        Some(cors) => work.layer(cors),
+        None => work,
+    };
     Router::new()
         .merge(work)
         .route("/healthz", get(health::healthz))

@@ -37,7 +37,15 @@ const MAX_MESSAGE: usize = 64 << 10;
 /// Input waiting for the shell to read it, at most; past it the socket is not read.
 const MAX_PENDING_INPUT: usize = 64 << 10;
 
-pub async fn upgrade(State(state): State<AppState>, Path(id): Path<String>, ws: WebSocketUpgrade) -> Response {
+pub async fn upgrade(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if !super::origins::websocket_allowed(&headers, &state.limits.cors_origins) {
+        return super::ws::foreign_origin();
+    }
     ws.max_message_size(MAX_MESSAGE).max_frame_size(MAX_MESSAGE).on_upgrade(move |mut socket| async move {
         if let Err((code, reason)) = serve(&state, &id, &mut socket).await {
             close(&mut socket, code, &reason).await;

@@ -86,7 +86,10 @@ impl Protocol {
     }
 }
 
-pub async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+pub async fn upgrade(State(state): State<AppState>, headers: axum::http::HeaderMap, ws: WebSocketUpgrade) -> Response {
+    if !super::origins::websocket_allowed(&headers, &state.limits.cors_origins) {
+        return foreign_origin();
+    }
     let limits = &state.limits.ws;
     let ws = ws
         .protocols(PROTOCOLS)
@@ -105,6 +108,14 @@ pub async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Res
         let (conn, out_rx) = Connection::new(state, protocol, arrival);
         serve(conn, out_rx, socket).await;
     })
+}
+
+/// The answer to an upgrade from a page of another origin: 403, as JSON.
+pub(super) fn foreign_origin() -> Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({"error": {"code": "FORBIDDEN", "message": "a WebSocket is opened from this server's own origin or one it lists (--cors-origin)"}});
+    (axum::http::StatusCode::FORBIDDEN, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string())
+        .into_response()
 }
 
 async fn close(socket: &mut WebSocket, code: u16, reason: &str) {

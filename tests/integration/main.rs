@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod compiled;
 mod conformance;
+mod cors;
 mod expiry;
 mod export;
 mod fairness;
