@@ -148,7 +148,31 @@ pub async fn post(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             .into_response_with_status(StatusCode::BAD_REQUEST);
         }
     };
+    let request = match persisted(&state, flavor, request) {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
     execute(state, flavor, &headers, request).await
+}
+
+/// `request` with the document its persisted-query hash names ([`super::persisted`]), or
+/// the protocol's answer.
+fn persisted(
+    state: &AppState,
+    flavor: Flavor,
+    request: async_graphql::Request,
+) -> Result<async_graphql::Request, Response> {
+    state.persisted.resolve(request).map_err(|refused| {
+        if refused.bad_request {
+            request_error(flavor, StatusCode::BAD_REQUEST, refused.message, refused.code)
+                .into_response_with_status(StatusCode::BAD_REQUEST)
+        } else {
+            // A GraphQL error the client reads to send the document: 200, as Apollo's servers.
+            let mut answer = json_response(flavor, StatusCode::OK, &error_body(refused.message, refused.code));
+            answer.extensions_mut().insert(super::Outcome { operation: "unknown", code: refused.code.to_owned() });
+            answer
+        }
+    })
 }
 
 pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
@@ -161,6 +185,10 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
             return request_error(flavor, StatusCode::BAD_REQUEST, &format!("bad query string: {e}"), BAD_USER_INPUT)
                 .into_response_with_status(StatusCode::BAD_REQUEST);
         }
+    };
+    let request = match persisted(&state, flavor, request) {
+        Ok(r) => r,
+        Err(refused) => return refused,
     };
     if is_mutation(&request) {
         let mut resp = request_error(

@@ -8,6 +8,7 @@ pub mod graphql;
 pub mod health;
 pub mod metrics;
 pub mod origins;
+pub mod persisted;
 pub mod serve;
 pub mod terminal;
 pub mod waiting;
@@ -88,6 +89,8 @@ pub struct Shared {
     pub plans: Arc<crate::graphql::compiled::Plans>,
     /// The documents seen, read and within the budgets.
     pub documents: crate::graphql::limits::Documents,
+    /// Automatic persisted queries: documents by their SHA-256.
+    pub persisted: persisted::Persisted,
     /// Reads on the request's thread, on a SQLite file.
     pub inline: Option<InlineReads>,
     /// The requests to sessions' apps admitted moments ago.
@@ -132,6 +135,7 @@ impl AppState {
             runtime,
             plans: Arc::default(),
             documents: Default::default(),
+            persisted: Default::default(),
             inline,
             admissions: Default::default(),
             upstreams: Default::default(),

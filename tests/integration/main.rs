@@ -29,6 +29,7 @@ mod modify;
 mod mounts;
 mod panels;
 mod panels_by_hand;
+mod persisted;
 mod relaunch;
 mod revocation;
 mod sandbox_edges;
