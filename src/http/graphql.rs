@@ -148,31 +148,23 @@ pub async fn post(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             .into_response_with_status(StatusCode::BAD_REQUEST);
         }
     };
-    let request = match persisted(&state, flavor, request) {
+    let request = match state.persisted.resolve(request) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return not_persisted(flavor, refused),
     };
     execute(state, flavor, &headers, request).await
 }
 
-/// `request` with the document its persisted-query hash names ([`super::persisted`]), or
-/// the protocol's answer.
-fn persisted(
-    state: &AppState,
-    flavor: Flavor,
-    request: async_graphql::Request,
-) -> Result<async_graphql::Request, Response> {
-    state.persisted.resolve(request).map_err(|refused| {
-        if refused.bad_request {
-            request_error(flavor, StatusCode::BAD_REQUEST, refused.message, refused.code)
-                .into_response_with_status(StatusCode::BAD_REQUEST)
-        } else {
-            // A GraphQL error the client reads to send the document: 200, as Apollo's servers.
-            let mut answer = json_response(flavor, StatusCode::OK, &error_body(refused.message, refused.code));
-            answer.extensions_mut().insert(super::Outcome { operation: "unknown", code: refused.code.to_owned() });
-            answer
-        }
-    })
+/// The answer to a request the persisted-query protocol refuses ([`super::persisted`]).
+fn not_persisted(flavor: Flavor, refused: super::persisted::Refused) -> Response {
+    if refused.bad_request {
+        return request_error(flavor, StatusCode::BAD_REQUEST, refused.message, refused.code)
+            .into_response_with_status(StatusCode::BAD_REQUEST);
+    }
+    // A GraphQL error the client reads to send the document: 200, as Apollo's servers.
+    let mut answer = json_response(flavor, StatusCode::OK, &error_body(refused.message, refused.code));
+    answer.extensions_mut().insert(super::Outcome { operation: "unknown", code: refused.code.to_owned() });
+    answer
 }
 
 pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
@@ -186,9 +178,9 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
                 .into_response_with_status(StatusCode::BAD_REQUEST);
         }
     };
-    let request = match persisted(&state, flavor, request) {
+    let request = match state.persisted.resolve(request) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return not_persisted(flavor, refused),
     };
     if is_mutation(&request) {
         let mut resp = request_error(
