@@ -693,10 +693,10 @@ async fn a_slurm_session_runs_in_its_pulled_image(mut app: crate::support::TestA
     assert_eq!(digest["data"]["session"]["image"]["digest"], json!(pushed.manifest), "{digest}");
 
     // A registry the node cannot reach: the session fails, saying so, after the retries.
-    let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("its address");
+    let gone = GONE;
     let _declared = declare(
         &app,
-        ("gone", &gone.to_string()),
+        ("gone", gone),
         Credentials::None,
         "[images.\"gone:1\"]\ntypes = [\"BATCH\"]\nref = \"gone/slurm/busybox:1\"\n",
     )
@@ -927,6 +927,11 @@ fn an_oci_layout_and_a_docker_save_archive_are_imported() {
 
 /// An image imported from a file runs a session while its registry cannot be reached: the
 /// pull finds it at once, and the session records its digest.
+/// A registry no one answers: a port below 1024, which no test's server binds (they take
+/// ephemeral ports). A port freed after binding it could be taken meanwhile by another
+/// test's server, whose 404 would then be a registry's "not found".
+const GONE: &str = "127.0.0.1:1";
+
 async fn an_imported_image_runs_a_session_offline(mut app: crate::support::TestApp) {
     use crate::local_runtime::{Machine, ended, input, launch, logs, until};
     let Ok(busybox) = std::fs::read("/bin/busybox") else {
@@ -937,10 +942,7 @@ async fn an_imported_image_runs_a_session_offline(mut app: crate::support::TestA
         return;
     };
     let machine = Machine::new();
-    let gone = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-        l.local_addr().expect("its address").to_string()
-    };
+    let gone = GONE;
     let mut layout = Layout { blobs: Vec::new(), index: json!({}) };
     let layer = tar(&[
         Entry::Dir("bin"),
