@@ -968,7 +968,7 @@ async fn an_imported_image_runs_a_session_offline(mut app: crate::support::TestA
 
     let _declared = declare(
         &app,
-        ("offline", &gone),
+        ("offline", gone),
         Credentials::None,
         "[images.\"tools:1\"]\ntypes = [\"BATCH\"]\nref = \"offline/tools/busybox:1\"\n",
     )
