@@ -147,7 +147,7 @@ file_columns! {
         |r| Ok(r.session.status_actor_user_id.and_then(|id| r.actors.get(&id)).map(|(_, role)| role.clone()).unwrap_or_default());
 }
 
-/// A session's mounts: `/home/work/data; /home/work/in (read-only)`.
+/// A session's mounts, each where the session sees it: `$HOME/data; $HOME/in (read-only)`.
 fn mounts_text(s: &session::Model) -> DomainResult<String> {
     let mounts = super::storage::mounts::of(s)?;
     let shown = mounts.iter().map(|m| if m.read_only { format!("{} (read-only)", m.target()) } else { m.target() });

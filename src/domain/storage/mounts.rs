@@ -1,5 +1,5 @@
 //! Mounts: the folders a launch binds into its sessions' sandboxes, each at a path under
-//! the work directory (`/home/work`), read-write or read-only.
+//! the session's work directory (its `$HOME`, [`HOME`]), read-write or read-only.
 //!
 //! - [`check`] is part of a launch's validation: the launcher must see each folder (else
 //!   NOT_FOUND at `mounts[i]`, as for a folder that does not exist), it must be of the
@@ -82,7 +82,7 @@ pub struct Bind {
 }
 
 /// `path` as a normalised path under the work directory, or what is wrong with it: relative
-/// (or absolute under `/home/work`), no `.` or `..`, no control characters, each name at most
+/// (or absolute under [`HOME`]), no `.` or `..`, no control characters, each name at most
 /// 255 bytes, not the work directory itself.
 pub fn under_home(path: &str) -> Result<String, String> {
     let relative = match path.strip_prefix(HOME) {
@@ -327,10 +327,9 @@ mod tests {
     #[test]
     fn a_mount_path_stays_under_the_work_directory() {
         assert_eq!(under_home("data").as_deref(), Ok("data"));
-        assert_eq!(under_home("/home/work/in//train/").as_deref(), Ok("in/train"));
-        for bad in
-            ["", "/", "/home/work", "/home/work/", "/etc", "/home/workx/a", "../x", "a/../../x", "a/./b", "a\u{0}b"]
-        {
+        assert_eq!(under_home(&format!("{HOME}/in//train/")).as_deref(), Ok("in/train"));
+        let (home, slash, beside) = (HOME.to_owned(), format!("{HOME}/"), format!("{HOME}x/a"));
+        for bad in ["", "/", &home, &slash, "/etc", &beside, "../x", "a/../../x", "a/./b", "a\u{0}b"] {
             assert!(under_home(bad).is_err(), "{bad:?}");
         }
         assert!(under_home(&"a/".repeat(17)).is_err(), "too deep");
