@@ -1,6 +1,6 @@
 //! The real binary on a real socket: `sessiond serve --demo` answers the README's curl
 //! examples run by `sh`, its flags and environment variables are listed and work, and
-//! `sessiond token create` prints a token that works; the README's "Deploy" works as written.
+//! `sessiond token create` prints a token that works; the operations guide's "Deploy" works as written.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -15,6 +15,8 @@ use crate::support::binary::{BIN, Server, free_port, post, serve};
 use crate::support::{TestApp, fresh_database};
 
 const README: &str = include_str!("../../README.md");
+const OPERATIONS: &str = include_str!("../../docs/operations.md");
+const ENGINES: &str = include_str!("../../docs/engines.md");
 
 /// The `sh` blocks of the README's "Run it" section that call curl, verbatim.
 fn readme_curl_blocks() -> Vec<&'static str> {
@@ -111,7 +113,8 @@ async fn serve_demo_answers_the_readme_example(app: TestApp) {
     assert_eq!(ready.status(), 200);
 }
 
-/// Every flag of `serve` the README documents, with its environment variable and default.
+/// Every flag of `serve` the operations guide documents, with its environment variable and
+/// default.
 const SERVE_FLAGS: &[(&str, &str, Option<&str>)] = &[
     ("--database-url", "DATABASE_URL", Some("sqlite://sessiond.db?mode=rwc")),
     ("--db-max-connections", "SESSIOND_DB_MAX_CONNECTIONS", Some("8")),
@@ -200,6 +203,9 @@ fn serve_help_lists_every_flag_with_its_environment_variable() {
     a.sort();
     b.sort();
     assert_eq!(a, b, "the flags of `serve --help` are the documented ones:\n{help}");
+    for (flag, env, _) in SERVE_FLAGS {
+        assert!(OPERATIONS.contains(&format!("`{flag}`")) && OPERATIONS.contains(env), "docs/operations.md: {flag}");
+    }
     for (flag, env, default) in SERVE_FLAGS {
         let text = &entries.iter().find(|e| e.0 == *flag).expect("entry").1;
         assert!(text.contains(&format!("[env: {env}=]")), "{flag} names {env}: {text}");
@@ -571,10 +577,10 @@ async fn sigkill_keeps_what_was_acknowledged_and_no_half_batch(app: TestApp) {
     assert_eq!(resp["data"]["sessions"]["edges"].as_array().map_or(0, Vec::len), 2, "{resp}");
 }
 
-/// The fenced blocks of `lang` in the README's section `title`, verbatim.
-fn readme_blocks(title: &str, lang: &str) -> Vec<&'static str> {
-    let start = README.find(&format!("\n## {title}\n")).expect("the README has the section") + 1;
-    let section = &README[start..];
+/// The fenced blocks of `lang` in the section `title` of the guide `doc`, verbatim.
+fn doc_blocks(doc: &'static str, title: &str, lang: &str) -> Vec<&'static str> {
+    let start = doc.find(&format!("\n## {title}\n")).expect("the guide has the section") + 1;
+    let section = &doc[start..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
     section.split(&format!("```{lang}\n")).skip(1).filter_map(|block| block.split("\n```").next()).collect()
 }
@@ -596,10 +602,10 @@ fn work_dir_with_sessiond() -> (tempfile::TempDir, String) {
 async fn deploy_as_the_readme_says(app: TestApp) {
     let Some((url, _db_dir)) = fresh_database(app.backend).await else { return };
     let (work, path) = work_dir_with_sessiond();
-    let toml = readme_blocks("Deploy", "toml");
+    let toml = doc_blocks(OPERATIONS, "Deploy", "toml");
     assert_eq!(toml.len(), 1, "one example file");
     std::fs::write(work.path().join("team.toml"), toml[0]).expect("team.toml");
-    let sh = readme_blocks("Deploy", "sh");
+    let sh = doc_blocks(OPERATIONS, "Deploy", "sh");
     assert_eq!(sh.len(), 2, "the apply commands, then serve: {sh:?}");
     let run = |script: &str| {
         Command::new("sh")
@@ -705,10 +711,10 @@ async fn slurm_as_the_readme_says(app: TestApp) {
             .replace("/etc/slurm/slurm.conf", &cluster.conf.display().to_string())
             .replace("/usr/local/bin/sessiond", &cluster.sessiond.display().to_string())
     };
-    let toml = readme_blocks("Run on a Slurm cluster", "toml");
+    let toml = doc_blocks(ENGINES, "Run on a Slurm cluster", "toml");
     assert_eq!(toml.len(), 1, "one example file");
     std::fs::write(work.path().join("slurm.toml"), ours(toml[0])).expect("slurm.toml");
-    let sh = readme_blocks("Run on a Slurm cluster", "sh");
+    let sh = doc_blocks(ENGINES, "Run on a Slurm cluster", "sh");
     assert_eq!(sh.len(), 1, "{sh:?}");
     let lines: Vec<&str> = sh[0].lines().collect();
     assert_eq!(lines.last().map(|l| l.trim()), Some("sessiond serve --bind 0.0.0.0:8080"));
