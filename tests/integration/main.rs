@@ -18,6 +18,7 @@ mod fairness;
 mod faults;
 mod folder_files;
 mod folders;
+mod frontend_tools;
 mod graphql_http;
 mod hardening;
 mod idle;
