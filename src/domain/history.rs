@@ -25,11 +25,11 @@ use uuid::Uuid;
 
 use entity::scheduling_history as history;
 
-use super::DomainResult;
 use super::actor::Actor;
 use super::model::string_enum;
 use super::paging::{Page, PageRequest};
 use super::status::SessionStatus;
+use super::{DomainError, DomainResult};
 
 string_enum!(
     /// How a scheduling decision (or one of its checks) came out.
@@ -117,6 +117,28 @@ pub async fn page(
         }
     }
     Ok(HistoryPage { page, total })
+}
+
+/// History entry `id` if the viewer may see its session, else NOT_FOUND (exactly as for no
+/// entry), counted as a page of its session's history counts it.
+pub async fn visible_entry(
+    db: &impl ConnectionTrait,
+    viewer: &super::auth::Viewer,
+    id: i64,
+) -> DomainResult<history::Model> {
+    let Some(mut line) = history::Entity::find_by_id(id).one(db).await? else {
+        return Err(DomainError::NotFound("scheduling history entry"));
+    };
+    match super::visibility::visible_session(db, viewer, line.session_id).await {
+        Ok(_) => {}
+        Err(DomainError::NotFound(_)) => return Err(DomainError::NotFound("scheduling history entry")),
+        Err(e) => return Err(e),
+    }
+    if line.pass.is_some() {
+        let passes = passes_of(db, line.session_id).await?;
+        counted(&mut line, passes.as_ref());
+    }
+    Ok(line)
 }
 
 /// Where the scheduling passes of a session's resource group stand: how many have run, and

@@ -25,6 +25,7 @@ pub enum NodeKind {
     SchedulingHistoryEntry,
     SessionTemplate,
     Folder,
+    UserSettings,
 }
 
 impl NodeKind {
@@ -37,10 +38,11 @@ impl NodeKind {
             Self::SchedulingHistoryEntry => "SchedulingHistoryEntry",
             Self::SessionTemplate => "SessionTemplate",
             Self::Folder => "Folder",
+            Self::UserSettings => "UserSettings",
         }
     }
 
-    const ALL: [NodeKind; 7] = [
+    const ALL: [NodeKind; 8] = [
         Self::User,
         Self::Project,
         Self::Session,
@@ -48,6 +50,7 @@ impl NodeKind {
         Self::SchedulingHistoryEntry,
         Self::SessionTemplate,
         Self::Folder,
+        Self::UserSettings,
     ];
 }
 
@@ -71,6 +74,17 @@ pub fn decode_uuid(id: &str, kind: NodeKind) -> Option<Uuid> {
         _ => return None,
     };
     (encode(kind, uuid) == id).then_some(uuid)
+}
+
+/// The most ids one lookup by global id (`nodes`) takes at once.
+pub const MAX_LOOKUP: usize = 100;
+
+/// `TOO_MANY` (at `ids`) past [`MAX_LOOKUP`] ids: a lookup costs a read per id.
+pub fn bounded_lookup(len: usize) -> super::DomainResult<()> {
+    match super::InputProblem::too_many("ids", len, MAX_LOOKUP, "ids at once") {
+        Some(p) => Err(super::DomainError::BadInput(vec![p])),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -250,8 +250,13 @@ pub async fn list(db: &DatabaseConnection, viewer: &Viewer, project_id: Uuid) ->
     rows.into_iter().map(Template::of).collect()
 }
 
-/// Template `id` if the viewer may see it, else NOT_FOUND.
-async fn visible(db: &DatabaseConnection, viewer: &Viewer, id: Uuid) -> DomainResult<template::Model> {
+/// Template `id` if the viewer may see it (their own, or a shared one of a project they
+/// see), else NOT_FOUND.
+pub async fn visible(db: &DatabaseConnection, viewer: &Viewer, id: Uuid) -> DomainResult<Template> {
+    Template::of(visible_row(db, viewer, id).await?)
+}
+
+async fn visible_row(db: &DatabaseConnection, viewer: &Viewer, id: Uuid) -> DomainResult<template::Model> {
     match template::Entity::find_by_id(id).one(db).await? {
         Some(t) if may_see(db, viewer, &t).await? => Ok(t),
         _ => Err(DomainError::NotFound("template")),
@@ -261,7 +266,7 @@ async fn visible(db: &DatabaseConnection, viewer: &Viewer, id: Uuid) -> DomainRe
 /// Deletes template `id`: the owner's own, or a shared one for an administrator of its
 /// project's domain (its members get FORBIDDEN); NOT_FOUND if the viewer does not see it.
 pub async fn delete(db: &DatabaseConnection, viewer: &Viewer, id: Uuid) -> DomainResult<()> {
-    let t = visible(db, viewer, id).await?;
+    let t = visible_row(db, viewer, id).await?;
     if t.owner_id != viewer.user_id {
         let project = visibility::visible_project(db, viewer, t.project_id).await?;
         if !viewer.administers_domain(project.domain_id) {
@@ -284,7 +289,7 @@ pub async fn launch_from(
     count: Option<i64>,
     limits: LaunchLimits,
 ) -> DomainResult<Launched> {
-    let t = Template::of(visible(db, viewer, id).await?)?;
+    let t = visible(db, viewer, id).await?;
     let mut request = t.request;
     o.apply(&mut request);
     request.origin = Some(Origin::Template { id: t.id, name: t.name });

@@ -8,6 +8,7 @@ use super::errors::ApiResult;
 use super::loaders::UserId;
 use super::people::User;
 
+/// Whether a person or the system made a change.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 pub enum ActorKind {
     /// A person, through the API (launch, terminate, modify, extend, exempt).
@@ -29,8 +30,10 @@ impl Actor {
     }
 }
 
+/// Who made a change: a user, or the system by one of its rules.
 #[Object]
 impl Actor {
+    /// USER when a person made it (see `user`), SYSTEM otherwise (see `rule`).
     async fn kind(&self) -> ActorKind {
         if self.user_id.is_some() { ActorKind::User } else { ActorKind::System }
     }

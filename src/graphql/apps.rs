@@ -19,6 +19,7 @@ pub struct AppsMutation;
 pub struct OpenedApp {
     /// On the apps' origin: it sets the app's cookie and goes on to the app.
     pub url: String,
+    /// When the link stops working, 60 seconds after it was made (RFC 3339, UTC).
     pub expires_at: DateTime<Utc>,
 }
 
@@ -28,7 +29,12 @@ impl AppsMutation {
     /// browser, good for 60 seconds and once. Another user's session (an administrator's
     /// too) and an app the session's image does not declare are NOT_FOUND; a session that
     /// does not run is NOT_RUNNING.
-    async fn open_session_app(&self, ctx: &Context<'_>, session_id: ID, name: String) -> ApiResult<OpenedApp> {
+    async fn open_session_app(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "A running interactive session of the caller's own.")] session_id: ID,
+        #[graphql(desc = "One of the web apps of the session's image (`Image.webApps`).")] name: String,
+    ) -> ApiResult<OpenedApp> {
         let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
         let runtime = ctx.data_opt::<crate::domain::runtime::RuntimeInfo>();
         let Some(apps_url) = runtime.and_then(|r| r.apps_url.clone()) else {

@@ -10,6 +10,7 @@ use crate::domain::status::SessionStatus as DomStatus;
 use super::errors::ApiResult;
 use super::types::SessionStatus;
 
+/// Where the delivery of a completion callback stands.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::callbacks::State")]
 pub enum CallbackState {
@@ -21,6 +22,7 @@ pub enum CallbackState {
     Failed,
 }
 
+/// How one try to deliver a callback went.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::callbacks::Outcome")]
 pub enum CallbackOutcome {
@@ -42,12 +44,15 @@ pub enum CallbackOutcome {
 pub struct CallbackAttempt {
     /// 1 for the first.
     pub attempt: i32,
+    /// When it was tried (RFC 3339, UTC).
     pub attempted_at: DateTime<Utc>,
+    /// How it went.
     pub outcome: CallbackOutcome,
     /// The receiver's HTTP status, when it answered.
     pub status_code: Option<i32>,
     /// What went wrong.
     pub error: Option<String>,
+    /// How long the try took, in milliseconds.
     pub duration_ms: i32,
 }
 
@@ -58,6 +63,7 @@ pub struct SessionCallback {
     pub event: SessionStatus,
     /// Where it goes, without the URL's query (which may hold the receiver's secret).
     pub url: String,
+    /// Whether it was delivered, is still to be tried, or was given up.
     pub state: CallbackState,
     /// When the event happened.
     pub created_at: DateTime<Utc>,

@@ -102,12 +102,15 @@ pub fn finalize_errors(errors: &mut [ServerError], request_id: &str, budgets: &c
 fn classify_uncoded(err: &ServerError) -> &'static str {
     let msg = err.message.as_str();
     let limit = ["nested too deep", "too complex", "recursion depth", "too many"];
-    if err.path.is_empty() {
-        // Nothing ran: the request itself was refused.
-        if limit.iter().any(|needle| msg.contains(needle)) { LIMIT_EXCEEDED } else { BAD_USER_INPUT }
-    } else if ["Failed to parse", "Expected input type"].iter().any(|p| msg.starts_with(p)) {
-        // async-graphql's own argument coercion, while resolving.
+    // A value (given literally or as a variable) that its argument's or variable's type
+    // does not take: async-graphql's coercion, before or while resolving.
+    let value = ["Invalid value for argument", "Failed to parse", "Expected input type"];
+    if value.iter().any(|p| msg.starts_with(p)) {
         BAD_USER_INPUT
+    } else if err.path.is_empty() {
+        // Nothing ran: the request itself was refused, by a budget or as a document that
+        // does not fit the schema. Parse errors have their code already.
+        if limit.iter().any(|needle| msg.contains(needle)) { LIMIT_EXCEEDED } else { GRAPHQL_VALIDATION_FAILED }
     } else {
         INTERNAL
     }
@@ -160,6 +163,7 @@ mod tests {
         let mut errs = vec![
             ServerError::new("Query is nested too deep.", None),
             ServerError::new("Unknown field \"x\" on type \"Query\".", None),
+            ServerError::new("Invalid value for argument \"first\", expected type \"Int\"", None),
         ];
         let mut resolving = ServerError::new("something broke: relation \"sessions\" does not exist", None);
         resolving.path = vec![async_graphql::PathSegment::Field("viewer".into())];
@@ -168,8 +172,10 @@ mod tests {
         let codes: Vec<_> = errs.iter().map(|e| e.extensions.as_ref().and_then(|x| x.get("code")).cloned()).collect();
         assert_eq!(
             codes,
-            [LIMIT_EXCEEDED, BAD_USER_INPUT, INTERNAL].map(|c| Some(async_graphql::Value::from(c))).to_vec()
+            [LIMIT_EXCEEDED, GRAPHQL_VALIDATION_FAILED, BAD_USER_INPUT, INTERNAL]
+                .map(|c| Some(async_graphql::Value::from(c)))
+                .to_vec()
         );
-        assert!(!errs[2].message.contains("relation"));
+        assert!(!errs[3].message.contains("relation"));
     }
 }

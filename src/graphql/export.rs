@@ -27,10 +27,16 @@ impl ExportQuery {
     async fn session_export_url(
         &self,
         ctx: &Context<'_>,
-        project_id: ID,
-        #[graphql(default_with = "Some(SessionScope::Mine)")] scope: Option<SessionScope>,
-        filter: Option<SessionFilter>,
+        #[graphql(desc = "The project whose sessions are listed, as for `sessions`.")] project_id: ID,
+        #[graphql(
+            default_with = "Some(SessionScope::Mine)",
+            desc = "Whose sessions: the caller's own (MINE) or everyone's (PROJECT), as for `sessions`."
+        )]
+        scope: Option<SessionScope>,
+        #[graphql(desc = "Which sessions, as for `sessions`; none: all of the scope.")] filter: Option<SessionFilter>,
+        #[graphql(desc = "The order of the rows, as for `sessions`: newest first unless it says otherwise.")]
         order_by: Option<Vec<SessionOrder>>,
+        #[graphql(desc = "The file's columns, in this order; none: the caller's visible list columns.")]
         columns: Option<Vec<SessionColumnKey>>,
     ) -> ApiResult<String> {
         let mut orders = to_domain_orders(order_by);

@@ -30,22 +30,29 @@ pub enum FolderScope {
 /// What the caller may do with a folder's files.
 #[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum FolderAccess {
+    /// Reading only: a member of a PROJECT folder's project not granted writing.
     ReadOnly,
+    /// Reading and writing: a USER folder's owner, an administrator of a PROJECT folder's
+    /// project, or a member granted writing.
     ReadWrite,
 }
 
 /// A directory of data that outlives sessions, under a declared storage.
 pub struct Folder(pub folders::Folder);
 
+/// A directory of data that outlives sessions, under a declared storage; sessions mount it.
 #[Object]
 impl Folder {
-    async fn id(&self) -> ID {
+    /// The folder's global id (opaque), as `MountInput.folder` and the folder mutations take
+    /// it.
+    pub async fn id(&self) -> ID {
         encode(NodeKind::Folder, self.0.row.id)
     }
     /// Unique among the project's folders (a USER folder: among its owner's).
     async fn name(&self) -> &str {
         &self.0.row.name
     }
+    /// Whose it is: its owner's alone (USER), or the project's (PROJECT).
     async fn scope(&self) -> FolderScope {
         match self.0.scope {
             Scope::User => FolderScope::User,
@@ -61,6 +68,7 @@ impl Folder {
     async fn storage(&self) -> &str {
         &self.0.row.storage
     }
+    /// The most bytes it may hold, where quotas hold (see `usage`).
     async fn quota_bytes(&self) -> BigInt {
         BigInt(self.0.row.quota_bytes)
     }
@@ -85,6 +93,7 @@ impl Folder {
     async fn manageable(&self) -> bool {
         self.0.manages
     }
+    /// When it was made (RFC 3339, UTC).
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.row.created_at
     }
@@ -109,12 +118,14 @@ pub struct FolderUsage {
 /// A folder bound into a session's sandbox.
 pub struct SessionMount(pub mounts::Mount);
 
+/// A folder bound into a session's sandbox.
 #[Object]
 impl SessionMount {
-    /// Where the session sees it: under `/home/work`.
+    /// Where the session sees it: under its home directory, `$HOME`.
     async fn path(&self) -> String {
         self.0.target()
     }
+    /// Whether the session may only read it.
     async fn read_only(&self) -> bool {
         self.0.read_only
     }
@@ -128,12 +139,14 @@ impl SessionMount {
 /// A folder a template's launches mount.
 pub struct TemplateMount(pub mounts::MountRequest);
 
+/// A folder a template's launches mount.
 #[Object]
 impl TemplateMount {
-    /// Under `/home/work`; null: the folder's name.
+    /// Under the session's home directory, `$HOME`; null: the folder's name.
     async fn path(&self) -> Option<&str> {
         self.0.path.as_deref()
     }
+    /// Whether its sessions may only read it.
     async fn read_only(&self) -> bool {
         self.0.read_only
     }
@@ -157,6 +170,7 @@ async fn seen(ctx: &Context<'_>, id: Option<uuid::Uuid>) -> ApiResult<Option<Fol
 /// A folder changed.
 #[derive(SimpleObject)]
 pub struct FolderPayload {
+    /// The folder as it now is.
     pub folder: Folder,
 }
 
@@ -168,7 +182,11 @@ impl FolderQuery {
     /// The folders of a project the caller sees, by name: their own USER folders and the
     /// project's. A project the caller may not open is NOT_FOUND.
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
-    async fn folders(&self, ctx: &Context<'_>, project_id: ID) -> ApiResult<Vec<Folder>> {
+    async fn folders(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The project whose folders to list.")] project_id: ID,
+    ) -> ApiResult<Vec<Folder>> {
         let project = project_uuid(&project_id)?;
         Ok(folders::list(db(ctx)?, viewer(ctx)?, project).await?.into_iter().map(Folder).collect())
     }
@@ -190,10 +208,14 @@ impl FolderMutation {
     async fn create_folder(
         &self,
         ctx: &Context<'_>,
-        project_id: ID,
+        #[graphql(desc = "The project it belongs to.")] project_id: ID,
+        #[graphql(desc = "1 to 64 letters, digits, `-`, `_` and `.`, not starting with `.`; unique (FOLDER_EXISTS).")]
         name: String,
+        #[graphql(desc = "USER: the caller's own (for a member); PROJECT: the project's (for an administrator).")]
         scope: FolderScope,
+        #[graphql(desc = "The most bytes it may hold: a whole number from 1 MiB to the storage's quota, the default.")]
         quota_bytes: Option<f64>,
+        #[graphql(desc = "A declared storage open to the project; default: the first storage open to it, by name.")]
         storage: Option<String>,
     ) -> ApiResult<FolderPayload> {
         let quota_bytes = match quota_bytes {
@@ -224,14 +246,23 @@ impl FolderMutation {
     /// Renames a folder the caller manages (FORBIDDEN for a member of a PROJECT folder's
     /// project; NOT_FOUND for one they do not see).
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
-    async fn rename_folder(&self, ctx: &Context<'_>, id: ID, name: String) -> ApiResult<FolderPayload> {
+    async fn rename_folder(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The folder.")] id: ID,
+        #[graphql(desc = "Its new name, under `createFolder`'s rules; FOLDER_EXISTS when taken.")] name: String,
+    ) -> ApiResult<FolderPayload> {
         let renamed = folders::rename(db(ctx)?, viewer(ctx)?, folder_uuid(&id)?, &name).await?;
         Ok(FolderPayload { folder: Folder(renamed) })
     }
 
     /// Deletes a folder the caller manages, and its files. The id of the deleted folder.
     #[graphql(complexity = "AGGREGATE_COST")]
-    async fn delete_folder(&self, ctx: &Context<'_>, id: ID) -> ApiResult<ID> {
+    async fn delete_folder(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The folder; refused (FOLDER_MOUNTED) while a live session mounts it.")] id: ID,
+    ) -> ApiResult<ID> {
         folders::delete(db(ctx)?, viewer(ctx)?, folder_uuid(&id)?).await?;
         Ok(id)
     }
@@ -242,9 +273,9 @@ impl FolderMutation {
     async fn set_folder_access(
         &self,
         ctx: &Context<'_>,
-        id: ID,
-        user_id: ID,
-        access: FolderAccess,
+        #[graphql(desc = "A PROJECT folder the caller manages (NOT_SHARED for a USER folder).")] id: ID,
+        #[graphql(desc = "A member of the folder's project.")] user_id: ID,
+        #[graphql(desc = "READ_WRITE lets them write; READ_ONLY leaves them reading only.")] access: FolderAccess,
     ) -> ApiResult<FolderPayload> {
         let user = decode_uuid(&user_id, NodeKind::User).ok_or(DomainError::NotFound("user"))?;
         let writable = access == FolderAccess::ReadWrite;

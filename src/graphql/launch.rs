@@ -3,6 +3,7 @@
 use async_graphql::{Context, Enum, ID, InputObject, MaybeUndefined, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
+use crate::domain::DomainResult;
 use crate::domain::launch::{self, LaunchLimits};
 use crate::domain::{DomainError, terminate};
 
@@ -16,13 +17,21 @@ use super::types::{PendingReason, SessionType};
 /// One resource request: e.g. `{slot: "mem", amount: 1073741824}` (bytes).
 #[derive(InputObject)]
 pub struct SlotAmountInput {
+    /// A slot the server knows, e.g. `cpu`, `mem`, `cuda.device` (UNKNOWN_SLOT otherwise);
+    /// each at most once.
     pub slot: String,
+    /// Per container, in the slot's unit (cores, bytes for `mem`): not negative, and whole
+    /// for a `.device` slot.
     pub amount: f64,
 }
 
+/// An environment variable to set in the session.
 #[derive(InputObject)]
 pub struct EnvVarInput {
+    /// Letters, digits and `_`, not starting with a digit, at most 128 bytes; unique in the
+    /// list.
     pub name: String,
+    /// At most 4096 bytes.
     pub value: String,
 }
 
@@ -31,7 +40,7 @@ pub struct EnvVarInput {
 pub struct MountInput {
     /// A folder of the launch's project the caller sees (`folders`).
     pub folder: ID,
-    /// Where the session sees it: under `/home/work` (relative, or absolute under it).
+    /// Where the session sees it: under its home directory, `$HOME` (relative, or absolute under it).
     /// Default: the folder's name.
     pub path: Option<String>,
     /// Read-only; a read-write mount needs write access to the folder. Default false.
@@ -52,19 +61,35 @@ impl MountInput {
 /// What the session launcher sends. `resources` are per container.
 #[derive(InputObject)]
 pub struct LaunchSessionInput {
+    /// The project to launch in; the caller must be one of its members.
     pub project_id: ID,
+    /// 4 to 64 letters, digits, `_`, `.` and `-`, starting and ending with a letter, digit
+    /// or `_`; unique among the caller's live sessions (NAME_TAKEN). A batch of
+    /// `launchSessions` is named `<name>-1` … `<name>-<count>`.
     pub name: String,
+    /// The kind of session; its image and resource group must both take it.
     #[graphql(name = "type", default_with = "Some(SessionType::Interactive)")]
     pub session_type: Option<SessionType>,
+    /// The image to run, by name (`images`).
     pub image: String,
     /// Default: the project's first allowed resource group.
     pub resource_group: Option<String>,
+    /// What each container asks for, at least the image's `minimumSlots` (at most 64
+    /// entries). The whole session asks for this times `clusterSize`.
     pub resources: Vec<SlotAmountInput>,
+    /// How many containers, 1 to 64, all placed on one agent.
     #[graphql(default_with = "Some(1)")]
     pub cluster_size: Option<i32>,
+    /// Variables set in the session, at most 100.
     pub environment: Option<Vec<EnvVarInput>>,
+    /// The command a batch session runs (required for BATCH; at most 8192 bytes). Other
+    /// types run their image's own command.
     pub startup_command: Option<String>,
+    /// For a batch session only: it is stopped this many seconds after it started (exit code
+    /// 124, result FAILURE). Positive; null: no timeout.
     pub batch_timeout_seconds: Option<i32>,
+    /// −100 … 100, and at most the keypair policy's `maxPriority`: higher priorities are
+    /// scheduled first.
     #[graphql(default_with = "Some(0)")]
     pub priority: Option<i32>,
     /// A retry with the same key returns the first call's result and creates nothing new
@@ -127,13 +152,19 @@ impl LaunchSessionInput {
 /// What `relaunchSession` changes of the session's launch; a field left out is as it was.
 #[derive(InputObject, Default)]
 pub struct RelaunchOverrides {
+    /// Another name, under the launch's rules (with `launchSessions`: the base of
+    /// `<name>-1` …).
     pub name: Option<String>,
+    /// Another kind of session.
     #[graphql(name = "type")]
     pub session_type: Option<SessionType>,
+    /// Another image, by name.
     pub image: Option<String>,
+    /// Another resource group the project may use.
     pub resource_group: Option<String>,
     /// Per container; replaces the whole request.
     pub resources: Option<Vec<SlotAmountInput>>,
+    /// Another number of containers, 1 to 64.
     pub cluster_size: Option<i32>,
     /// Replaces every variable.
     pub environment: Option<Vec<EnvVarInput>>,
@@ -141,11 +172,13 @@ pub struct RelaunchOverrides {
     pub startup_command: MaybeUndefined<String>,
     /// Null: none.
     pub batch_timeout_seconds: MaybeUndefined<i32>,
+    /// Another priority, −100 … 100.
     pub priority: Option<i32>,
     /// As `launchSession`'s.
     pub idempotency_key: Option<String>,
     /// Null: none.
     pub callback_url: MaybeUndefined<String>,
+    /// Whether the callback is told of the session's start too, as `launchSession`'s.
     pub callback_on_running: Option<bool>,
     /// Run what the image's reference names now (a tag's newest), not the digest the
     /// session ran (`image { digest }`). Default false.
@@ -194,23 +227,32 @@ fn relaunch_path(field: &str) -> String {
     }
 }
 
+/// What `launchSession` and `relaunchSession` made.
 #[derive(SimpleObject)]
 pub struct LaunchSessionPayload {
+    /// The session launched: PENDING when new; for a repeated idempotency key, the first
+    /// call's session as it now is.
     pub session: Session,
 }
 
+/// What `launchSessions` made.
 #[derive(SimpleObject)]
 pub struct LaunchSessionsPayload {
+    /// The launch group that holds them (`SessionFilter.launchGroupId` lists them).
     pub launch_group: LaunchGroup,
+    /// The sessions launched, `<name>-1` first.
     pub sessions: Vec<Session>,
 }
 
 /// A problem a launch would have.
 #[derive(SimpleObject)]
 pub struct InputProblem {
+    /// A stable code, e.g. INVALID_NAME, UNKNOWN_IMAGE, OUT_OF_RANGE, NEVER_FITS, NAME_TAKEN;
+    /// MORE_PROBLEMS when some were left out.
     pub code: String,
     /// Path of the field, e.g. `input.resources[1]`; null when not about one field.
     pub field: Option<String>,
+    /// The problem in words, for people.
     pub message: String,
 }
 
@@ -227,36 +269,50 @@ pub struct LaunchCheck {
     pub pending_reasons: Vec<PendingReason>,
 }
 
+/// What `terminateSessions` did to one session.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::terminate::TerminateOutcome")]
 pub enum TerminateOutcome {
+    /// It was PENDING: it is CANCELLED at once.
     Cancelled,
+    /// It had started: it is TERMINATING, and its engine stops it.
     Terminating,
+    /// It had started and `force` was given: it is TERMINATED at once.
     Terminated,
+    /// Nothing to do: it had already ended, or was already TERMINATING (without `force`).
     Skipped,
+    /// No such session, or not one the caller may see.
     NotFound,
 }
 
+/// The outcome of ending one requested session.
 #[derive(SimpleObject)]
 pub struct TerminateResult {
-    pub id: ID,
+    /// The session's id, as requested (named `sessionId`, not `id`: this result is not the
+    /// session, and a cache keyed on `id` would take it for one).
+    pub session_id: ID,
+    /// What happened to it.
     pub outcome: TerminateOutcome,
     /// The session after the request; null when NOT_FOUND.
     pub session: Option<Session>,
 }
 
+/// What `terminateSessions` did.
 #[derive(SimpleObject)]
 pub struct TerminateSessionsPayload {
     /// One result per requested id, in request order.
     pub results: Vec<TerminateResult>,
 }
 
+/// What `modifySessions` did to one session.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::modify::ModifyOutcome")]
 pub enum ModifyOutcome {
+    /// Changed as asked.
     Modified,
     /// It already had that name and priority.
     Unchanged,
+    /// No such session, or not one the caller may see or work on.
     NotFound,
     /// A priority changes only while the session is PENDING.
     NotPending,
@@ -278,14 +334,19 @@ pub struct ModifySessionInput {
     pub priority: Option<i32>,
 }
 
+/// The outcome of modifying one requested session.
 #[derive(SimpleObject)]
 pub struct ModifyResult {
-    pub id: ID,
+    /// The session's id, as requested (named `sessionId`, not `id`: this result is not the
+    /// session, and a cache keyed on `id` would take it for one).
+    pub session_id: ID,
+    /// What happened to it: MODIFIED, UNCHANGED, NOT_FOUND, or why it was refused.
     pub outcome: ModifyOutcome,
     /// The session after the request; null when NOT_FOUND.
     pub session: Option<Session>,
 }
 
+/// What `modifySessions` did.
 #[derive(SimpleObject)]
 pub struct ModifySessionsPayload {
     /// One result per requested id, in request order.
@@ -319,8 +380,13 @@ impl LaunchQuery {
     async fn check_launch(
         &self,
         ctx: &Context<'_>,
+        #[graphql(desc = "The launch to check, as `launchSession` or `launchSessions` would take it.")]
         input: LaunchSessionInput,
-        #[graphql(default_with = "Some(1)")] count: Option<i32>,
+        #[graphql(
+            default_with = "Some(1)",
+            desc = "1 checks `launchSession`; any other number checks `launchSessions` with that `count`."
+        )]
+        count: Option<i32>,
     ) -> ApiResult<LaunchCheck> {
         let count = count.unwrap_or(1);
         let dom_input = input.to_domain()?;
@@ -356,7 +422,7 @@ impl LaunchQuery {
             valid: problems.is_empty(),
             problems,
             fits_now: check.fits_now,
-            pending_reasons: check.pending_reasons.into_iter().map(Into::into).collect(),
+            pending_reasons: check.pending_reasons.into_iter().map(TryInto::try_into).collect::<DomainResult<_>>()?,
         })
     }
 }
@@ -368,7 +434,12 @@ pub struct LaunchMutation;
 impl LaunchMutation {
     /// Launches one session; it starts PENDING and the scheduler takes it from there.
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
-    async fn launch_session(&self, ctx: &Context<'_>, input: LaunchSessionInput) -> ApiResult<LaunchSessionPayload> {
+    async fn launch_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to launch; every problem found is reported at once, at its field's path.")]
+        input: LaunchSessionInput,
+    ) -> ApiResult<LaunchSessionPayload> {
         let dom_input = input.to_domain()?;
         let launched = launch::launch(db(ctx)?, bus(ctx)?, viewer(ctx)?, &dom_input, None, limits(ctx)?)
             .await
@@ -387,7 +458,8 @@ impl LaunchMutation {
     async fn relaunch_session(
         &self,
         ctx: &Context<'_>,
-        id: ID,
+        #[graphql(desc = "A session of the caller's own, finished or live.")] id: ID,
+        #[graphql(desc = "What to change of its launch; a field left out (or no overrides) is as it was launched.")]
         overrides: Option<RelaunchOverrides>,
     ) -> ApiResult<LaunchSessionPayload> {
         let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
@@ -409,10 +481,12 @@ impl LaunchMutation {
     async fn launch_sessions(
         &self,
         ctx: &Context<'_>,
-        input: Option<LaunchSessionInput>,
+        #[graphql(desc = "Every session's configuration; not with `templateId`.")] input: Option<LaunchSessionInput>,
+        #[graphql(desc = "A template the caller may launch from (`sessionTemplates`); not with `input`.")]
         template_id: Option<ID>,
+        #[graphql(desc = "With `templateId`: what to change of the template; a field left out is as saved.")]
         overrides: Option<RelaunchOverrides>,
-        count: i32,
+        #[graphql(desc = "How many sessions: 1 to the server's `--max-launch-count` (100 unless set).")] count: i32,
     ) -> ApiResult<LaunchSessionsPayload> {
         let (db, bus, viewer, count) = (db(ctx)?, bus(ctx)?, viewer(ctx)?, Some(i64::from(count)));
         let launched = match (input, template_id) {
@@ -452,7 +526,13 @@ impl LaunchMutation {
     /// timeout or that has none. Recorded in its scheduling history with who asked. The
     /// session as it now is.
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
-    async fn extend_session(&self, ctx: &Context<'_>, id: ID, seconds: i32) -> ApiResult<Session> {
+    async fn extend_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "A running session the caller may work on.")] id: ID,
+        #[graphql(desc = "How far to push its expiry back, in seconds: at least 1, at most `maxExtensionSeconds`.")]
+        seconds: i32,
+    ) -> ApiResult<Session> {
         let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
         let s = crate::domain::expiry::extend(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, i64::from(seconds)).await?;
         Ok(Session::new(s))
@@ -462,7 +542,12 @@ impl LaunchMutation {
     /// an administrator of its project: its owner gets FORBIDDEN. Recorded in its scheduling
     /// history with who did it. The session as it now is.
     #[graphql(complexity = "AGGREGATE_COST + child_complexity")]
-    async fn exempt_from_idle(&self, ctx: &Context<'_>, id: ID, exempt: bool) -> ApiResult<Session> {
+    async fn exempt_from_idle(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "A session of a project the caller administers.")] id: ID,
+        #[graphql(desc = "True exempts it from idle checks; false puts it back under them.")] exempt: bool,
+    ) -> ApiResult<Session> {
         let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
         let s = crate::domain::idle::exempt(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, exempt).await?;
         Ok(Session::new(s))
@@ -478,7 +563,9 @@ impl LaunchMutation {
     async fn modify_sessions(
         &self,
         ctx: &Context<'_>,
+        #[graphql(desc = "The sessions: at least one, at most the server's `--max-launch-count` (100 unless set).")]
         ids: Vec<ID>,
+        #[graphql(desc = "What to change: a new name (for one session only), a new priority, or both.")]
         input: ModifySessionInput,
     ) -> ApiResult<ModifySessionsPayload> {
         let uuids: Vec<Option<uuid::Uuid>> = ids.iter().map(|id| decode_uuid(id, NodeKind::Session)).collect();
@@ -491,8 +578,8 @@ impl LaunchMutation {
             results: ids
                 .into_iter()
                 .zip(outcomes)
-                .map(|(id, (outcome, session))| ModifyResult {
-                    id,
+                .map(|(session_id, (outcome, session))| ModifyResult {
+                    session_id,
                     outcome: outcome.into(),
                     session: session.map(Session::new),
                 })
@@ -506,8 +593,12 @@ impl LaunchMutation {
     async fn terminate_sessions(
         &self,
         ctx: &Context<'_>,
-        ids: Vec<ID>,
-        #[graphql(default_with = "Some(false)")] force: Option<bool>,
+        #[graphql(desc = "The sessions to end: at most 500.")] ids: Vec<ID>,
+        #[graphql(
+            default_with = "Some(false)",
+            desc = "End started sessions at once (TERMINATED), not through TERMINATING."
+        )]
+        force: Option<bool>,
     ) -> ApiResult<TerminateSessionsPayload> {
         let uuids: Vec<Option<uuid::Uuid>> = ids.iter().map(|id| decode_uuid(id, NodeKind::Session)).collect();
         let outcomes = terminate::terminate(db(ctx)?, bus(ctx)?, viewer(ctx)?, &uuids, force.unwrap_or(false)).await?;
@@ -515,8 +606,8 @@ impl LaunchMutation {
             results: ids
                 .into_iter()
                 .zip(outcomes)
-                .map(|(id, (outcome, session))| TerminateResult {
-                    id,
+                .map(|(session_id, (outcome, session))| TerminateResult {
+                    session_id,
                     outcome: outcome.into(),
                     session: session.map(Session::new),
                 })

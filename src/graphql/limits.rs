@@ -16,7 +16,7 @@ use async_graphql::parser::types::{
 };
 use async_graphql::{ErrorExtensionValues, Name, Positioned, Request, ServerError, ServerResult};
 
-use super::result::{BAD_USER_INPUT, LIMIT_EXCEEDED};
+use super::result::{BAD_USER_INPUT, GRAPHQL_PARSE_FAILED, LIMIT_EXCEEDED};
 use crate::config::GraphqlLimits;
 
 /// How deep fragment spreads may nest within one another.
@@ -93,6 +93,15 @@ pub struct Operation {
     /// The root selection is exactly one field (no fragments): what GraphQL's "single root
     /// field" rule asks of a subscription.
     pub single_root_field: bool,
+    /// Its root fields in the document's order, through fragments, each once.
+    pub roots: Vec<RootField>,
+}
+
+/// A root field of an operation: the key its answer has (its alias or name) and the field.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RootField {
+    pub key: String,
+    pub field: String,
 }
 
 /// A request whose document was read once and held against the budgets. The executor runs
@@ -175,7 +184,73 @@ pub fn operation(document: &ExecutableDocument, name: Option<&str>) -> Option<Op
     let op = selected(document, name)?;
     let items = &op.selection_set.node.items;
     let single_root_field = items.len() == 1 && matches!(items[0].node, Selection::Field(_));
-    Some(Operation { ty: op.ty, single_root_field })
+    let mut roots = Vec::new();
+    root_fields(document, &op.selection_set.node, &mut Vec::new(), &mut roots);
+    Some(Operation { ty: op.ty, single_root_field, roots })
+}
+
+/// The fields of a root selection set, in order, entering fragments (each once: a cycle,
+/// refused by [`check`], ends here too).
+fn root_fields<'d>(
+    document: &'d ExecutableDocument,
+    set: &'d SelectionSet,
+    entered: &mut Vec<&'d Name>,
+    roots: &mut Vec<RootField>,
+) {
+    for item in &set.items {
+        match &item.node {
+            Selection::Field(f) => {
+                let f = &f.node;
+                let key = f.alias.as_ref().unwrap_or(&f.name).node.to_string();
+                if !roots.iter().any(|r| r.key == key) {
+                    roots.push(RootField { key, field: f.name.node.to_string() });
+                }
+            }
+            Selection::InlineFragment(i) => root_fields(document, &i.node.selection_set.node, entered, roots),
+            Selection::FragmentSpread(s) => {
+                let name = &s.node.fragment_name.node;
+                if entered.contains(&name) {
+                    continue;
+                }
+                entered.push(name);
+                if let Some(fragment) = document.fragments.get(name) {
+                    root_fields(document, &fragment.node.selection_set.node, entered, roots);
+                }
+            }
+        }
+    }
+}
+
+/// The executor's answer made what GraphQL asks of it, at its root: the keys in the
+/// document's order (async-graphql writes root fields in the order they finish, so two
+/// identical requests could differ), and a root field whose resolver failed present as
+/// null when its type allows, else no data at all (the executor leaves its key out).
+pub fn settle_roots(data: &mut async_graphql::Value, operation: &Operation, errors: &[ServerError]) {
+    let async_graphql::Value::Object(answered) = data else { return };
+    let object = match operation.ty {
+        OperationType::Query => "Query",
+        OperationType::Mutation => "Mutation",
+        OperationType::Subscription => "Subscription",
+    };
+    let failed = |key: &str| {
+        errors.iter().any(|e| matches!(e.path.first(), Some(async_graphql::PathSegment::Field(k)) if k == key))
+    };
+    let mut ordered = async_graphql::indexmap::IndexMap::with_capacity(answered.len());
+    for root in &operation.roots {
+        let key = Name::new(&root.key);
+        if let Some(value) = answered.shift_remove(&key) {
+            ordered.insert(key, value);
+        } else if failed(&root.key) {
+            if super::compiled::nullable(object, &root.field) {
+                ordered.insert(key, async_graphql::Value::Null);
+            } else {
+                *data = async_graphql::Value::Null;
+                return;
+            }
+        }
+    }
+    ordered.extend(answered.drain(..));
+    *answered = ordered;
 }
 
 fn required_variables(document: &ExecutableDocument, request: &Request) -> Result<(), ServerError> {
@@ -250,6 +325,7 @@ fn parse_error(err: async_graphql::parser::Error) -> ServerError {
         return refusal("the query nests too deep to be read (over 64 levels of selections, lists or objects)".into());
     }
     let mut error = ServerError::from(err);
+    error.extensions.get_or_insert_with(Default::default).set("code", GRAPHQL_PARSE_FAILED);
     if error.message.len() > MAX_SYNTAX_MESSAGE {
         let mut end = MAX_SYNTAX_MESSAGE;
         while !error.message.is_char_boundary(end) {

@@ -40,6 +40,8 @@ use crate::domain::inline::InlineReads;
 use crate::domain::launch::LaunchLimits;
 use crate::domain::live::Live;
 
+/// What may be read. Every operation needs a bearer token; what it answers depends on the
+/// caller's role and memberships.
 #[derive(MergedObject, Default)]
 pub struct Query(
     viewer::ViewerQuery,
@@ -54,6 +56,8 @@ pub struct Query(
     folders::FolderQuery,
 );
 
+/// What may be changed: launching and ending sessions, templates, folders and the caller's
+/// settings.
 #[derive(MergedObject, Default)]
 pub struct Mutation(
     launch::LaunchMutation,
@@ -63,6 +67,7 @@ pub struct Mutation(
     folders::FolderMutation,
 );
 
+/// Live feeds of sessions' events, logs and use, over the WebSocket route only.
 #[derive(MergedSubscription, Default)]
 pub struct Subscription(subscription::SessionSubscription);
 
@@ -78,6 +83,10 @@ fn builder(budgets: &GraphqlLimits) -> SchemaBuilder<Query, Mutation, Subscripti
         .limit_complexity(budgets.max_query_cost)
         .limit_depth(budgets.max_query_depth)
         .limit_recursive_depth(limits::recursion_limit(budgets))
+        .override_output_type_description::<chrono::DateTime<chrono::Utc>>(scalars::DATE_TIME)
+        .override_input_type_description::<chrono::DateTime<chrono::Utc>>(scalars::DATE_TIME)
+        .override_output_type_description::<scalars::BigInt>(scalars::BIG_INT)
+        .override_input_type_description::<scalars::BigInt>(scalars::BIG_INT)
 }
 
 /// The schema the server executes, with its database (and its inline reads, on a SQLite

@@ -11,11 +11,16 @@ use super::ids::{NodeKind, encode};
 use super::loaders::MemberOf;
 use super::session_list::SessionScope;
 
+/// What a user may administer.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "Role", remote = "crate::domain::model::Role")]
 pub enum Role {
+    /// Works in the projects they are a member of, and sees their own sessions there.
     User,
+    /// Administers every project of their own domain: sees and manages everyone's sessions
+    /// there.
     Admin,
+    /// Administers every domain, and sees the platform's configuration.
     Superadmin,
 }
 
@@ -41,17 +46,22 @@ impl TryFrom<entity::user::Model> for User {
     }
 }
 
+/// A person with an account.
 #[Object(serial)]
 impl User {
+    /// The user's global id (opaque).
     pub async fn id(&self) -> ID {
         encode(NodeKind::User, self.id)
     }
+    /// Their e-mail address: unique, and what `SessionFilter.ownerEmail` matches.
     async fn email(&self) -> &str {
         &self.email
     }
+    /// The name the page shows for them.
     async fn full_name(&self) -> &str {
         &self.full_name
     }
+    /// What they may administer.
     async fn role(&self) -> Role {
         self.role.into()
     }
@@ -60,8 +70,10 @@ impl User {
 /// A project: the unit sessions, members and quotas belong to.
 pub struct Project(pub entity::project::Model);
 
+/// A project: the unit sessions, members and quotas belong to.
 #[Object(serial)]
 impl Project {
+    /// The project's global id (opaque): what the `projectId` arguments take.
     pub async fn id(&self) -> ID {
         encode(NodeKind::Project, self.0.id)
     }

@@ -11,11 +11,17 @@ use super::ids::project_uuid;
 use super::limits::{AGGREGATE_COST, STATEMENT_COST};
 use super::types::{LimitLayer, ResourcePanelView, SessionType, SlotAmount};
 
+/// How a resource group orders its pending sessions of one priority (higher priorities
+/// always go first).
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::model::SchedulerStrategy")]
 pub enum SchedulerStrategy {
+    /// Oldest first, by creation.
     Fifo,
+    /// Newest first, by creation.
     Lifo,
+    /// Dominant resource fairness: the owner whose sessions hold the smallest share of the
+    /// group's capacity goes first (ties: the oldest session).
     Drf,
 }
 
@@ -50,11 +56,14 @@ pub(super) fn image_apps(image: &entity::image::Model) -> Vec<String> {
 /// A pool of agents that sessions are scheduled on.
 pub struct ResourceGroup(pub entity::resource_group::Model);
 
+/// A pool of agents that sessions are scheduled on.
 #[Object]
 impl ResourceGroup {
+    /// Unique on the platform: what `resourceGroup` arguments name.
     async fn name(&self) -> &str {
         &self.0.name
     }
+    /// What the page shows about the group, as configured; empty when none was given.
     async fn description(&self) -> &str {
         &self.0.description
     }
@@ -66,6 +75,7 @@ impl ResourceGroup {
     async fn pending_timeout_seconds(&self) -> Option<i64> {
         self.0.pending_timeout_seconds
     }
+    /// The session types it takes; a launch of another type is refused (TYPE_NOT_ALLOWED).
     async fn allowed_session_types(&self) -> Vec<SessionType> {
         session_types(&self.0.allowed_session_types)
     }
@@ -81,11 +91,14 @@ impl Image {
     }
 }
 
+/// A runtime image sessions start from; a session's image carries the digest it ran.
 #[Object]
 impl Image {
+    /// Unique in the catalog: what `LaunchSessionInput.image` names.
     async fn name(&self) -> &str {
         &self.0.name
     }
+    /// The session types it runs; a launch of another type is refused (UNSUPPORTED_TYPE).
     async fn supported_types(&self) -> Vec<SessionType> {
         session_types(&self.0.supported_types)
     }
@@ -118,30 +131,50 @@ impl Image {
 /// One layer's figures for a slot. `limit: null` is unlimited.
 #[derive(SimpleObject)]
 pub struct LayerUsage {
+    /// Which limit these figures are about.
     pub layer: LimitLayer,
+    /// The layer's limit for the slot: its policy's, project's or domain's, or the group's
+    /// capacity; null: unlimited.
     pub limit: Option<f64>,
+    /// What the layer's sessions hold of the slot now: the keypair's, project's, domain's,
+    /// or everyone's in the group.
     pub used: f64,
+    /// `limit` − `used`, never below 0; null when unlimited.
     pub remaining: Option<f64>,
 }
 
 /// A slot of the panel: what is used, and what remains under the strictest layer.
 #[derive(SimpleObject)]
 pub struct SlotUsage {
+    /// The slot's name, e.g. `cpu`, `mem`, `cuda.device`.
     pub slot: String,
+    /// What the view counts of the slot: the viewer's sessions (MY_TOTAL, in the group for
+    /// MY_IN_RESOURCE_GROUP) or everyone's in the group (TOTAL_IN_RESOURCE_GROUP).
     pub used: f64,
     /// The binding layer's own limit, which `remaining` is left of (that layer's use is
     /// in `layers`; `used` is the view's own); null when every layer is unlimited.
     pub limit: Option<f64>,
+    /// What the strictest layer leaves of the slot, never below 0; null when every layer
+    /// is unlimited.
     pub remaining: Option<f64>,
     /// The layer that leaves the least.
     pub binding_layer: Option<LimitLayer>,
+    /// Each layer's own figures: KEYPAIR, PROJECT and DOMAIN (MY_TOTAL), with
+    /// RESOURCE_GROUP (MY_IN_RESOURCE_GROUP), or RESOURCE_GROUP alone
+    /// (TOTAL_IN_RESOURCE_GROUP).
     pub layers: Vec<LayerUsage>,
 }
 
+/// The resource summary at the top of the Sessions page: per slot, what is used and what
+/// remains.
 #[derive(SimpleObject)]
 pub struct ResourcePanel {
+    /// Which summary this is.
     pub view: ResourcePanelView,
+    /// The resource group it is about; null for MY_TOTAL asked without one.
     pub resource_group: Option<String>,
+    /// Every slot the group's agents have (MY_TOTAL without a group: those of the project's
+    /// groups) or the viewer's sessions hold, in the catalog's order.
     pub slots: Vec<SlotUsage>,
 }
 
@@ -156,9 +189,10 @@ impl ResourceQuery {
     async fn resource_panel(
         &self,
         ctx: &Context<'_>,
+        #[graphql(desc = "A project the caller may open; its quotas are the PROJECT and DOMAIN layers.")]
         project_id: ID,
-        view: ResourcePanelView,
-        resource_group: Option<String>,
+        #[graphql(desc = "Which summary to compute.")] view: ResourcePanelView,
+        #[graphql(desc = "A resource group the project may use (NOT_FOUND otherwise).")] resource_group: Option<String>,
     ) -> ApiResult<ResourcePanel> {
         let panel = super::limits::aggregate(ctx, async {
             let panel = panels::resource_panel(
@@ -208,7 +242,11 @@ impl ResourceQuery {
 
     /// The resource groups a project may use, its default first.
     #[graphql(complexity = "STATEMENT_COST + child_complexity")]
-    async fn resource_groups(&self, ctx: &Context<'_>, project_id: ID) -> ApiResult<Vec<ResourceGroup>> {
+    async fn resource_groups(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "A project the caller may open (NOT_FOUND otherwise).")] project_id: ID,
+    ) -> ApiResult<Vec<ResourceGroup>> {
         let groups = visibility::project_resource_groups(db(ctx)?, viewer(ctx)?, project_uuid(&project_id)?).await?;
         Ok(groups.into_iter().map(ResourceGroup).collect())
     }

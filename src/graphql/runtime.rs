@@ -22,6 +22,7 @@ pub enum RuntimeKind {
 /// simulated.
 #[derive(SimpleObject)]
 pub struct Runtime {
+    /// Whether sessions really run on this machine, or are simulated.
     pub kind: RuntimeKind,
     /// Why this runtime was chosen, or why the local one could not be.
     pub reason: String,
@@ -47,8 +48,11 @@ pub enum EngineKind {
 /// A declared engine and how it is doing.
 #[derive(SimpleObject, Clone)]
 pub struct Engine {
+    /// As declared; unique on the platform.
     pub name: String,
+    /// What it is.
     pub kind: EngineKind,
+    /// The resource groups whose sessions it runs (a Slurm engine runs one).
     pub resource_groups: Vec<String>,
     /// It answers (a Slurm engine: slurmrestd answered its last request).
     pub answering: bool,

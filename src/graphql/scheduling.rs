@@ -17,24 +17,40 @@ use super::errors::ApiResult;
 use super::ids::{NodeKind, encode};
 use super::types::{PageInfo, SessionStatus};
 
+/// How a scheduling decision, or one of its checks, came out.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::history::SchedulingResult")]
 pub enum SchedulingResult {
+    /// It went through: the session moved on, or the check passed.
     Success,
+    /// It failed: the session ended in ERROR, or a session it waited for ended without
+    /// success; for a check, a limit or the queue stood in the way.
     Failure,
+    /// The session still waits (see the entry's `errorCode` and message); the scheduler
+    /// tries again at its next passes.
     NeedRetry,
+    /// The session waited longer than its resource group's pending timeout and was
+    /// cancelled.
     Expired,
+    /// Given up for good. This server does not record it yet.
     GiveUp,
+    /// Left out. This server does not record it yet.
     Skipped,
 }
 
 /// One check within a scheduling decision.
 #[derive(SimpleObject)]
 pub struct SchedulingSubStep {
+    /// The check: `keypair_quota`, `project_quota`, `domain_quota`, `concurrency`,
+    /// `capacity` or `queue`.
     pub name: String,
+    /// Whether it passed (SUCCESS) or found something in the way (FAILURE).
     pub result: SchedulingResult,
+    /// The first failure's pending-reason code, e.g. QUOTA_EXCEEDED; null when it passed.
     pub error_code: Option<String>,
+    /// Every failure in words; null when it passed.
     pub message: Option<String>,
+    /// How long it took, in milliseconds; null when not measured.
     pub duration_ms: Option<f64>,
 }
 
@@ -56,8 +72,11 @@ fn status(s: Option<&str>) -> ApiResult<Option<SessionStatus>> {
     Ok(s.map(DomStatus::stored).transpose()?.map(Into::into))
 }
 
+/// One decision about a session, as its scheduling history keeps it: a decision repeated
+/// in a row is one entry that counts its `attempts`.
 #[Object]
 impl SchedulingHistoryEntry {
+    /// The entry's global id (opaque).
     pub async fn id(&self) -> ID {
         encode(NodeKind::SchedulingHistoryEntry, self.0.id)
     }
@@ -65,21 +84,31 @@ impl SchedulingHistoryEntry {
     async fn phase(&self) -> &str {
         &self.0.phase
     }
+    /// The session's status before the decision; null at launch (`enqueue`) and for a line
+    /// that changes no status (an extension, a new priority, an exemption).
     async fn from_status(&self) -> ApiResult<Option<SessionStatus>> {
         status(self.0.from_status.as_deref())
     }
+    /// The status the decision moved it to (PENDING when it still waits); null for a line
+    /// that changes no status.
     async fn to_status(&self) -> ApiResult<Option<SessionStatus>> {
         status(self.0.to_status.as_deref())
     }
+    /// How the decision came out.
     async fn result(&self) -> ApiResult<SchedulingResult> {
         Ok(history::SchedulingResult::stored(&self.0.result)?.into())
     }
+    /// A stable code for what stood in the way, e.g. QUOTA_EXCEEDED, PENDING_TIMEOUT,
+    /// START_FAILED; null for a success.
     async fn error_code(&self) -> Option<&str> {
         self.0.error_code.as_deref()
     }
+    /// The decision in words, for people (the latest one's, when repeated).
     async fn message(&self) -> &str {
         &self.0.message
     }
+    /// The checks the scheduler ran to reach it (the latest decision's, when repeated);
+    /// empty when it ran none.
     async fn sub_steps(&self) -> Vec<SchedulingSubStep> {
         SubStep::list_from_json(&self.0.sub_steps).into_iter().map(Into::into).collect()
     }
@@ -94,6 +123,7 @@ impl SchedulingHistoryEntry {
     async fn last_tried_at(&self) -> DateTime<Utc> {
         self.0.last_tried_at.unwrap_or(self.0.updated_at)
     }
+    /// When the decision was first made (RFC 3339, UTC).
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.created_at
     }
@@ -107,16 +137,23 @@ impl SchedulingHistoryEntry {
     }
 }
 
+/// One entry of a page of scheduling history, with its cursor.
 #[derive(SimpleObject)]
 pub struct SchedulingHistoryEdge {
+    /// Where the page after this entry starts: pass it as `after`.
     pub cursor: String,
+    /// The entry.
     pub node: SchedulingHistoryEntry,
 }
 
+/// A page of a session's scheduling history, newest first.
 #[derive(SimpleObject)]
 pub struct SchedulingHistoryConnection {
+    /// The page's entries, each with its cursor.
     pub edges: Vec<SchedulingHistoryEdge>,
+    /// Whether more entries follow, and the page's cursors.
     pub page_info: PageInfo,
+    /// How many entries the session's whole history has, over all pages.
     pub total_count: i64,
 }
 

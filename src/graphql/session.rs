@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 
 use entity::session;
 
+use crate::domain::DomainResult;
 use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
 use crate::domain::status::SessionStatus as DomStatus;
 use crate::domain::{DomainError, clock, expiry, logs};
@@ -135,27 +136,39 @@ session_plain_fields!(plain_functions {});
 
 // Each plain field's resolver calls its declared function (`plain`); the compiled list
 // calls the same ones. The other resolvers follow.
+/// A compute session: one or more containers of an image, launched by a user in a project
+/// and run on an agent of a resource group.
 #[Object(serial)]
 impl Session {
+    /// The session's global id (opaque).
     pub async fn id(&self) -> ID {
         plain::id(&self.0, clock::now())
     }
+    /// 4 to 64 letters, digits, `_`, `.` and `-`; unique among its owner's live sessions
+    /// (one that ended frees its name).
     async fn name(&self) -> &str {
         plain::name(&self.0, clock::now())
     }
+    /// What kind of work it does; fixed at launch.
     #[graphql(name = "type")]
     async fn session_type(&self) -> ApiResult<SessionType> {
         plain::session_type(&self.0, clock::now())
     }
+    /// Where it is in its lifecycle.
     async fn status(&self) -> ApiResult<SessionStatus> {
         plain::status(&self.0, clock::now())
     }
+    /// Why its status last changed, in words or a code, e.g. `user-requested`,
+    /// `force-terminated`, `PENDING_TIMEOUT`, `OOM killed`; null when no reason was given.
     async fn status_info(&self) -> Option<&str> {
         plain::status_info(&self.0, clock::now())
     }
+    /// How it ended: UNDEFINED until then.
     async fn result(&self) -> ApiResult<SessionResult> {
         plain::result(&self.0, clock::now())
     }
+    /// The exit code of its command once it ended (124 for a batch timeout), as its engine
+    /// reported it; null while it runs, or when none was reported.
     async fn exit_code(&self) -> Option<i32> {
         plain::exit_code(&self.0, clock::now())
     }
@@ -173,18 +186,25 @@ impl Session {
     async fn occupied_slots(&self) -> ApiResult<ResourceSlots> {
         plain::occupied_slots(&self.0, clock::now())
     }
+    /// How many containers it has (1 to 64), all on one agent.
     async fn cluster_size(&self) -> i32 {
         plain::cluster_size(&self.0, clock::now())
     }
+    /// −100 … 100: among the pending sessions of its resource group, higher priorities are
+    /// scheduled first.
     async fn priority(&self) -> i32 {
         plain::priority(&self.0, clock::now())
     }
+    /// The command a batch session runs; other types run their image's own command. Null
+    /// when none was given.
     async fn startup_command(&self) -> Option<&str> {
         plain::startup_command(&self.0, clock::now())
     }
+    /// A batch session is stopped this many seconds after it started; null: no timeout.
     async fn batch_timeout_seconds(&self) -> Option<i32> {
         plain::batch_timeout_seconds(&self.0, clock::now())
     }
+    /// When it was launched (RFC 3339, UTC).
     async fn created_at(&self) -> DateTime<Utc> {
         plain::created_at(&self.0, clock::now())
     }
@@ -192,12 +212,15 @@ impl Session {
     async fn starts_at(&self) -> Option<DateTime<Utc>> {
         plain::starts_at(&self.0, clock::now())
     }
+    /// When it was given an agent (SCHEDULED); null before.
     async fn scheduled_at(&self) -> Option<DateTime<Utc>> {
         plain::scheduled_at(&self.0, clock::now())
     }
+    /// When it started RUNNING; null before, and for a session that never ran.
     async fn started_at(&self) -> Option<DateTime<Utc>> {
         plain::started_at(&self.0, clock::now())
     }
+    /// When it reached a terminal status (TERMINATED, CANCELLED or ERROR); null before.
     async fn terminated_at(&self) -> Option<DateTime<Utc>> {
         plain::terminated_at(&self.0, clock::now())
     }
@@ -237,7 +260,7 @@ impl Session {
     async fn utilization_history(
         &self,
         ctx: &Context<'_>,
-        #[graphql(default = 3600)] window: i32,
+        #[graphql(default = 3600, desc = "Seconds before the latest sample to cover: 60 to 3600.")] window: i32,
     ) -> ApiResult<Vec<UtilizationPoint>> {
         let points = crate::domain::usage::history(db(ctx)?, &self.0, i64::from(window)).await?;
         Ok(points.into_iter().map(UtilizationPoint::from).collect())
@@ -246,6 +269,7 @@ impl Session {
     async fn exempt_idle(&self) -> bool {
         plain::exempt_idle(&self.0, clock::now())
     }
+    /// The user who launched it.
     async fn owner(&self, ctx: &Context<'_>) -> ApiResult<Arc<User>> {
         if let Some(owner) = &self.1.owner {
             return Ok(Arc::clone(owner));
@@ -253,6 +277,7 @@ impl Session {
         let u = loaders(ctx)?.load_one(UserId(self.0.owner_id)).await?;
         Ok(Arc::new(User::try_from(u.ok_or_else(|| DomainError::invariant("session without owner"))?)?))
     }
+    /// The project it was launched in.
     async fn project(&self, ctx: &Context<'_>) -> ApiResult<Arc<Project>> {
         if let Some(project) = &self.1.project {
             return Ok(Arc::clone(project));
@@ -260,6 +285,7 @@ impl Session {
         let p = loaders(ctx)?.load_one(ProjectId(self.0.project_id)).await?;
         Ok(Arc::new(Project(p.ok_or_else(|| DomainError::invariant("session without project"))?)))
     }
+    /// The resource group it is scheduled in.
     async fn resource_group(&self, ctx: &Context<'_>) -> ApiResult<ResourceGroup> {
         if let Some(g) = &self.1.resource_group {
             return Ok(ResourceGroup(g.clone()));
@@ -267,6 +293,7 @@ impl Session {
         let g = loaders(ctx)?.load_one(ResourceGroupName(self.0.resource_group.clone())).await?;
         Ok(ResourceGroup(g.ok_or_else(|| DomainError::invariant("session without resource group"))?))
     }
+    /// The image it runs, with the digest it ran once pulled.
     async fn image(&self, ctx: &Context<'_>) -> ApiResult<Image> {
         if let Some(i) = &self.1.image {
             return Ok(Image(i.clone(), self.0.image_digest.clone()));
@@ -279,6 +306,7 @@ impl Session {
         let mounts = crate::domain::storage::mounts::of(&self.0)?;
         Ok(mounts.into_iter().map(super::folders::SessionMount).collect())
     }
+    /// The environment variables given at launch, in their order (not the image's own).
     async fn environment(&self) -> Vec<EnvVar> {
         self.0
             .environment
@@ -295,11 +323,13 @@ impl Session {
     async fn pull(&self) -> Option<PullProgress> {
         dom::pull(&self.0).map(PullProgress)
     }
-    /// When the session will be reclaimed, and why: the earlier of its lifetime's end and
-    /// its batch timeout. Null before it runs, once it ends, or with neither.
+    /// When the session will be reclaimed, and why: the earliest of its lifetime's end, its
+    /// batch timeout and its idle timeout. Null unless it is RUNNING with one of them.
     async fn expiry(&self) -> ApiResult<Option<SessionExpiry>> {
         Ok(expiry::of(&self.0)?.map(|e| SessionExpiry(Arc::clone(&self.0), e)))
     }
+    /// The launch group it was created in by `launchSessions`; null for a session launched
+    /// alone.
     async fn launch_group(&self, ctx: &Context<'_>) -> ApiResult<Option<LaunchGroup>> {
         let Some(id) = self.0.launch_group_id else { return Ok(None) };
         Ok(loaders(ctx)?.load_one(LaunchGroupId(id)).await?.map(LaunchGroup))
@@ -308,7 +338,7 @@ impl Session {
     /// latest scheduling pass; for a SCHEDULED one, why its engine has not started it
     /// (Slurm's reason as a code, with Slurm's text; `ENGINE_UNREACHABLE`); empty otherwise.
     async fn pending_reasons(&self) -> ApiResult<Vec<PendingReason>> {
-        Ok(dom::pending_reasons(&self.0)?.into_iter().map(Into::into).collect())
+        Ok(dom::pending_reasons(&self.0)?.into_iter().map(TryInto::try_into).collect::<DomainResult<_>>()?)
     }
     /// Scheduling decisions, newest first. For the detail panel: costly in long lists (it
     /// is not batched), so a query may ask for it on about 100 sessions at once.
@@ -316,8 +346,8 @@ impl Session {
     async fn scheduling_history(
         &self,
         ctx: &Context<'_>,
-        first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "How many entries: default 50, at most 500.")] first: Option<i32>,
+        #[graphql(desc = "Start after this entry's cursor (e.g. `pageInfo.endCursor`).")] after: Option<String>,
     ) -> ApiResult<SchedulingHistoryConnection> {
         scheduling::history(db(ctx)?, self.0.id, first, after).await
     }
@@ -330,7 +360,7 @@ impl Session {
             (None, Some(id)) => (LaunchOriginKind::Template, encode(NodeKind::SessionTemplate, id)),
             (None, None) => return None,
         };
-        Some(LaunchOrigin { kind, id, name: self.0.launched_from_name.clone().unwrap_or_default() })
+        Some(LaunchOrigin { kind, origin_id: id, name: self.0.launched_from_name.clone().unwrap_or_default() })
     }
     /// Who made its latest status change: the user (launching, terminating), or the
     /// system's rule (the scheduler, an engine, a timeout, an idle check).
@@ -416,7 +446,8 @@ impl Session {
     async fn logs(
         &self,
         ctx: &Context<'_>,
-        #[graphql(default_with = "Some(logs::DEFAULT_TAIL as i32)")] tail: Option<i32>,
+        #[graphql(default_with = "Some(logs::DEFAULT_TAIL as i32)", desc = "How many of the last lines: 1 to 1000.")]
+        tail: Option<i32>,
     ) -> ApiResult<Vec<String>> {
         let tail = tail.map_or(i64::from(logs::DEFAULT_TAIL), i64::from);
         Ok(logs::tail(db(ctx)?, self.0.id, tail).await?)
@@ -429,11 +460,14 @@ pub const DETAIL_COST: usize = 500;
 /// The sessions created together by one "Launch Multiple Sessions".
 pub struct LaunchGroup(pub entity::launch_group::Model);
 
+/// The sessions created together by one "Launch Multiple Sessions" (`launchSessions`).
 #[Object]
 impl LaunchGroup {
+    /// The group's global id (opaque), as `SessionFilter.launchGroupId` takes it.
     pub async fn id(&self) -> ID {
         encode(NodeKind::LaunchGroup, self.0.id)
     }
+    /// The name the launch was given; its sessions are `<name>-1` … `<name>-<count>`.
     async fn name(&self) -> &str {
         &self.0.name
     }
@@ -441,6 +475,7 @@ impl LaunchGroup {
     async fn count(&self) -> i32 {
         self.0.count
     }
+    /// When it was launched (RFC 3339, UTC).
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.created_at
     }
@@ -449,17 +484,19 @@ impl LaunchGroup {
     async fn sessions(
         &self,
         ctx: &Context<'_>,
-        first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "How many sessions: default 50, at most 500.")] first: Option<i32>,
+        #[graphql(desc = "Start after this session's cursor (e.g. `pageInfo.endCursor`).")] after: Option<String>,
     ) -> ApiResult<SessionConnection> {
         let args = PageArgs { first, after, ..Default::default() };
         session_connection(ctx, SessionSet::of_launch_group(&self.0), &[], args).await
     }
 }
 
+/// One session of a page, with its cursor.
 #[derive(SimpleObject)]
 #[graphql(serial, complex)]
 pub struct SessionEdge {
+    /// The session.
     pub node: Session,
     #[graphql(skip)]
     pub position: SessionPosition,
@@ -474,16 +511,18 @@ impl SessionEdge {
 }
 
 /// A page of sessions. `totalCount` costs a statement only when asked for.
-///
-/// Resolved one field after the other (`serial`), like the session itself: async-graphql
-/// writes the fields of a concurrent object in the order they finish, so a `totalCount`
-/// (a statement) would come out after the page's fields wherever it was asked, and its
-/// place would change from one answer to the next. Serial, every answer keeps the order
-/// of the selection, as the GraphQL spec asks; nothing else here waits.
+//
+// Resolved one field after the other (`serial`), like the session itself: async-graphql
+// writes the fields of a concurrent object in the order they finish, so a `totalCount`
+// (a statement) would come out after the page's fields wherever it was asked, and its
+// place would change from one answer to the next. Serial, every answer keeps the order
+// of the selection, as the GraphQL spec asks; nothing else here waits.
 #[derive(SimpleObject)]
 #[graphql(complex, serial)]
 pub struct SessionConnection {
+    /// The page's sessions in the list's order, each with its cursor.
     pub edges: Vec<SessionEdge>,
+    /// Whether more sessions come before or after, and the page's cursors.
     pub page_info: PageInfo,
     #[graphql(skip)]
     pub set: Arc<SessionSet>,
@@ -531,17 +570,23 @@ pub async fn session_connection(
 /// its layers, fetched or found on the machine, of the total.
 pub struct PullProgress(pub crate::domain::runtime::image::Progress);
 
+/// How far a session's image pull is, in bytes of its blobs (config and layers, compressed)
+/// and in layers.
 #[Object]
 impl PullProgress {
+    /// Bytes of the image's blobs fetched, or found on the machine already.
     async fn bytes_done(&self) -> BigInt {
         big(self.0.bytes_done)
     }
+    /// Bytes of all the image's blobs; 0 until known.
     async fn bytes_total(&self) -> BigInt {
         big(self.0.bytes_total)
     }
+    /// Layers fetched so far.
     async fn layers_done(&self) -> i32 {
         int(self.0.layers_done)
     }
+    /// Layers the image has; 0 until known.
     async fn layers_total(&self) -> i32 {
         int(self.0.layers_total)
     }

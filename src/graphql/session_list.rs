@@ -20,6 +20,7 @@ use super::session::{Session, SessionConnection, session_connection};
 use super::session_paging::{PageArgs, list_path, page_complexity};
 use super::types::{SessionStatus, SessionType};
 
+/// Whose sessions of a project a list shows (see `Project.sessionScopes`).
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SessionScope {
     /// The caller's own sessions in the project, whatever the caller's role.
@@ -47,6 +48,7 @@ impl From<DomScope> for SessionScope {
     }
 }
 
+/// A tab of the Sessions page: live sessions, or those that ended.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::sessions::SessionTab")]
 pub enum SessionTab {
@@ -56,14 +58,21 @@ pub enum SessionTab {
     Finished,
 }
 
+/// What a session list can be ordered by.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::sessions::SessionOrderField")]
 pub enum SessionOrderField {
+    /// When it was launched.
     CreatedAt,
+    /// Its name, compared byte by byte (upper case before lower case).
     Name,
+    /// Its status, in lifecycle order: PENDING, SCHEDULED, … TERMINATED, CANCELLED, ERROR.
     Status,
+    /// Its type, in the order INTERACTIVE, BATCH, INFERENCE, UPLOAD.
     Type,
+    /// Time from creation to termination, or to now while not terminated.
     Elapsed,
+    /// When it ended; sessions not ended come after all others in ascending order.
     TerminatedAt,
     /// Cores used at the latest sample (`utilization`): `DESC` for the heaviest first. A
     /// session not sampled yet counts as 0; an ended one keeps its last sample.
@@ -72,15 +81,21 @@ pub enum SessionOrderField {
     MemUsed,
 }
 
+/// Which way an order runs.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 pub enum OrderDirection {
+    /// Smallest, earliest or first first.
     Asc,
+    /// Largest, latest or last first.
     Desc,
 }
 
+/// One key of a list's order; later keys break the ties of earlier ones, then the id.
 #[derive(InputObject)]
 pub struct SessionOrder {
+    /// What to order by; a field given twice counts once, where it first appears.
     pub field: SessionOrderField,
+    /// Which way.
     pub direction: OrderDirection,
 }
 
@@ -164,10 +179,13 @@ pub(super) fn to_domain_orders(order_by: Option<Vec<SessionOrder>>) -> Vec<dom::
         .collect()
 }
 
+/// How many sessions of a list are of one type.
 #[derive(SimpleObject)]
 pub struct SessionTypeCount {
+    /// The type.
     #[graphql(name = "type")]
     pub session_type: SessionType,
+    /// How many of the list's sessions are of it (0 included).
     pub count: i64,
 }
 
@@ -178,6 +196,7 @@ pub struct SessionCounts {
     pub running: i64,
     /// Terminal sessions (the Finished tab).
     pub finished: i64,
+    /// Every session of the list: running and finished.
     pub all: i64,
     /// Every type, zero counts included.
     pub by_type: Vec<SessionTypeCount>,
@@ -226,14 +245,22 @@ impl SessionQuery {
     async fn sessions(
         &self,
         ctx: &Context<'_>,
-        project_id: ID,
-        #[graphql(default_with = "Some(SessionScope::Mine)")] scope: Option<SessionScope>,
+        #[graphql(desc = "A project the caller may open (NOT_FOUND otherwise).")] project_id: ID,
+        #[graphql(
+            default_with = "Some(SessionScope::Mine)",
+            desc = "MINE (a member's own sessions) or PROJECT (everyone's, for an administrator); FORBIDDEN otherwise."
+        )]
+        scope: Option<SessionScope>,
+        #[graphql(desc = "Which sessions to list; every given condition must hold. None: all of the scope.")]
         filter: Option<SessionFilter>,
+        #[graphql(desc = "Order keys, first key first (at most 32); ties by id. None: CREATED_AT descending.")]
         order_by: Option<Vec<SessionOrder>>,
+        #[graphql(desc = "How many from the start or after `after`: default 50, at most 500. Not with `last`.")]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "Start after this cursor, of a list with the same `orderBy`.")] after: Option<String>,
+        #[graphql(desc = "How many sessions just before `before` (or at the end): at most 500. Not with `first`.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "End before this cursor, of a list with the same `orderBy`.")] before: Option<String>,
     ) -> ApiResult<SessionConnection> {
         let set = project_session_set(ctx, &project_id, scope, filter).await?;
         session_connection(ctx, set, &to_domain_orders(order_by), PageArgs { first, after, last, before }).await
@@ -244,8 +271,10 @@ impl SessionQuery {
     async fn session_counts(
         &self,
         ctx: &Context<'_>,
-        project_id: ID,
-        #[graphql(default_with = "Some(SessionScope::Mine)")] scope: Option<SessionScope>,
+        #[graphql(desc = "The project, as for `sessions`.")] project_id: ID,
+        #[graphql(default_with = "Some(SessionScope::Mine)", desc = "Whose sessions, as for `sessions`.")]
+        scope: Option<SessionScope>,
+        #[graphql(desc = "Which sessions, as for `sessions`; with a `tab` in it, the other tab's count is 0.")]
         filter: Option<SessionFilter>,
     ) -> ApiResult<SessionCounts> {
         let set = project_session_set(ctx, &project_id, scope, filter).await?;
@@ -269,7 +298,11 @@ impl SessionQuery {
 
     /// One session, or null when it does not exist or the caller may not see it.
     #[graphql(complexity = "STATEMENT_COST + child_complexity")]
-    async fn session(&self, ctx: &Context<'_>, id: ID) -> ApiResult<Option<Session>> {
+    async fn session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session's global id.")] id: ID,
+    ) -> ApiResult<Option<Session>> {
         let Some(uuid) = decode_uuid(&id, NodeKind::Session) else { return Ok(None) };
         match visibility::visible_session(db(ctx)?, viewer(ctx)?, uuid).await {
             Ok(s) => {

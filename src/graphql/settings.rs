@@ -13,7 +13,9 @@ use super::viewer::UserSettings;
 /// One column in the order the table should show it.
 #[derive(InputObject)]
 pub struct SessionColumnInput {
+    /// Which column; each at most once.
     pub column: SessionColumnKey,
+    /// Whether the table shows it; NAME cannot be hidden.
     pub visible: bool,
 }
 
@@ -23,8 +25,13 @@ pub struct SettingsMutation;
 #[Object]
 impl SettingsMutation {
     /// Chooses the resource panel the Sessions page shows.
-    async fn set_resource_panel_view(&self, ctx: &Context<'_>, view: ResourcePanelView) -> ApiResult<UserSettings> {
-        Ok(UserSettings(settings::set_resource_panel_view(db(ctx)?, viewer(ctx)?.user_id, view.into()).await?))
+    async fn set_resource_panel_view(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The panel to show from now on.")] view: ResourcePanelView,
+    ) -> ApiResult<UserSettings> {
+        let user = viewer(ctx)?.user_id;
+        Ok(UserSettings(user, settings::set_resource_panel_view(db(ctx)?, user, view.into()).await?))
     }
 
     /// Sets the session table's columns: the full list in display order. A column given
@@ -32,11 +39,12 @@ impl SettingsMutation {
     async fn update_session_list_columns(
         &self,
         ctx: &Context<'_>,
-        columns: Vec<SessionColumnInput>,
+        #[graphql(desc = "Every column to show or hide, in display order.")] columns: Vec<SessionColumnInput>,
     ) -> ApiResult<UserSettings> {
         let columns: Vec<ColumnSetting> =
             columns.into_iter().map(|c| ColumnSetting { column: c.column.into(), visible: c.visible }).collect();
-        Ok(UserSettings(settings::update_session_list_columns(db(ctx)?, viewer(ctx)?.user_id, &columns).await?))
+        let user = viewer(ctx)?.user_id;
+        Ok(UserSettings(user, settings::update_session_list_columns(db(ctx)?, user, &columns).await?))
     }
 
     /// Replaces the key that signs the viewer's completion callbacks with a new random one,

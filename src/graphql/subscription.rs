@@ -27,6 +27,7 @@ use super::types::{SessionEventKind, SessionStatus, SlotUse};
 /// One sample of what a session uses.
 pub struct UtilizationSample(Reading);
 
+/// One sample of what a session uses.
 #[Object]
 impl UtilizationSample {
     /// When its engine took it.
@@ -42,6 +43,8 @@ impl UtilizationSample {
 /// One status change of one session, or a warning that it will be reclaimed soon.
 pub struct SessionEvent(DomEvent);
 
+/// One event of a session: a status change, an expiry warning, another change, or the
+/// progress of its image's pull.
 #[Object]
 impl SessionEvent {
     /// Position in the global sequence of status changes: pass it as `after` to resume.
@@ -53,18 +56,25 @@ impl SessionEvent {
     async fn kind(&self) -> SessionEventKind {
         self.0.kind.into()
     }
+    /// The global id of the session it is about.
     async fn session_id(&self) -> ID {
         encode(NodeKind::Session, self.0.session.id)
     }
+    /// The status it left (null for its first status, at launch); for the other kinds, the
+    /// status it has.
     async fn from_status(&self) -> Option<SessionStatus> {
         self.0.from.map(Into::into)
     }
+    /// The status it reached; for the other kinds, the status it has.
     async fn to_status(&self) -> SessionStatus {
         self.0.to.into()
     }
+    /// Why, in words or a code: the status change's reason (e.g. `user-requested`), or
+    /// what a warning or a modification says; null when none was given.
     async fn reason(&self) -> Option<&str> {
         self.0.reason.as_deref()
     }
+    /// When it happened (RFC 3339, UTC).
     async fn occurred_at(&self) -> DateTime<Utc> {
         self.0.at
     }
@@ -105,9 +115,11 @@ impl SessionSubscription {
     async fn session_events(
         &self,
         ctx: &Context<'_>,
-        project_id: ID,
-        #[graphql(default_with = "Some(SessionScope::Mine)")] scope: Option<SessionScope>,
-        session_id: Option<ID>,
+        #[graphql(desc = "The project whose sessions to follow, as for `sessions`.")] project_id: ID,
+        #[graphql(default_with = "Some(SessionScope::Mine)", desc = "Whose sessions, as for `sessions`.")]
+        scope: Option<SessionScope>,
+        #[graphql(desc = "Only this session's events (one of that list).")] session_id: Option<ID>,
+        #[graphql(desc = "The cursor of the last event received (or of a status transition): replay from there.")]
         after: Option<String>,
     ) -> Result<BoxStream<'static, Result<SessionEvent, ApiError>>, ApiError> {
         let session_id = session_id
@@ -129,8 +141,8 @@ impl SessionSubscription {
     async fn session_logs(
         &self,
         ctx: &Context<'_>,
-        session_id: ID,
-        #[graphql(default = 100)] tail: i32,
+        #[graphql(desc = "The session to follow: one the caller may work on.")] session_id: ID,
+        #[graphql(default = 100, desc = "How many past lines to send first: 0 to 1000.")] tail: i32,
     ) -> Result<BoxStream<'static, Result<String, ApiError>>, ApiError> {
         let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
         let live = live(ctx)?;
@@ -144,7 +156,7 @@ impl SessionSubscription {
     async fn session_utilization(
         &self,
         ctx: &Context<'_>,
-        session_id: ID,
+        #[graphql(desc = "The session to follow: one the caller may work on.")] session_id: ID,
     ) -> Result<BoxStream<'static, Result<UtilizationSample, ApiError>>, ApiError> {
         let id = decode_uuid(&session_id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
         let live = live(ctx)?;

@@ -3,34 +3,61 @@
 
 use async_graphql::{Enum, Object, SimpleObject};
 
-use crate::domain::occupancy;
 use crate::domain::paging::Page;
 use crate::domain::slots::{self, ResourceSlots as Slots};
+use crate::domain::{DomainError, DomainResult, occupancy};
 
 use super::scalars::BigInt;
 
+/// What kind of work a session does; fixed at launch.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "SessionType", remote = "crate::domain::model::SessionType")]
 pub enum SessionType {
+    /// Used by hand: it runs its image's command until it is ended, offers a terminal and
+    /// web apps, and is under idle checks.
     Interactive,
+    /// Runs its `startupCommand` to the end; it may have a start time, dependencies and a
+    /// timeout.
     Batch,
+    /// For serving a model: it runs its image's command until it is ended (no terminal, web
+    /// apps or idle checks).
     Inference,
+    /// For moving files: it runs its image's command until it is ended (no terminal, web
+    /// apps or idle checks).
     Upload,
 }
 
+/// Where a session is in its lifecycle. It moves forward only: PENDING → SCHEDULED →
+/// PREPARING → (PULLING →) PREPARED → CREATING → RUNNING → TERMINATING → TERMINATED, or
+/// ends CANCELLED or in ERROR; a terminal status never changes again.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "SessionStatus", remote = "crate::domain::status::SessionStatus")]
 pub enum SessionStatus {
+    /// Waiting to be scheduled: for room, a quota, its start time or its dependencies (see
+    /// `pendingReasons`). It holds no resources yet.
     Pending,
+    /// Given an agent, whose resources it holds from now until it ends. A Slurm job may
+    /// still wait in Slurm's queue.
     Scheduled,
+    /// Its agent is preparing its environment.
     Preparing,
+    /// Its image is being pulled onto its agent (see `pull`).
     Pulling,
+    /// Its image and environment are ready on its agent.
     Prepared,
+    /// Its containers are being created and started.
     Creating,
+    /// It runs; its applications are offered.
     Running,
+    /// Asked to end (by a user or a rule); its engine is stopping it.
     Terminating,
+    /// Ended after it was scheduled: on its own, on request, by a timeout, or reclaimed.
+    /// See `result`. Terminal.
     Terminated,
+    /// Ended before it started: cancelled while PENDING by a user, its pending timeout, or
+    /// a dependency that failed. Terminal.
     Cancelled,
+    /// It failed to start, or its machine failed under it. Terminal.
     Error,
 }
 
@@ -62,6 +89,7 @@ pub enum IdleCheckKind {
 #[derive(SimpleObject)]
 #[graphql(serial)]
 pub struct IdleCheck {
+    /// What this check watches: a slot's use, or the terminal.
     pub check: IdleCheckKind,
     /// The slot a utilization check measures.
     pub slot: Option<String>,
@@ -107,11 +135,18 @@ pub enum SessionEventKind {
     PullProgress,
 }
 
+/// How a session's work came out, once it ended.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "SessionResult", remote = "crate::domain::status::SessionResult")]
 pub enum SessionResult {
+    /// Not known: the session has not ended, or ended without an outcome (cancelled, or
+    /// forced to end before its engine reported one).
     Undefined,
+    /// It ended well: its command exited with code 0, or a session other than a batch one
+    /// was stopped on request.
     Success,
+    /// It failed: a non-zero exit code, a failed start, a timeout, out of memory or disk,
+    /// a lost machine, or a batch session stopped before it finished.
     Failure,
 }
 
@@ -119,42 +154,75 @@ pub enum SessionResult {
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(remote = "crate::domain::occupancy::LimitLayer")]
 pub enum LimitLayer {
+    /// The limits of the policy of the keypair the sessions were launched with (and its
+    /// number of sessions running at once).
     Keypair,
+    /// The limits of the session's project.
     Project,
+    /// The limits of the project's domain.
     Domain,
+    /// The capacity of the resource group: what its live agents that take sessions have.
     ResourceGroup,
 }
 
+/// Which resource summary the Sessions page shows.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "ResourcePanelView", remote = "crate::domain::model::ResourcePanelView")]
 pub enum ResourcePanelView {
+    /// What the viewer's sessions hold in every resource group, against the keypair,
+    /// project and domain limits.
     MyTotal,
+    /// What the viewer's sessions hold in one resource group, against those limits and
+    /// what the group has left.
     MyInResourceGroup,
+    /// What everyone's sessions hold in one resource group, against its capacity.
     TotalInResourceGroup,
 }
 
+/// A column of the session table. NAME, STATUS, ACCELERATORS, CPU, MEMORY and ELAPSED show
+/// unless hidden; the others show once made visible.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 #[graphql(name = "SessionColumnKey", remote = "crate::domain::model::SessionColumnKey")]
 pub enum SessionColumnKey {
+    /// The session's name; it cannot be hidden.
     Name,
+    /// Its status (`Session.status`).
     Status,
+    /// The accelerators it requests (`requestedSlots.accelerators`).
     Accelerators,
+    /// The CPU cores it requests (`requestedSlots.cpu`).
     Cpu,
+    /// The memory it requests (`requestedSlots.memory`).
     Memory,
+    /// How long it has existed (`Session.elapsedSeconds`).
     Elapsed,
+    /// Its kind (`Session.type`).
     Type,
+    /// The image it runs.
     Image,
+    /// The resource group it runs in.
     ResourceGroup,
+    /// Who launched it; shown right after NAME in a list of everyone's sessions.
     Owner,
+    /// Its project.
     Project,
+    /// When it was launched.
     CreatedAt,
+    /// When it started running.
     StartedAt,
+    /// When it ended.
     TerminatedAt,
+    /// How many containers it has.
     ClusterSize,
+    /// Why its status last changed (`Session.statusInfo`).
     StatusInfo,
+    /// How it ended (`Session.result`).
     Result,
+    /// The agent it runs on.
     Agent,
+    /// Its scheduling priority.
     Priority,
+    /// Its place in the queue while it waits (`Session.queuePosition`).
     QueuePosition,
     /// When a running session will be reclaimed, and why.
     Expiry,
@@ -166,12 +234,18 @@ pub enum SessionColumnKey {
     Mounts,
 }
 
+/// Where a page stands in its list, and the cursors to ask for its neighbours.
 #[derive(SimpleObject)]
 #[graphql(serial)]
 pub struct PageInfo {
+    /// Whether rows follow this page. Reading backwards (`last`/`before`): true when
+    /// `before` was given.
     pub has_next_page: bool,
+    /// Whether rows come before this page. Reading forwards: true when `after` was given.
     pub has_previous_page: bool,
+    /// The cursor of the page's first row, for `before`; null for an empty page.
     pub start_cursor: Option<String>,
+    /// The cursor of the page's last row, for `after`; null for an empty page.
     pub end_cursor: Option<String>,
 }
 
@@ -192,11 +266,13 @@ impl PageInfo {
 #[derive(SimpleObject)]
 #[graphql(serial)]
 pub struct SlotUse {
+    /// The slot's name, e.g. `cpu`, `mem`.
     pub slot: String,
     /// At the latest sample (`utilizationSampledAt`).
     pub current: f64,
     /// Over every sample since it started.
     pub average: f64,
+    /// The highest of every sample since it started.
     pub maximum: f64,
 }
 
@@ -204,6 +280,7 @@ pub struct SlotUse {
 #[derive(SimpleObject)]
 #[graphql(serial)]
 pub struct UtilizationPoint {
+    /// When this point was sampled (RFC 3339, UTC).
     pub at: chrono::DateTime<chrono::Utc>,
     /// Per slot (cpu first, then mem): cpu in cores busy, mem in bytes.
     pub utilization: Vec<SlotAmount>,
@@ -221,10 +298,14 @@ impl From<crate::domain::usage::SlotUse> for SlotUse {
     }
 }
 
+/// An amount of one resource slot.
 #[derive(SimpleObject)]
 #[graphql(serial)]
 pub struct SlotAmount {
+    /// The slot's name: `cpu`, `mem`, or an accelerator's such as `cuda.device`.
     pub slot: String,
+    /// In the slot's unit: cores for `cpu`, bytes for `mem`, devices or shares for an
+    /// accelerator.
     pub amount: f64,
 }
 
@@ -253,8 +334,10 @@ impl ResourceSlots {
     }
 }
 
+/// Amounts of resource slots: CPU cores, memory in bytes, accelerators, and every slot.
 #[Object(serial)]
 impl ResourceSlots {
+    /// CPU cores (0 when the slot is absent).
     async fn cpu(&self) -> f64 {
         self.0.get(slots::CPU)
     }
@@ -266,31 +349,109 @@ impl ResourceSlots {
     async fn accelerators(&self) -> Vec<SlotAmount> {
         Self::accelerators_of(&self.0)
     }
+    /// Every slot present, `cpu` and `mem` (in bytes) included, by slot name.
     async fn all(&self) -> Vec<SlotAmount> {
         SlotAmount::list(&self.0)
     }
 }
 
+/// Why a pending session waits: the scheduler's reasons, then those of a session waiting
+/// in its engine (it does not answer, or Slurm's reason).
+#[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PendingReasonCode {
+    /// A batch session set to start later (`startsAt`): it waits for that time.
+    NotYet,
+    /// It waits for sessions it depends on (`dependsOn`) to end (the scheduler's), or
+    /// Slurm holds the job for its dependencies.
+    Dependency,
+    /// It would take a limit's layer (`layer`) past its limit of `slot`.
+    QuotaExceeded,
+    /// Its layer already runs as many sessions as it may at once.
+    ConcurrencyLimit,
+    /// No agent of its resource group has room for it now.
+    NoCapacity,
+    /// Sessions ahead of it in the queue go first (the group's strategy keeps the order).
+    QueuedBehind,
+    /// Scheduled, but its engine does not answer.
+    EngineUnreachable,
+    /// Slurm: the nodes the job needs are busy.
+    InsufficientResources,
+    /// Slurm: jobs of a higher priority go first.
+    Priority,
+    /// Slurm: the nodes it needs are down, drained or reserved.
+    NodesUnavailable,
+    /// Slurm: its partition is down or inactive.
+    PartitionDown,
+    /// Slurm: the job waits for its begin time.
+    BeginTime,
+    /// Slurm: the job is held by its user or an administrator.
+    Held,
+    /// Slurm: a limit of its quality of service.
+    QosLimit,
+    /// Slurm: a limit of its association (account or user).
+    AssociationLimit,
+    /// Slurm: another reason, given in `message`.
+    SlurmReason,
+}
+
+impl PendingReasonCode {
+    /// The code the domain gives, as this enum's value of the same name.
+    pub fn of(code: &str) -> DomainResult<Self> {
+        named(code)
+    }
+}
+
+/// The value of enum `T` named `text` (a domain's stored code, the same text): anything else
+/// is a broken invariant, never the client's fault.
+pub fn named<T: async_graphql::resolver_utils::EnumType>(text: &str) -> DomainResult<T> {
+    let found = T::items().iter().find(|item| item.name == text).map(|item| item.value);
+    found.ok_or_else(|| DomainError::invariant(format!("the code `{text}` has no value in the API's enum")))
+}
+
 /// Why a pending session is not running yet; `code` is stable, the rest its parameters.
 #[derive(SimpleObject)]
 pub struct PendingReason {
-    pub code: String,
+    /// The reason, as a stable code.
+    pub code: PendingReasonCode,
+    /// The reason in words, with its figures, for people.
     pub message: String,
+    /// The limit it is about (QUOTA_EXCEEDED, CONCURRENCY_LIMIT, NO_CAPACITY); null
+    /// otherwise.
     pub layer: Option<LimitLayer>,
+    /// The slot over its limit (QUOTA_EXCEEDED); null otherwise.
     pub slot: Option<String>,
+    /// What the session asks for of `slot` (for CONCURRENCY_LIMIT: 1 session); null when
+    /// not about an amount.
     pub requested: Option<f64>,
+    /// What the layer has left of `slot` (for CONCURRENCY_LIMIT: sessions); null when not
+    /// about an amount.
     pub remaining: Option<f64>,
 }
 
-impl From<occupancy::PendingReason> for PendingReason {
-    fn from(r: occupancy::PendingReason) -> Self {
-        PendingReason {
-            code: r.code.to_owned(),
+impl TryFrom<occupancy::PendingReason> for PendingReason {
+    type Error = DomainError;
+
+    fn try_from(r: occupancy::PendingReason) -> DomainResult<Self> {
+        Ok(PendingReason {
+            code: PendingReasonCode::of(r.code)?,
             message: r.message,
             layer: r.layer.map(Into::into),
             slot: r.slot,
             requested: r.requested,
             remaining: r.remaining,
+        })
+    }
+}
+
+#[cfg(test)]
+mod pending_code_tests {
+    use super::*;
+
+    #[test]
+    fn every_pending_reason_code_of_the_domain_is_one_of_the_apis() {
+        for code in occupancy::PENDING_CODES {
+            assert!(PendingReasonCode::of(code).is_ok(), "{code}");
         }
+        assert!(PendingReasonCode::of("NOPE").is_err());
     }
 }

@@ -1,11 +1,12 @@
 //! `viewer`: who is asking, the projects they may open, and their page settings.
 
-use async_graphql::{Context, Object, SimpleObject};
+use async_graphql::{Context, ID, Object, SimpleObject};
 
 use crate::domain::{settings, visibility};
 
 use super::context::{db, loaders, viewer};
 use super::errors::ApiResult;
+use super::ids::{NodeKind, encode};
 use super::limits::STATEMENT_COST;
 use super::loaders::MemberOf;
 use super::session_list::SessionScope;
@@ -16,26 +17,37 @@ use super::people::{Project, User};
 /// One column of the session table, in display order.
 #[derive(SimpleObject)]
 pub struct SessionColumn {
+    /// Which column.
     pub column: SessionColumnKey,
+    /// Whether the table shows it (NAME always does).
     pub visible: bool,
 }
 
-/// The viewer's Sessions page settings.
-pub struct UserSettings(pub settings::UserSettings);
+/// The user and their settings.
+pub struct UserSettings(pub uuid::Uuid, pub settings::UserSettings);
 
+/// A user's Sessions page settings (only ever the viewer's own). The settings mutations
+/// return it: a cache keyed on `id` updates `viewer.settings` from their answers.
 #[Object]
 impl UserSettings {
+    /// The settings' global id (one per user).
+    pub async fn id(&self) -> ID {
+        encode(NodeKind::UserSettings, self.0)
+    }
     /// Which resource panel the page shows.
     async fn resource_panel_view(&self) -> ResourcePanelView {
-        self.0.resource_panel_view.into()
+        self.1.resource_panel_view.into()
     }
     /// Every column exactly once, in display order: as set, or (with `scope`) as a list
     /// of that scope shows them: everyone's sessions (PROJECT) show OWNER right after NAME
     /// whatever the settings say. The CSV export without `columns` has the same.
-    async fn session_list_columns(&self, scope: Option<SessionScope>) -> Vec<SessionColumn> {
+    async fn session_list_columns(
+        &self,
+        #[graphql(desc = "The list the columns are for; without it, the columns as set.")] scope: Option<SessionScope>,
+    ) -> Vec<SessionColumn> {
         let columns = match scope {
-            Some(scope) => self.0.columns_shown(scope.into()),
-            None => self.0.session_list_columns.clone(),
+            Some(scope) => self.1.columns_shown(scope.into()),
+            None => self.1.session_list_columns.clone(),
         };
         columns.iter().map(|c| SessionColumn { column: c.column.into(), visible: c.visible }).collect()
     }
@@ -55,8 +67,10 @@ impl Viewer {
     }
 }
 
+/// The authenticated caller: who they are, the projects they may open, and their settings.
 #[Object]
 impl Viewer {
+    /// The caller's own account.
     async fn user(&self, ctx: &Context<'_>) -> ApiResult<User> {
         Ok(viewer(ctx)?.into())
     }
@@ -78,9 +92,10 @@ impl Viewer {
     async fn callback_signing_key(&self, ctx: &Context<'_>) -> ApiResult<String> {
         Ok(crate::domain::callbacks::owner_key(db(ctx)?, viewer(ctx)?.user_id).await?)
     }
+    /// The caller's Sessions page settings: resource panel and table columns.
     #[graphql(complexity = "STATEMENT_COST + child_complexity")]
     async fn settings(&self, ctx: &Context<'_>) -> ApiResult<UserSettings> {
-        Ok(UserSettings(self.home(ctx).await?.settings.clone()))
+        Ok(UserSettings(viewer(ctx)?.user_id, self.home(ctx).await?.settings.clone()))
     }
 }
 

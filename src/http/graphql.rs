@@ -285,7 +285,7 @@ async fn answered(state: AppState, flavor: Flavor, headers: &HeaderMap, request:
     let mut unseen = None;
     let (operation, mut response) = match limits::admit(request, &state.limits.graphql, &state.documents) {
         Ok(mut admitted) => {
-            let operation = match admitted.operation.map(|o| o.ty) {
+            let operation = match admitted.operation.as_ref().map(|o| o.ty) {
                 Some(async_graphql::parser::types::OperationType::Query) => "query",
                 Some(async_graphql::parser::types::OperationType::Mutation) => "mutation",
                 Some(async_graphql::parser::types::OperationType::Subscription) => "subscription",
@@ -304,7 +304,11 @@ async fn answered(state: AppState, flavor: Flavor, headers: &HeaderMap, request:
             }
             (operation, {
                 let request = prepare_request(admitted.request, &state.db, viewer, &state.limits.graphql);
-                state.schema.execute(request).await
+                let mut response = state.schema.execute(request).await;
+                if let Some(op) = &admitted.operation {
+                    limits::settle_roots(&mut response.data, op, &response.errors);
+                }
+                response
             })
         }
         Err(refused) => ("unknown", async_graphql::Response::from_errors(vec![refused])),

@@ -46,7 +46,7 @@ use crate::domain::auth::{self, Viewer};
 use crate::domain::credentials::Credentials;
 use crate::domain::shares::{Held, Share};
 use crate::graphql::errors::{
-    ApiError, BAD_USER_INPUT, INTERNAL_MESSAGE, LIMIT_EXCEEDED, UNAVAILABLE, finalize_errors,
+    ApiError, GRAPHQL_VALIDATION_FAILED, INTERNAL_MESSAGE, LIMIT_EXCEEDED, UNAVAILABLE, finalize_errors,
 };
 use crate::graphql::{limits, prepare_long_lived};
 use async_graphql::parser::types::OperationType;

@@ -227,7 +227,7 @@ async fn the_configuration_is_for_superadministrators(app: TestApp) {
     let query = "{ configuration {
       domains { name limits { slot amount } userCount projects { name limits { slot amount } resourceGroups memberCount } }
       keypairPolicies { name limits { slot amount } maxConcurrentSessions maxPendingSessions maxSessionLifetimeSeconds }
-      resourceGroups { group { name strategy } agents { id capacity { slot amount } occupied { slot amount } alive schedulable } }
+      resourceGroups { group { name strategy } agents { name capacity { slot amount } occupied { slot amount } alive schedulable } }
       images { name supportedTypes }
     } }";
     let (n, resp) = app.count_statements(app.gql(Some("demo-root"), query, json!({}))).await;
@@ -242,7 +242,7 @@ async fn the_configuration_is_for_superadministrators(app: TestApp) {
     );
     assert_eq!(c["keypairPolicies"][0]["maxConcurrentSessions"], 10);
     let a2 = &c["resourceGroups"][0]["agents"][1];
-    assert_eq!(a2["id"], "a2");
+    assert_eq!(a2["name"], "a2");
     assert_eq!(a2["occupied"], json!([{"slot": "cpu", "amount": 2.0}]), "what its sessions hold: {a2}");
     assert_eq!((a2["alive"].as_bool(), a2["schedulable"].as_bool()), (Some(true), Some(true)));
     assert_eq!(c["images"].as_array().map(Vec::len), Some(3));

@@ -182,7 +182,53 @@ async fn node_lookup_reveals_only_what_is_visible(app: TestApp) {
     }
 }
 
+/// `nodes(ids)`: every kind with an `id` found again, in the order asked, each null when it
+/// is not the viewer's to see (another's settings or template); at most 100 ids; the
+/// answer's roots in the document's order.
+async fn nodes_find_every_kind_again(app: TestApp) {
+    let template = "mutation($i: LaunchSessionInput!) { saveSessionTemplate(name: \"t\", input: $i) { id } }";
+    let input = crate::support::launch_input("node-template", 1.0);
+    let saved = app.gql(Some("demo-alice"), template, json!({"i": input})).await;
+    let template = saved["data"]["saveSessionTemplate"]["id"].as_str().unwrap_or_else(|| panic!("{saved}")).to_owned();
+    let settings = "{ viewer { settings { id } } }";
+    let mine = app.gql(Some("demo-alice"), settings, json!({})).await["data"]["viewer"]["settings"]["id"].clone();
+    let bobs = app.gql(Some("demo-bob"), settings, json!({})).await["data"]["viewer"]["settings"]["id"].clone();
+    let ids = json!([template, mine, bobs, encode(NodeKind::User, demo_user_id("alice@example.com")).0, "nope"]);
+    let q = "query($ids: [ID!]!) { nodes(ids: $ids) { __typename id } }";
+    let resp = app.gql(Some("demo-alice"), q, json!({"ids": ids})).await;
+    let kinds: Vec<Value> =
+        resp["data"]["nodes"].as_array().expect("nodes").iter().map(|n| n["__typename"].clone()).collect();
+    assert_eq!(
+        kinds,
+        [json!("SessionTemplate"), json!("UserSettings"), Value::Null, json!("User"), Value::Null],
+        "{resp}"
+    );
+    assert_eq!(resp["data"]["nodes"][0]["id"], json!(template));
+    let resp = app.gql(Some("demo-bob"), q, json!({"ids": [template]})).await;
+    assert_eq!(resp["data"]["nodes"], json!([null]), "not shared: not bob's to see");
+
+    let many: Vec<String> = (0..101).map(|_| "x".to_owned()).collect();
+    let resp = app.gql(Some("demo-alice"), q, json!({"ids": many})).await;
+    assert_eq!(crate::support::error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
+    assert_eq!(resp["errors"][0]["extensions"]["field"], "ids", "{resp}");
+
+    // The roots come back in the document's order, however the fields finish.
+    let q = "{ b: nodes(ids: []) { id } a: viewer { user { email } } c: node(id: \"x\") { id } }";
+    for _ in 0..5 {
+        let body = json!({"query": q}).to_string();
+        let req = axum::http::Request::post("/graphql")
+            .header("content-type", "application/json")
+            .header("authorization", "Bearer demo-alice")
+            .body(axum::body::Body::from(body))
+            .expect("request");
+        let text = String::from_utf8(app.send(req).await.2).expect("utf8");
+        let expected = r#"{"data":{"b":[],"a":{"user":{"email":"alice@example.com"}},"c":null}}"#;
+        assert_eq!(text, expected);
+    }
+}
+
 db_tests!(
+    nodes_find_every_kind_again,
     every_demo_user_authenticates,
     each_project_says_which_lists_the_viewer_may_read,
     the_pages_viewer_costs_two_statements,

@@ -128,9 +128,9 @@ async fn metrics_show_requests_connections_the_scheduler_and_the_database(app: T
     let resp = app.gql(Some("demo-alice"), "{ viewer { user { email } } }", json!({})).await;
     assert!(resp.get("errors").is_none());
     let resp = app.gql(Some("demo-alice"), "{ viewer { nope } }", json!({})).await;
-    assert_eq!(error_codes(&resp), ["BAD_USER_INPUT"]);
+    assert_eq!(error_codes(&resp), ["GRAPHQL_VALIDATION_FAILED"]);
     let resp = app.gql(Some("demo-alice"), "{ viewer { ", json!({})).await;
-    assert_eq!(error_codes(&resp), ["BAD_USER_INPUT"]);
+    assert_eq!(error_codes(&resp), ["GRAPHQL_PARSE_FAILED"]);
     let launch = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
     let resp = app.gql(Some("demo-alice"), launch, json!({"i": crate::support::launch_input("metrics-1", 1.0)})).await;
     assert!(resp.get("errors").is_none(), "{resp}");
@@ -141,8 +141,9 @@ async fn metrics_show_requests_connections_the_scheduler_and_the_database(app: T
     let text = String::from_utf8(body).expect("utf8");
     let requests = "sessiond_requests_total";
     assert_eq!(figure(&text, &format!("{requests}{{operation=\"query\",outcome=\"OK\"}}")), 1.0, "{text}");
-    assert_eq!(figure(&text, &format!("{requests}{{operation=\"query\",outcome=\"BAD_USER_INPUT\"}}")), 1.0);
-    assert_eq!(figure(&text, &format!("{requests}{{operation=\"unknown\",outcome=\"BAD_USER_INPUT\"}}")), 1.0);
+    let validation = format!("{requests}{{operation=\"query\",outcome=\"GRAPHQL_VALIDATION_FAILED\"}}");
+    assert_eq!(figure(&text, &validation), 1.0);
+    assert_eq!(figure(&text, &format!("{requests}{{operation=\"unknown\",outcome=\"GRAPHQL_PARSE_FAILED\"}}")), 1.0);
     assert_eq!(figure(&text, &format!("{requests}{{operation=\"mutation\",outcome=\"OK\"}}")), 1.0);
     assert_eq!(
         figure(&text, "sessiond_request_duration_seconds_count{operation=\"query\",outcome=\"OK\"}"),

@@ -37,7 +37,7 @@ const LAUNCH: &str = "mutation($i: LaunchSessionInput!) { launchSession(input: $
 const LAUNCH_MANY: &str = "mutation($i: LaunchSessionInput!, $n: Int!) {
   launchSessions(input: $i, count: $n) { launchGroup { id name count sessions { edges { node { name } } } } sessions { id name status } } }";
 const TERMINATE: &str = "mutation($ids: [ID!]!, $force: Boolean) {
-  terminateSessions(ids: $ids, force: $force) { results { id outcome session { status } } } }";
+  terminateSessions(ids: $ids, force: $force) { results { sessionId outcome session { status } } } }";
 
 async fn session_count(app: &TestApp) -> u64 {
     session::Entity::find().count(&app.db).await.expect("count")
@@ -445,7 +445,7 @@ async fn terminate_outcomes_for_every_status(app: TestApp) {
             other => ("SKIPPED", other.as_str()),
         };
         changed += usize::from(outcome != "SKIPPED");
-        assert_eq!(r["id"], json!(id));
+        assert_eq!(r["sessionId"], json!(id));
         assert_eq!((r["outcome"].as_str(), r["session"]["status"].as_str()), (Some(outcome), Some(after)), "{status}");
     }
     assert_eq!(results[ids.len()]["outcome"], "NOT_FOUND");

@@ -21,7 +21,7 @@ const LAUNCH_MANY: &str = "mutation($i: LaunchSessionInput!, $n: Int!) {
 const CHECK: &str = "query($i: LaunchSessionInput!, $n: Int) {
   checkLaunch(input: $i, count: $n) { valid problems { code field } fitsNow pendingReasons { code layer slot requested remaining } } }";
 const TERMINATE: &str = "mutation($ids: [ID!]!, $force: Boolean) {
-  terminateSessions(ids: $ids, force: $force) { results { id outcome session { status } } } }";
+  terminateSessions(ids: $ids, force: $force) { results { sessionId outcome session { status } } } }";
 const DETAIL: &str = "query($id: ID!) { session(id: $id) {
   status terminatedAt agent pendingReasons { code } statusTransitions { fromStatus toStatus } } }";
 

@@ -11,7 +11,7 @@ use crate::support::{TestApp, error_codes, launch_input, terminate};
 
 const LAUNCH: &str = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
 const MODIFY: &str = "mutation($ids: [ID!]!, $m: ModifySessionInput!) {
-  modifySessions(ids: $ids, input: $m) { results { id outcome session { name priority status } } } }";
+  modifySessions(ids: $ids, input: $m) { results { sessionId outcome session { name priority status } } } }";
 const DETAIL: &str = "query($id: ID!) { session(id: $id) { name priority
   schedulingHistory { edges { node { phase message } } } } }";
 

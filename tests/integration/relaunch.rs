@@ -13,7 +13,7 @@ const RELAUNCH: &str = "mutation($id: ID!, $o: RelaunchOverrides) {
     clusterSize startupCommand batchTimeoutSeconds priority
     resourceGroup { name } environment { name value }
     requestedSlots { cpu memory }
-    launchedFrom { kind id name } } } }";
+    launchedFrom { kind originId name } } } }";
 
 fn original() -> Value {
     json!({
@@ -60,7 +60,7 @@ async fn a_session_is_launched_again_as_it_was_or_changed(app: TestApp) {
     assert_eq!(s["resourceGroup"]["name"], "default");
     assert_eq!(s["requestedSlots"]["cpu"], 4.0, "2 per container, 2 containers");
     assert_eq!(s["requestedSlots"]["memory"], json!(2_i64 << 30));
-    assert_eq!(s["launchedFrom"], json!({"kind": "SESSION", "id": first, "name": "train"}));
+    assert_eq!(s["launchedFrom"], json!({"kind": "SESSION", "originId": first, "name": "train"}));
 
     // A finished session's name is free again; null clears what can be left out.
     assert_eq!(terminate(&app, "demo-alice", &first).await, "CANCELLED");

@@ -42,7 +42,7 @@ async fn on_slurm_declaring(app: &mut TestApp, c: &Cluster, grace_ms: u64, extra
 }
 
 const AGENTS: &str = "{ configuration { resourceGroups { group { name } engine { name kind answering }
-  agents { id alive schedulable capacity { slot amount } } } } }";
+  agents { name alive schedulable capacity { slot amount } } } } }";
 
 /// The agents of group `hpc` in a configuration answer.
 fn agents(r: &Value) -> Vec<Value> {
@@ -94,7 +94,7 @@ async fn the_nodes_are_agents_and_the_engines_say_what_runs_what(mut app: TestAp
     on_slurm(&mut app, c, 2000).await;
     let conf = app.gql(Some("demo-root"), AGENTS, json!({})).await;
     let agents = agents(&conf);
-    let ids: Vec<&str> = agents.iter().filter_map(|a| a["id"].as_str()).collect();
+    let ids: Vec<&str> = agents.iter().filter_map(|a| a["name"].as_str()).collect();
     assert_eq!(ids, ["n1", "n2"], "{conf}");
     let gpu = |a: &Value| {
         a["capacity"].as_array().into_iter().flatten().any(|s| s["slot"] == "cuda.device" && s["amount"] == 1.0)
@@ -339,7 +339,7 @@ async fn a_drained_node_takes_no_session(mut app: TestApp) {
     on_slurm(&mut app, c, 2000).await;
     c.scontrol(&["update", "nodename=n1", "state=drain", "reason=maintenance"]).expect("drain n1");
     app.wait_for("demo-root", AGENTS, json!({}), |r| {
-        agents(r).iter().any(|a| a["id"] == "n1" && a["schedulable"] == false)
+        agents(r).iter().any(|a| a["name"] == "n1" && a["schedulable"] == false)
     })
     .await;
     let ids = [

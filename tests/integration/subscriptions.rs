@@ -208,7 +208,7 @@ async fn limits_on_operations_and_silent_peers(app: TestApp) {
     let mut other = Ws::open(addr, "demo-alice").await;
     let twice = "subscription($p: ID!) { a: sessionEvents(projectId: $p) { cursor } b: sessionEvents(projectId: $p) { cursor } }";
     other.subscribe("two", twice, json!({"p": default_project()})).await;
-    assert_eq!(codes(&other.error_of("two").await), ["BAD_USER_INPUT"]);
+    assert_eq!(codes(&other.error_of("two").await), ["GRAPHQL_VALIDATION_FAILED"]);
     // The first still runs and the connection stays.
     launch(&app, "demo-alice", "limit-1").await;
     assert_eq!(ws.next_event("one").await["toStatus"], "PENDING");

@@ -13,7 +13,7 @@ const SAVE: &str = "mutation($n: String!, $i: LaunchSessionInput!, $s: Boolean) 
 const LIST: &str = "query($p: ID!) { sessionTemplates(projectId: $p) { name shared owner { email } } }";
 const FROM: &str = "mutation($t: ID, $o: RelaunchOverrides, $i: LaunchSessionInput, $n: Int!) {
   launchSessions(templateId: $t, overrides: $o, input: $i, count: $n) {
-    sessions { name type priority requestedSlots { cpu } launchedFrom { kind id name } } } }";
+    sessions { name type priority requestedSlots { cpu } launchedFrom { kind originId name } } } }";
 const DELETE: &str = "mutation($t: ID!) { deleteSessionTemplate(id: $t) }";
 
 fn input(name: &str) -> Value {
@@ -93,7 +93,7 @@ async fn templates_are_kept_shared_and_launched_from(app: TestApp) {
             (&json!("runs-2"), &json!("BATCH"), &json!(-1), &json!(2.0))
         ]
     );
-    assert_eq!(sessions[0]["launchedFrom"], json!({"kind": "TEMPLATE", "id": mine, "name": "my training"}));
+    assert_eq!(sessions[0]["launchedFrom"], json!({"kind": "TEMPLATE", "originId": mine, "name": "my training"}));
     // A member launches from the shared one; nobody launches from a template they do not see.
     let resp = app.gql(Some("demo-bob"), FROM, json!({"t": shared, "o": {"name": "bobs"}, "n": 1})).await;
     assert_eq!(resp["data"]["launchSessions"]["sessions"][0]["name"], "bobs-1", "{resp}");

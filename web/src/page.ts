@@ -630,10 +630,10 @@ function confirmTerminate(s: State): void {
 }
 
 async function terminate(s: State, ids: string[]): Promise<void> {
-  type Answer = { terminateSessions: { results: { id: string; outcome: string }[] } };
+  type Answer = { terminateSessions: { results: { sessionId: string; outcome: string }[] } };
   try {
     const answer = await gql<Answer>(
-      'mutation PageTerminate($ids: [ID!]!) { terminateSessions(ids: $ids) { results { id outcome } } }',
+      'mutation PageTerminate($ids: [ID!]!) { terminateSessions(ids: $ids) { results { sessionId outcome } } }',
       { ids },
     );
     const by = (outcomes: string[]) => answer.terminateSessions.results.filter((r) => outcomes.includes(r.outcome)).length;

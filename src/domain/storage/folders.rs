@@ -65,7 +65,7 @@ pub struct Folder {
 }
 
 /// Whether `name` may name a folder: 1 to 64 letters, digits, `-`, `_` and `.`, not
-/// starting with `.` (it is a directory's name in a session, under `/home/work`).
+/// starting with `.` (it is a directory's name in a session, under `$HOME`).
 pub fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && !name.starts_with('.')

@@ -298,7 +298,7 @@ pub(super) fn getter(type_name: &str, field: &str) -> Option<Get> {
         ("ResourceSlots", "accelerators") => get!(|n, p| amounts(ResourceSlots::accelerators_of(slots_of(n)?))),
         ("ResourceSlots", "all") => get!(|n, p| amounts(SlotAmount::list(slots_of(n)?))),
 
-        ("PendingReason", "code") => get!(|n, p| Ok(Out::Value(Value::String(reason(n)?.code.clone())))),
+        ("PendingReason", "code") => get!(|n, p| leaf(reason(n)?.code)),
         ("PendingReason", "message") => get!(|n, p| Ok(Out::Value(Value::String(reason(n)?.message.clone())))),
         ("PendingReason", "layer") => get!(|n, p| leaf(reason(n)?.layer)),
         ("PendingReason", "slot") => get!(|n, p| leaf(reason(n)?.slot.clone())),
@@ -389,7 +389,8 @@ fn session(field: &str) -> Option<Get> {
         }
         "pendingReasons" => get!(|s, row, p| {
             let reasons = crate::domain::sessions::pending_reasons(s)?;
-            Ok(Out::Many(reasons.into_iter().map(|r| Node::PendingReason(r.into())).collect()))
+            let reasons = reasons.into_iter().map(|r| r.try_into().map(Node::PendingReason));
+            Ok(Out::Many(reasons.collect::<DomainResult<_>>()?))
         }),
         "statusChangedBy" => get!(|s, row, p| Ok(Out::One(Node::Actor(row)))),
         "mounts" => get!(|s, row, p| {

@@ -38,6 +38,12 @@ use super::session_paging::{PageArgs, read_page};
 use plan::RootKind;
 pub use plan::{Budget, Plan};
 
+/// Whether field `field` of object type `object` may be null, as the schema says (a field
+/// it does not know, such as `__typename`: yes).
+pub fn nullable(object: &str, field: &str) -> bool {
+    schema::types().field(object, field).is_none_or(|f| f.nullable)
+}
+
 /// The most documents kept, the most operation names kept for one document, and the
 /// longest document kept: enough for every page of a web client, little memory whatever a
 /// client sends.

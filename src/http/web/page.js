@@ -572,7 +572,7 @@ function confirmTerminate(s) {
 }
 async function terminate(s, ids) {
     try {
-        const answer = await gql('mutation PageTerminate($ids: [ID!]!) { terminateSessions(ids: $ids) { results { id outcome } } }', { ids });
+        const answer = await gql('mutation PageTerminate($ids: [ID!]!) { terminateSessions(ids: $ids) { results { sessionId outcome } } }', { ids });
         const by = (outcomes) => answer.terminateSessions.results.filter((r) => outcomes.includes(r.outcome)).length;
         const ending = by(['TERMINATING', 'TERMINATED', 'CANCELLED']);
         const ended = by(['SKIPPED']);

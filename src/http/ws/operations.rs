@@ -179,7 +179,7 @@ impl Connection {
         if subscription && !operation.as_ref().is_some_and(|o| o.single_root_field) {
             let error = json!({
                 "message": "a subscription selects exactly one root field, without fragments",
-                "extensions": {"code": BAD_USER_INPUT},
+                "extensions": {"code": GRAPHQL_VALIDATION_FAILED},
             });
             return Ok(failure(self.protocol, &id, vec![error]).into_iter().map(|t| Message::Text(t.into())).collect());
         }
@@ -212,7 +212,14 @@ impl Connection {
         self.generation += 1;
         let generation = self.generation;
         let request = prepare_long_lived(request, &self.state.db, (*viewer).clone(), &self.state.limits.graphql);
-        let stream = self.state.schema.execute_stream(request);
+        // A query's or mutation's answer has its roots settled as over HTTP.
+        let roots = operation.filter(|o| o.ty != OperationType::Subscription);
+        let stream = futures_util::StreamExt::map(self.state.schema.execute_stream(request), move |mut answer| {
+            if let Some(op) = &roots {
+                limits::settle_roots(&mut answer.data, op, &answer.errors);
+            }
+            answer
+        });
         let run = Run {
             tx: self.out_tx.clone(),
             protocol: self.protocol,
