@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 use support::nginx::{NGINX, free_port, nginx};
 use support::{Server, over_runs, percentile, runs, stamp};

@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde_json::json;
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 use support::nginx::{NGINX, free_port, nginx};
 use support::{Server, over_runs, percentile, runs, stamp};

@@ -42,7 +42,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 use support::{Server, over_runs, runs, stamp, status_kib};
 
@@ -396,7 +396,7 @@ fn open_fds(pid: u32) -> u64 {
 /// administrators, members of `default`, each with a token of their own.
 fn watchers_declaration() -> tempfile::NamedTempFile {
     use std::io::Write;
-    let mut text = sessiond::domain::apply::DEMO.to_owned();
+    let mut text = sessiond::domain::directory::apply::DEMO.to_owned();
     for n in 0..WATCHERS {
         text.push_str(&format!(
             "\n[users.\"watcher-{n}@example.com\"]\ndomain = \"default\"\nrole = \"ADMIN\"\nprojects = [\"default\"]\n\

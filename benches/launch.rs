@@ -13,7 +13,7 @@ use std::time::Instant;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 
 const LAUNCH: &str = "mutation($i: LaunchSessionInput!, $n: Int!) { launchSessions(input: $i, count: $n) { launchGroup { id } sessions { id name status } } }";

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 use support::{Server, cpu_ticks, over_runs, percentile, runs, stamp, status_kib};
 

@@ -26,7 +26,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 use support::{Server, percentile, stamp};
 
@@ -65,7 +65,7 @@ fn args() -> Args {
 /// demo.toml and `n` users of project `default`: every 50th an ADMIN whose page shows
 /// the whole project (all 100 000 sessions), the rest plain users with pages of their own.
 fn users_declaration(n: usize) -> String {
-    let mut text = sessiond::domain::apply::DEMO.to_owned();
+    let mut text = sessiond::domain::directory::apply::DEMO.to_owned();
     for i in 0..n {
         let role = if i % 50 == 0 { "\nrole = \"ADMIN\"" } else { "" };
         text.push_str(&format!(

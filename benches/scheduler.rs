@@ -22,8 +22,10 @@ use std::time::Instant;
 use support::{over_runs, runs, stamp};
 
 use sessiond::domain::model::SchedulerStrategy;
-use sessiond::domain::scheduler::{Agent, Group, KeypairQuota, Outcome, PendingSession, Quota, Snapshot, schedule};
-use sessiond::domain::slots::{ResourceRequest, ResourceSlots};
+use sessiond::domain::model::slots::{ResourceRequest, ResourceSlots};
+use sessiond::domain::scheduling::planner::{
+    Agent, Group, KeypairQuota, Outcome, PendingSession, Quota, Snapshot, schedule,
+};
 use uuid::Uuid;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -144,16 +146,19 @@ async fn waiting(backend: &str, n: u64) -> (sea_orm::DatabaseConnection, String,
     use sessiond::config::DbArgs;
     let (url, dir) = support::database(backend).await;
     let (db, _) = sessiond::server::open_database(&DbArgs::of(url.clone()), true).await.expect("open");
-    let opts =
-        sessiond::domain::generate::GenerateOptions { sessions: n, seed: 1, now: sessiond::domain::clock::now() };
-    sessiond::domain::generate::generate(&db, &opts).await.expect("generate");
+    let opts = sessiond::domain::directory::generate::GenerateOptions {
+        sessions: n,
+        seed: 1,
+        now: sessiond::domain::model::clock::now(),
+    };
+    sessiond::domain::directory::generate::generate(&db, &opts).await.expect("generate");
     db.execute_unprepared(
         "UPDATE sessions SET status = 'PENDING', agent_id = NULL, occupied_slots = '{}', terminated_at = NULL, \
          scheduled_at = NULL, started_at = NULL, queue_position = NULL, pending_reasons = '[]', starts_at = NULL",
     )
     .await
     .expect("every session pending");
-    let now = sessiond::domain::clock::now();
+    let now = sessiond::domain::model::clock::now();
     let agents: Vec<entity::agent::ActiveModel> = (0..1000)
         .map(|i| {
             let mut slots = ResourceSlots::from_pairs([("cpu", 16.0), ("mem", 64.0 * GIB)]);
@@ -196,7 +201,7 @@ async fn database(backends: &[String], sizes: &[u64]) {
                 let (mut db, url, _dir) = waiting(backend, n).await;
                 // The bus reads on a connection of its own: its polls are not the pass's.
                 let feed = sea_orm::Database::connect(url.as_str()).await.expect("connect");
-                let bus = sessiond::domain::events::EventBus::start(feed, 1024).await.expect("bus");
+                let bus = sessiond::domain::live::events::EventBus::start(feed, 1024).await.expect("bus");
                 let counter = Arc::new(AtomicUsize::new(0));
                 let c = counter.clone();
                 db.set_metric_callback(move |_| {
@@ -204,7 +209,7 @@ async fn database(backends: &[String], sizes: &[u64]) {
                 });
                 // As the server's scheduler: the waiting sessions read inline on SQLite,
                 // counted with the pool's statements.
-                let inline = sessiond::domain::inline::InlineReads::of(&db);
+                let inline = sessiond::domain::store::inline::InlineReads::of(&db);
                 if let Some(inline) = &inline {
                     let c = counter.clone();
                     inline.observe(move |_| {

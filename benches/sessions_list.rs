@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 
 const PAGE: &str = "query($p: ID!, $scope: SessionScope, $after: String, $count: Boolean!) {

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::domain::runtime::Runtime;
-use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 use support::{Server, cpu_ticks, over_runs, percentile, runs, stamp};
 
@@ -217,10 +217,12 @@ async fn main() {
             Duration::from_secs(2),
             Default::default(),
         );
-        let bus =
-            sessiond::domain::events::EventBus::start(Database::connect(&server.url).await.expect("database"), 16)
-                .await
-                .expect("an event bus");
+        let bus = sessiond::domain::live::events::EventBus::start(
+            Database::connect(&server.url).await.expect("database"),
+            16,
+        )
+        .await
+        .expect("an event bus");
         n.store(0, Ordering::Relaxed);
         let look = Instant::now();
         engine.drive(&counted, &bus).await.expect("a look");

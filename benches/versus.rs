@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
 
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, encode};
 use support::{cpu_seconds, over_runs, runs, stamp, tree};
 
@@ -393,7 +393,7 @@ fn document(page: Page, kind: Kind, data: &Data) -> (String, Value, &'static str
         ),
         (Page::Panel, true) => (
             postgraphile_document("PagePanel"),
-            json!({"keypair": sessiond::domain::seed::demo_keypair_id("admin@example.com"), "p": data.project, "view": "MY_TOTAL"}),
+            json!({"keypair": sessiond::domain::directory::seed::demo_keypair_id("admin@example.com"), "p": data.project, "view": "MY_TOTAL"}),
             "/data/resourcePanel/slots",
             None,
         ),

@@ -24,7 +24,7 @@ pub async fn connect_workers(
     if in_memory(&args.database_url) { Ok(requests.clone()) } else { open(args, WORKER_CONNECTIONS).await }
 }
 
-/// The pool replays of missed events read on ([`crate::domain::replay`]): `connections` of
+/// The pool replays of missed events read on ([`crate::domain::live::replay`]): `connections` of
 /// their own, so that a flood of replays never takes a connection a request waits for. An
 /// in-memory database has one connection, shared: `requests` is returned.
 pub async fn connect_replays(

@@ -91,16 +91,16 @@ fn main() -> ExitCode {
 async fn apply(
     conn: &sea_orm::DatabaseConnection,
     file: &std::path::Path,
-    options: domain::apply::Options,
+    options: domain::directory::apply::Options,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use domain::apply::{ApplyError, ApplyInputError};
-    let declared = match domain::apply::read(conn, file).await {
+    use domain::directory::apply::{ApplyError, ApplyInputError};
+    let declared = match domain::directory::apply::read(conn, file).await {
         Ok(d) => d,
         Err(ApplyInputError::Failed(err)) => return Err(format!("{err}: {err:?}").into()),
         Err(err) => return Err(format!("nothing applied: {err}").into()),
     };
     let dry_run = options.dry_run;
-    let plan = match domain::apply::apply(conn, &declared, options).await {
+    let plan = match domain::directory::apply::apply(conn, &declared, options).await {
         Ok(plan) => plan,
         Err(err @ ApplyError::Refused(_)) => return Err(format!("nothing applied: {err}").into()),
         Err(ApplyError::Failed(err)) => return Err(format!("nothing applied: {err}: {err:?}").into()),
@@ -251,8 +251,9 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Generate { db: args, sessions, seed } => {
             let (conn, _) = server::open_database(&args, true).await?;
             let started = std::time::Instant::now();
-            let opts = domain::generate::GenerateOptions { sessions, seed, now: domain::clock::now() };
-            let report = domain::generate::generate(&conn, &opts).await.map_err(|e| match e {
+            let opts =
+                domain::directory::generate::GenerateOptions { sessions, seed, now: domain::model::clock::now() };
+            let report = domain::directory::generate::generate(&conn, &opts).await.map_err(|e| match e {
                 domain::DomainError::BadInput(_) => e.to_string(),
                 other => format!("{other}: {other:?}"),
             })?;
@@ -265,14 +266,14 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 started.elapsed().as_secs_f64()
             );
         }
-        Command::Apply { explain: true, .. } => print!("{}", domain::apply::keys::explain()),
+        Command::Apply { explain: true, .. } => print!("{}", domain::directory::apply::keys::explain()),
         Command::Apply { db: args, file, dry_run, prune, as_user, .. } => {
             let file = file.ok_or("give the declaration with -f FILE")?;
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
-            let mut options = domain::apply::Options::new(prune, dry_run);
+            let mut options = domain::directory::apply::Options::new(prune, dry_run);
             if let Some(email) = as_user {
-                options.actor = domain::apply::actor_of(&conn, &email).await?;
+                options.actor = domain::directory::apply::actor_of(&conn, &email).await?;
             }
             apply(&conn, &file, options).await?;
         }
@@ -280,7 +281,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Token { command: TokenCommand::Create { db: args, email, policy } } => {
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
-            match domain::auth::create_token(&conn, &email, policy.as_deref()).await {
+            match domain::directory::auth::create_token(&conn, &email, policy.as_deref()).await {
                 Ok((token, access_key)) => {
                     println!("{token}");
                     eprintln!(
@@ -295,7 +296,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Token { command: TokenCommand::List { db: args, email } } => {
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
-            match domain::auth::list_tokens(&conn, &email).await {
+            match domain::directory::auth::list_tokens(&conn, &email).await {
                 Ok(tokens) => {
                     println!("ACCESS KEY\tPOLICY\tSTATE\tCREATED");
                     for t in tokens {
@@ -310,7 +311,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Token { command: TokenCommand::Revoke { db: args, access_key } } => {
             let conn = db::connect(&args).await?;
             db::migrate(&conn).await?;
-            match domain::auth::revoke_token(&conn, &access_key).await {
+            match domain::directory::auth::revoke_token(&conn, &access_key).await {
                 Ok(true) => eprintln!("sessiond: token {access_key} revoked"),
                 Ok(false) => eprintln!("sessiond: token {access_key} was already revoked"),
                 Err(domain::DomainError::NotFound(_)) => {

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use crate::config::{DbArgs, RuntimeArgs, RuntimeChoice, ServeArgs, Timings};
 use crate::db;
-use crate::domain::environments::Images;
-use crate::domain::events::EventBus;
+use crate::domain::directory::seed;
 use crate::domain::launch::LaunchLimits;
+use crate::domain::live::events::EventBus;
 use crate::domain::live::{Live, LiveConnections};
+use crate::domain::runtime::environments::Images;
 use crate::domain::runtime::local::{LocalConfig, LocalRuntime};
 use crate::domain::runtime::{self, RuntimeInfo, SimulatedRuntime};
 use crate::domain::scheduling;
-use crate::domain::seed;
 use crate::http::metrics::Metrics;
 use crate::http::serve::{self, ConnectionLimits};
 use crate::http::{AppState, app};
@@ -29,7 +29,9 @@ pub async fn open_database(
 ) -> Result<(DatabaseConnection, bool), Box<dyn std::error::Error>> {
     let conn = db::connect(args).await?;
     db::migrate(&conn).await?;
-    crate::domain::export::signing_key(&conn).await.map_err(|e| format!("reading the signing key failed: {e:?}"))?;
+    crate::domain::sessions::export::signing_key(&conn)
+        .await
+        .map_err(|e| format!("reading the signing key failed: {e:?}"))?;
     let seeded = demo && seed::seed_demo(&conn).await.map_err(|e| format!("seeding the demo data failed: {e:?}"))?;
     Ok((conn, seeded))
 }
@@ -85,7 +87,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         live.bus.clone(),
         Duration::from_millis(args.runtime.terminate_grace_ms),
     )));
-    workers.push(tokio::spawn(crate::domain::logs::retire_forever(
+    workers.push(tokio::spawn(crate::domain::live::logs::retire_forever(
         retention.clone(),
         args.retention.retention(),
         Duration::from_secs(3600),
@@ -101,7 +103,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         callbacks: delivery.allow.clone(),
         max_mounts: args.max_mounts,
     };
-    workers.push(tokio::spawn(crate::domain::callbacks::deliver::run(background.clone(), live.bus.clone(), delivery)));
+    workers.push(tokio::spawn(crate::domain::lifecycle::callbacks::deliver::run(
+        background.clone(),
+        live.bus.clone(),
+        delivery,
+    )));
     let state = AppState::with_metrics(conn.clone(), live, args.http, launch, metrics.clone(), runtime_info);
     let stop = futures_util::FutureExt::shared(shutdown_signal());
     let apps = crate::http::apps::router(state.clone());
@@ -157,7 +163,7 @@ pub async fn choose_runtime(
         return Ok((None, RuntimeInfo::simulated("chosen with --runtime simulated")));
     }
     let images = match &args.images_file {
-        Some(path) => crate::domain::apply::images_file(path)?,
+        Some(path) => crate::domain::directory::apply::images_file(path)?,
         None => Images::default(),
     };
     use crate::domain::runtime::local::machine::{DEFAULT_RUNTIME_DIR, reachable_runtime_dir};
@@ -217,7 +223,7 @@ pub fn spawn_workers(
             move |took| metrics.scheduler_pass(took),
         )),
         tokio::spawn(runtime::run(runtime, db.clone(), bus.clone())),
-        tokio::spawn(crate::domain::expiry::run(
+        tokio::spawn(crate::domain::reclaim::expiry::run(
             db.clone(),
             bus.clone(),
             Duration::from_millis(timings.expiry_warning_ms),

@@ -20,7 +20,7 @@ use sea_orm::sqlx::postgres::{PgPool, PgPoolOptions};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use sessiond::domain::auth::hash_token;
+use sessiond::domain::directory::auth::hash_token;
 use sessiond::graphql::ids::{NodeKind, decode, encode};
 
 /// The page in one statement: the viewer from the token, the project only if the viewer

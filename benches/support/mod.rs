@@ -108,13 +108,13 @@ pub struct Bench {
 impl Bench {
     pub async fn new(backend: &str, sessions: u64) -> Bench {
         use sessiond::config::{DbArgs, HttpLimits};
-        use sessiond::domain::generate::{GenerateOptions, generate};
+        use sessiond::domain::directory::generate::{GenerateOptions, generate};
         let (url, dir) = database(backend).await;
         let (mut db, _) = sessiond::server::open_database(&DbArgs::of(url), true).await.expect("open");
         let mut generated_in = None;
         if sessions > 0 {
             let t = Instant::now();
-            let opts = GenerateOptions { sessions, seed: 1, now: sessiond::domain::clock::now() };
+            let opts = GenerateOptions { sessions, seed: 1, now: sessiond::domain::model::clock::now() };
             generate(&db, &opts).await.expect("generate");
             generated_in = Some(t.elapsed().as_secs_f64());
         }

@@ -51,7 +51,7 @@ impl HttpLimits {
         let s = &self.shares;
         crate::domain::live::LiveOptions {
             buffer: self.ws.subscription_buffer,
-            per_user: crate::domain::shares::PerUser {
+            per_user: crate::domain::live::shares::PerUser {
                 connections: s.max_ws_connections_per_user,
                 subscriptions: s.max_subscriptions_per_user,
                 terminals: s.max_terminals_per_user,
@@ -59,7 +59,7 @@ impl HttpLimits {
                 apps: s.max_app_connections_per_user,
                 operations_per_second: s.operations_per_second_per_user,
             },
-            replays: crate::domain::replay::ReplayBudget {
+            replays: crate::domain::live::replay::ReplayBudget {
                 connections: s.replay_connections as usize,
                 rows_per_second: s.replay_rows_per_second,
             },
@@ -207,7 +207,7 @@ pub struct WsLimits {
     pub max_subscriptions_per_connection: usize,
     /// Events a subscription may fall behind before it is ended with `LAGGED` (the client
     /// resumes from the cursor that error carries).
-    #[arg(long, env = "SESSIOND_SUBSCRIPTION_BUFFER", default_value_t = crate::domain::events::DEFAULT_CAPACITY)]
+    #[arg(long, env = "SESSIOND_SUBSCRIPTION_BUFFER", default_value_t = crate::domain::live::events::DEFAULT_CAPACITY)]
     pub subscription_buffer: usize,
     /// Largest accepted WebSocket message, in bytes.
     #[arg(long, env = "SESSIOND_WS_MAX_MESSAGE_BYTES", default_value_t = 64 << 10)]
@@ -222,7 +222,7 @@ impl Default for WsLimits {
             ws_keepalive_timeout_ms: 45_000,
             max_ws_connections: 4_096,
             max_subscriptions_per_connection: 100,
-            subscription_buffer: crate::domain::events::DEFAULT_CAPACITY,
+            subscription_buffer: crate::domain::live::events::DEFAULT_CAPACITY,
             ws_max_message_bytes: 64 << 10,
         }
     }

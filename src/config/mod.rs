@@ -162,7 +162,7 @@ pub enum ImagesCommand {
         password_file: Option<PathBuf>,
         #[arg(long, conflicts_with = "username")]
         token_file: Option<PathBuf>,
-        #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
+        #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::runtime::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
         image_cache_limit: u64,
     },
     /// Load the images of a file into the store, without a registry (an air-gapped site):
@@ -178,7 +178,7 @@ pub enum ImagesCommand {
         names: Vec<String>,
         #[arg(long, env = "SESSIOND_RUNTIME_DIR", default_value = crate::domain::runtime::local::machine::DEFAULT_RUNTIME_DIR)]
         runtime_dir: PathBuf,
-        #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
+        #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::runtime::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
         image_cache_limit: u64,
     },
     /// Remove every image no session runs now (with the blobs no image left needs).
@@ -342,7 +342,7 @@ pub struct RuntimeArgs {
     pub work_dir_limit: u64,
     /// Bytes the machine's store of pulled images may hold (an image larger than this fails
     /// to pull, with that reason).
-    #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
+    #[arg(long, env = "SESSIOND_IMAGE_CACHE_LIMIT", default_value_t = crate::domain::runtime::environments::DEFAULT_IMAGE_CACHE_LIMIT)]
     pub image_cache_limit: u64,
 }
 
@@ -356,7 +356,7 @@ impl Default for RuntimeArgs {
             local_resource_group: "local".to_owned(),
             terminate_grace_ms: 5_000,
             work_dir_limit: crate::domain::runtime::local::limits::DEFAULT_WORK_DIR_LIMIT,
-            image_cache_limit: crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT,
+            image_cache_limit: crate::domain::runtime::environments::DEFAULT_IMAGE_CACHE_LIMIT,
         }
     }
 }
@@ -369,7 +369,7 @@ pub struct CallbackArgs {
     /// callback URL are refused. A host is called only at public addresses unless a pattern
     /// without `*` names it (e.g. `127.0.0.1:9000` for a receiver on this machine).
     #[arg(long, env = "SESSIOND_CALLBACK_ALLOW", default_value = "", value_parser = parse_allow)]
-    pub callback_allow: crate::domain::callbacks::Allow,
+    pub callback_allow: crate::domain::lifecycle::callbacks::Allow,
     /// Tries of a callback before it is given up (the first included).
     #[arg(long, env = "SESSIOND_CALLBACK_MAX_ATTEMPTS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub callback_max_attempts: u32,
@@ -384,8 +384,8 @@ pub struct CallbackArgs {
     pub callback_concurrency: u32,
 }
 
-fn parse_allow(text: &str) -> Result<crate::domain::callbacks::Allow, String> {
-    crate::domain::callbacks::Allow::parse(text)
+fn parse_allow(text: &str) -> Result<crate::domain::lifecycle::callbacks::Allow, String> {
+    crate::domain::lifecycle::callbacks::Allow::parse(text)
 }
 
 impl Default for CallbackArgs {
@@ -402,8 +402,8 @@ impl Default for CallbackArgs {
 
 impl CallbackArgs {
     /// The deliverer's options.
-    pub fn delivery(&self) -> crate::domain::callbacks::deliver::Options {
-        use crate::domain::callbacks::{Retry, deliver::Options};
+    pub fn delivery(&self) -> crate::domain::lifecycle::callbacks::deliver::Options {
+        use crate::domain::lifecycle::callbacks::{Retry, deliver::Options};
         Options {
             allow: std::sync::Arc::new(self.callback_allow.clone()),
             retry: Retry {
@@ -435,8 +435,8 @@ impl Default for RetentionArgs {
 }
 
 impl RetentionArgs {
-    pub fn retention(&self) -> crate::domain::logs::Retention {
-        crate::domain::logs::Retention {
+    pub fn retention(&self) -> crate::domain::live::logs::Retention {
+        crate::domain::live::logs::Retention {
             days: (self.log_retention_days > 0).then_some(self.log_retention_days),
             lines_per_user: (self.log_lines_per_user > 0).then_some(self.log_lines_per_user),
         }

@@ -1,57 +1,26 @@
 //! The rules of sessiond, in the page's language. Nothing here knows a transport (its
 //! names, paths, headers or cursors): functions take a database connection or transaction
 //! and return [`DomainError`]s, which each transport maps to its public codes in one place.
+//!
+//! One folder per subsystem (docs/ARCHITECTURE.md maps them): [`model`] the vocabulary,
+//! [`store`] how rows are read and written, [`directory`] who and what the platform has,
+//! [`sessions`] reading sessions, [`lifecycle`] the one writer of their changes, [`launch`],
+//! [`scheduling`], [`runtime`] the engines, [`live`] the live feeds, [`reclaim`] expiry and
+//! idleness, [`apps`] and [`storage`].
 
-pub mod actor;
-pub mod apply;
 pub mod apps;
-pub mod auth;
-pub mod callbacks;
-pub mod catalog;
-pub mod clock;
-pub mod configuration;
-pub mod credentials;
-pub mod dependencies;
-pub mod environments;
+pub mod directory;
 pub mod error;
-pub mod events;
-pub mod expiry;
-pub mod export;
-pub mod follow;
-pub mod generate;
-pub mod history;
-pub mod idle;
-pub mod ids;
-pub mod inline;
 pub mod launch;
 pub mod lifecycle;
 pub mod live;
-pub mod logs;
 pub mod model;
-pub mod modify;
-pub mod occupancy;
-pub mod paging;
-pub mod panels;
-pub mod related;
-pub mod relations;
-pub mod replay;
-pub mod rows;
+pub mod reclaim;
 pub mod runtime;
-pub mod scheduler;
 pub mod scheduling;
-pub mod secrets;
-pub mod seed;
 pub mod sessions;
-pub mod settings;
-pub mod shares;
-pub mod slots;
-pub mod status;
 pub mod storage;
-pub mod templates;
-pub mod terminate;
-pub mod usage;
-pub mod visibility;
-pub mod watch;
+pub mod store;
 
 pub use error::{DomainError, DomainResult, InputProblem};
 
@@ -142,7 +111,7 @@ pub(crate) mod testing {
             starts_at: None,
             callback_url: None,
             callback_on_running: false,
-            pending_digest: super::occupancy::reasons_digest(&[]),
+            pending_digest: crate::domain::sessions::occupancy::reasons_digest(&[]),
             pull_progress: None,
             image_digest: None,
             mounts: None,

@@ -5,8 +5,8 @@ use async_graphql::{Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
 use crate::domain::apps::grants;
-use crate::domain::ids::{NodeKind, decode_uuid};
-use crate::domain::{DomainError, clock};
+use crate::domain::model::ids::{NodeKind, decode_uuid};
+use crate::domain::{DomainError, model::clock};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;

@@ -4,15 +4,15 @@
 use async_graphql::{Enum, SimpleObject};
 use chrono::{DateTime, Utc};
 
-use crate::domain::callbacks::{self as dom, Callback};
-use crate::domain::status::SessionStatus as DomStatus;
+use crate::domain::lifecycle::callbacks::{self as dom, Callback};
+use crate::domain::model::status::SessionStatus as DomStatus;
 
 use super::errors::ApiResult;
 use super::types::SessionStatus;
 
 /// Where the delivery of a completion callback stands.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(remote = "crate::domain::callbacks::State")]
+#[graphql(remote = "crate::domain::lifecycle::callbacks::State")]
 pub enum CallbackState {
     /// To be tried (again) at `nextAttemptAt`.
     Pending,
@@ -24,7 +24,7 @@ pub enum CallbackState {
 
 /// How one try to deliver a callback went.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(remote = "crate::domain::callbacks::Outcome")]
+#[graphql(remote = "crate::domain::lifecycle::callbacks::Outcome")]
 pub enum CallbackOutcome {
     /// The receiver answered 2xx.
     Delivered,

@@ -4,7 +4,7 @@
 use async_graphql::{Context, ID, Object, SimpleObject};
 
 use crate::domain::DomainResult;
-use crate::domain::configuration::{self, ConfiguredAgent, ConfiguredGroup, ConfiguredProject};
+use crate::domain::directory::configuration::{self, ConfiguredAgent, ConfiguredGroup, ConfiguredProject};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;
@@ -153,7 +153,7 @@ impl ConfigurationQuery {
                 .into_iter()
                 .map(|p| {
                     Ok(KeypairPolicy {
-                        limits: SlotAmount::list(&crate::domain::slots::ResourceSlots::from_json(
+                        limits: SlotAmount::list(&crate::domain::model::slots::ResourceSlots::from_json(
                             &p.total_resource_slots,
                         )?),
                         name: p.name,
@@ -163,7 +163,7 @@ impl ConfigurationQuery {
                         max_extension_seconds: p.max_extension_seconds,
                         max_extensions: p.max_extensions,
                         idle_timeout_seconds: p.idle_timeout_seconds,
-                        idle_utilization: SlotAmount::list(&crate::domain::slots::ResourceSlots::from_json(
+                        idle_utilization: SlotAmount::list(&crate::domain::model::slots::ResourceSlots::from_json(
                             &p.idle_utilization,
                         )?),
                         idle_counts_terminal: p.idle_counts_terminal,

@@ -3,7 +3,7 @@
 use async_graphql::Context;
 use sea_orm::DatabaseConnection;
 
-use crate::domain::{DomainError, auth::Viewer};
+use crate::domain::{DomainError, directory::auth::Viewer};
 
 use super::errors::ApiResult;
 
@@ -19,7 +19,7 @@ pub fn db<'a>(ctx: &Context<'a>) -> ApiResult<&'a DatabaseConnection> {
 }
 
 /// The process's event bus.
-pub fn bus<'a>(ctx: &Context<'a>) -> ApiResult<&'a crate::domain::events::EventBus> {
+pub fn bus<'a>(ctx: &Context<'a>) -> ApiResult<&'a crate::domain::live::events::EventBus> {
     Ok(&live(ctx)?.bus)
 }
 

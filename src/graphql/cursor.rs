@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use crate::domain::DomainError;
 
 use super::result::{ApiResult, with_paths};
-use crate::domain::paging::PageRequest;
+use crate::domain::store::paging::PageRequest;
 
 pub fn encode<P: Serialize>(position: &P) -> String {
     URL_SAFE_NO_PAD.encode(serde_json::to_vec(position).unwrap_or_default())

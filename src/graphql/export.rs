@@ -3,8 +3,8 @@
 
 use async_graphql::{Context, ID, Object};
 
-use crate::domain::export::{self, ExportRequest};
-use crate::domain::{clock, sessions as dom};
+use crate::domain::sessions::export::{self, ExportRequest};
+use crate::domain::{model::clock, sessions as dom};
 
 use super::context::{db, viewer};
 use super::errors::{ApiResult, with_paths};

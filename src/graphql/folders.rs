@@ -239,7 +239,7 @@ impl FolderMutation {
             quota_bytes,
             storage,
         };
-        let made = folders::create(db(ctx)?, viewer(ctx)?, &new, crate::domain::clock::now()).await?;
+        let made = folders::create(db(ctx)?, viewer(ctx)?, &new, crate::domain::model::clock::now()).await?;
         Ok(FolderPayload { folder: Folder(made) })
     }
 

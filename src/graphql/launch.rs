@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::DomainResult;
 use crate::domain::launch::{self, LaunchLimits};
-use crate::domain::{DomainError, terminate};
+use crate::domain::{DomainError, lifecycle::terminate};
 
 use super::context::{bus, db, viewer};
 use super::errors::{ApiResult, camel, code_of, with_paths};
@@ -271,7 +271,7 @@ pub struct LaunchCheck {
 
 /// What `terminateSessions` did to one session.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(remote = "crate::domain::terminate::TerminateOutcome")]
+#[graphql(remote = "crate::domain::lifecycle::terminate::TerminateOutcome")]
 pub enum TerminateOutcome {
     /// It was PENDING: it is CANCELLED at once.
     Cancelled,
@@ -306,7 +306,7 @@ pub struct TerminateSessionsPayload {
 
 /// What `modifySessions` did to one session.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(remote = "crate::domain::modify::ModifyOutcome")]
+#[graphql(remote = "crate::domain::lifecycle::modify::ModifyOutcome")]
 pub enum ModifyOutcome {
     /// Changed as asked.
     Modified,
@@ -498,7 +498,7 @@ impl LaunchMutation {
             (None, Some(id)) => {
                 let uuid = decode_uuid(&id, NodeKind::SessionTemplate).ok_or(DomainError::NotFound("template"))?;
                 let o = overrides.unwrap_or_default().into_domain();
-                crate::domain::templates::launch_from(db, bus, viewer, uuid, o, count, limits(ctx)?)
+                crate::domain::launch::templates::launch_from(db, bus, viewer, uuid, o, count, limits(ctx)?)
                     .await
                     .map_err(|e| with_paths(e, |f| if f == "count" { f.to_owned() } else { relaunch_path(f) }))?
             }
@@ -534,7 +534,8 @@ impl LaunchMutation {
         seconds: i32,
     ) -> ApiResult<Session> {
         let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
-        let s = crate::domain::expiry::extend(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, i64::from(seconds)).await?;
+        let s =
+            crate::domain::reclaim::expiry::extend(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, i64::from(seconds)).await?;
         Ok(Session::new(s))
     }
 
@@ -549,7 +550,7 @@ impl LaunchMutation {
         #[graphql(desc = "True exempts it from idle checks; false puts it back under them.")] exempt: bool,
     ) -> ApiResult<Session> {
         let uuid = decode_uuid(&id, NodeKind::Session).ok_or(DomainError::NotFound("session"))?;
-        let s = crate::domain::idle::exempt(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, exempt).await?;
+        let s = crate::domain::reclaim::idle::exempt(db(ctx)?, bus(ctx)?, viewer(ctx)?, uuid, exempt).await?;
         Ok(Session::new(s))
     }
 
@@ -569,9 +570,9 @@ impl LaunchMutation {
         input: ModifySessionInput,
     ) -> ApiResult<ModifySessionsPayload> {
         let uuids: Vec<Option<uuid::Uuid>> = ids.iter().map(|id| decode_uuid(id, NodeKind::Session)).collect();
-        let m = crate::domain::modify::Modification { name: input.name, priority: input.priority };
+        let m = crate::domain::lifecycle::modify::Modification { name: input.name, priority: input.priority };
         let max = limits(ctx)?.max_count;
-        let outcomes = crate::domain::modify::modify(db(ctx)?, bus(ctx)?, viewer(ctx)?, &uuids, &m, max)
+        let outcomes = crate::domain::lifecycle::modify::modify(db(ctx)?, bus(ctx)?, viewer(ctx)?, &uuids, &m, max)
             .await
             .map_err(|e| with_paths(e, modify_path))?;
         Ok(ModifySessionsPayload {

@@ -4,7 +4,7 @@
 //!
 //! A list page does not rely on the loaders' batching window (timing-dependent: a slow
 //! resolver splits a batch): [`prefetch_relations`] loads each selected relation of the
-//! whole page in one statement first ([`crate::domain::related::load`], as the compiled list
+//! whole page in one statement first ([`crate::domain::sessions::related::load`], as the compiled list
 //! path does, planned by the same [`session_relation`]), and the field resolvers then read
 //! the cache. A page therefore costs a fixed number of statements whatever its size.
 
@@ -20,8 +20,8 @@ use entity::{image, launch_group, project, resource_group, session_status_transi
 
 use super::people::{Project, User};
 use crate::domain::live::Live;
-use crate::domain::related::{self, Relation, Wanted};
-use crate::domain::{DomainError, relations};
+use crate::domain::sessions::related::{self, Relation, Wanted};
+use crate::domain::{DomainError, sessions::relations};
 
 pub struct DbLoader {
     db: DatabaseConnection,
@@ -265,12 +265,12 @@ impl Loader<ImageName> for DbLoader {
 }
 
 impl Loader<ExtensionLimitsOf> for DbLoader {
-    type Value = crate::domain::expiry::ExtensionLimits;
+    type Value = crate::domain::reclaim::expiry::ExtensionLimits;
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[ExtensionLimitsOf]) -> LoadResult<ExtensionLimitsOf, Self::Value> {
         let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
-        keyed(crate::domain::expiry::limits(&self.db, &ids).await, ExtensionLimitsOf)
+        keyed(crate::domain::reclaim::expiry::limits(&self.db, &ids).await, ExtensionLimitsOf)
     }
 }
 
@@ -280,17 +280,17 @@ impl Loader<DependenciesOf> for DbLoader {
 
     async fn load(&self, keys: &[DependenciesOf]) -> LoadResult<DependenciesOf, Self::Value> {
         let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
-        keyed(crate::domain::dependencies::depends_on(&self.db, &ids).await, DependenciesOf)
+        keyed(crate::domain::scheduling::dependencies::depends_on(&self.db, &ids).await, DependenciesOf)
     }
 }
 
 impl Loader<CallbacksOf> for DbLoader {
-    type Value = Vec<crate::domain::callbacks::Callback>;
+    type Value = Vec<crate::domain::lifecycle::callbacks::Callback>;
     type Error = Arc<DomainError>;
 
     async fn load(&self, keys: &[CallbacksOf]) -> LoadResult<CallbacksOf, Self::Value> {
         let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
-        keyed(crate::domain::callbacks::of_sessions(&self.db, &ids).await, CallbacksOf)
+        keyed(crate::domain::lifecycle::callbacks::of_sessions(&self.db, &ids).await, CallbacksOf)
     }
 }
 
@@ -300,7 +300,7 @@ impl Loader<DependentsOf> for DbLoader {
 
     async fn load(&self, keys: &[DependentsOf]) -> LoadResult<DependentsOf, Self::Value> {
         let ids: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
-        keyed(crate::domain::dependencies::dependents(&self.db, &ids).await, DependentsOf)
+        keyed(crate::domain::scheduling::dependencies::dependents(&self.db, &ids).await, DependentsOf)
     }
 }
 
@@ -323,7 +323,8 @@ impl Loader<MemberOf> for DbLoader {
         let users: std::collections::BTreeSet<Uuid> = keys.iter().map(|k| k.0).collect();
         for user in users {
             let projects: Vec<Uuid> = keys.iter().filter(|k| k.0 == user).map(|k| k.1).collect();
-            let member = crate::domain::visibility::member_of(&self.db, user, &projects).await.map_err(Arc::new)?;
+            let member =
+                crate::domain::sessions::visibility::member_of(&self.db, user, &projects).await.map_err(Arc::new)?;
             out.extend(projects.into_iter().map(|p| (MemberOf(user, p), member.contains(&p))));
         }
         Ok(out)

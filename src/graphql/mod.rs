@@ -36,9 +36,9 @@ use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema, 
 use sea_orm::DatabaseConnection;
 
 use crate::config::GraphqlLimits;
-use crate::domain::inline::InlineReads;
 use crate::domain::launch::LaunchLimits;
 use crate::domain::live::Live;
+use crate::domain::store::inline::InlineReads;
 
 /// What may be read. Every operation needs a bearer token; what it answers depends on the
 /// caller's role and memberships.
@@ -111,7 +111,7 @@ pub fn build_schema(
 pub fn prepare_request(
     request: async_graphql::Request,
     db: &DatabaseConnection,
-    viewer: crate::domain::auth::Viewer,
+    viewer: crate::domain::directory::auth::Viewer,
     budgets: &GraphqlLimits,
 ) -> async_graphql::Request {
     request.data(viewer).data(loaders::loaders(db.clone())).data(limits::Aggregates::new(budgets))
@@ -122,7 +122,7 @@ pub fn prepare_request(
 pub fn prepare_long_lived(
     request: async_graphql::Request,
     db: &DatabaseConnection,
-    viewer: crate::domain::auth::Viewer,
+    viewer: crate::domain::directory::auth::Viewer,
     budgets: &GraphqlLimits,
 ) -> async_graphql::Request {
     let loaders = loaders::loaders(db.clone());

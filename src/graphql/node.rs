@@ -4,11 +4,13 @@
 use async_graphql::{Context, ID, Interface, Object};
 use sea_orm::DatabaseConnection;
 
-use crate::domain::auth::Viewer;
+use crate::domain::directory::auth::Viewer;
 
-use crate::domain::ids::{MAX_LOOKUP, bounded_lookup};
+use crate::domain::model::ids::{MAX_LOOKUP, bounded_lookup};
 use crate::domain::storage::folders;
-use crate::domain::{DomainError, DomainResult, history, settings, templates, visibility};
+use crate::domain::{
+    DomainError, DomainResult, launch::templates, lifecycle::history, sessions::settings, sessions::visibility,
+};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;

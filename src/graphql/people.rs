@@ -3,7 +3,7 @@
 use async_graphql::{Context, Enum, ID, Object};
 use uuid::Uuid;
 
-use crate::domain::{self, auth, model, visibility};
+use crate::domain::{self, directory::auth, model, sessions::visibility};
 
 use super::context::{loaders, viewer};
 use super::errors::ApiResult;

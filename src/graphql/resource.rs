@@ -2,8 +2,8 @@
 
 use async_graphql::{Context, Enum, ID, Object, SimpleObject};
 
-use crate::domain::slots::ResourceSlots as Slots;
-use crate::domain::{catalog, model, panels, visibility};
+use crate::domain::model::slots::ResourceSlots as Slots;
+use crate::domain::{directory::catalog, model, sessions::panels, sessions::visibility};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;

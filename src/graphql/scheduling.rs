@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use entity::scheduling_history;
 
-use crate::domain::history::{self, SubStep};
-use crate::domain::status::SessionStatus as DomStatus;
+use crate::domain::lifecycle::history::{self, SubStep};
+use crate::domain::model::status::SessionStatus as DomStatus;
 
 use super::actor::Actor;
 use super::cursor;
@@ -19,7 +19,7 @@ use super::types::{PageInfo, SessionStatus};
 
 /// How a scheduling decision, or one of its checks, came out.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(remote = "crate::domain::history::SchedulingResult")]
+#[graphql(remote = "crate::domain::lifecycle::history::SchedulingResult")]
 pub enum SchedulingResult {
     /// It went through: the session moved on, or the check passed.
     Success,

@@ -10,9 +10,9 @@ use chrono::{DateTime, Utc};
 use entity::session;
 
 use crate::domain::DomainResult;
+use crate::domain::model::status::SessionStatus as DomStatus;
 use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
-use crate::domain::status::SessionStatus as DomStatus;
-use crate::domain::{DomainError, clock, expiry, logs};
+use crate::domain::{DomainError, live::logs, model::clock, reclaim::expiry};
 
 use super::actor::Actor;
 use super::context::{db, loaders, viewer};
@@ -35,14 +35,14 @@ use super::types::{
     IdleCheck, PageInfo, PendingReason, ResourceSlots, SessionResult, SessionStatus, SessionType, SlotUse,
     UtilizationPoint,
 };
-use crate::domain::inline::InlineReads;
+use crate::domain::store::inline::InlineReads;
 
 /// Those of `sessions` the viewer may see.
 pub(super) fn visible(ctx: &Context<'_>, sessions: Vec<session::Model>) -> ApiResult<Vec<Session>> {
     let viewer = super::context::viewer(ctx)?;
     Ok(sessions
         .into_iter()
-        .filter(|s| crate::domain::visibility::may_see_session(viewer, s.owner_id, s.domain_id))
+        .filter(|s| crate::domain::sessions::visibility::may_see_session(viewer, s.owner_id, s.domain_id))
         .map(Session::new)
         .collect())
 }
@@ -104,10 +104,10 @@ macro_rules! session_plain_fields {
             "elapsedSeconds" elapsed_seconds: i64 = |s, now| dom::elapsed_seconds(s, now);
             "queuePosition" queue_position: ApiResult<Option<i32>> = |s, now| Ok(dom::queue_position(s)?);
             "utilization" utilization: Vec<SlotUse> =
-                |s, now| crate::domain::usage::of(s).into_iter().map(SlotUse::from).collect();
+                |s, now| crate::domain::live::usage::of(s).into_iter().map(SlotUse::from).collect();
             "utilizationSampledAt" utilization_sampled_at: Option<DateTime<Utc>> = |s, now| s.utilization_sampled_at;
             "idleChecks" idle_checks: ApiResult<Vec<IdleCheck>> =
-                |s, now| Ok(crate::domain::idle::checks(s, now)?.into_iter().map(IdleCheck::from).collect());
+                |s, now| Ok(crate::domain::reclaim::idle::checks(s, now)?.into_iter().map(IdleCheck::from).collect());
             "exemptIdle" exempt_idle: bool = |s, now| s.exempt_idle;
         }
     };
@@ -262,7 +262,7 @@ impl Session {
         ctx: &Context<'_>,
         #[graphql(default = 3600, desc = "Seconds before the latest sample to cover: 60 to 3600.")] window: i32,
     ) -> ApiResult<Vec<UtilizationPoint>> {
-        let points = crate::domain::usage::history(db(ctx)?, &self.0, i64::from(window)).await?;
+        let points = crate::domain::live::usage::history(db(ctx)?, &self.0, i64::from(window)).await?;
         Ok(points.into_iter().map(UtilizationPoint::from).collect())
     }
     /// Whether an administrator exempted it from idle checks (`exemptFromIdle`).

@@ -7,9 +7,9 @@ use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
 use crate::domain::DomainError;
-use crate::domain::inline::InlineReads;
+use crate::domain::sessions::visibility::{self, SessionScope as DomScope};
 use crate::domain::sessions::{self as dom, SessionSet};
-use crate::domain::visibility::{self, SessionScope as DomScope};
+use crate::domain::store::inline::InlineReads;
 
 use super::context::{db, viewer};
 use super::errors::{ApiResult, with_paths};
@@ -116,7 +116,7 @@ macro_rules! vocabulary_list {
         }
     )*};
 }
-vocabulary_list!(crate::domain::model::SessionType => SessionType, crate::domain::status::SessionStatus => SessionStatus);
+vocabulary_list!(crate::domain::model::SessionType => SessionType, crate::domain::model::status::SessionStatus => SessionStatus);
 
 impl ApiFilterValue for dom::SessionTab {
     type Api = SessionTab;
@@ -221,7 +221,7 @@ pub async fn project_session_set(
 pub(super) async fn project_set(
     db: &sea_orm::DatabaseConnection,
     inline: Option<&InlineReads>,
-    viewer: &crate::domain::auth::Viewer,
+    viewer: &crate::domain::directory::auth::Viewer,
     project_id: &ID,
     scope: Option<SessionScope>,
     filter: Option<SessionFilter>,

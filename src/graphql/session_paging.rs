@@ -2,10 +2,10 @@
 //! API paths of the list's arguments, and the one read of a page that the list resolvers
 //! and the compiled list share.
 
-use crate::domain::clock;
-use crate::domain::inline::InlineReads;
-use crate::domain::paging::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest};
+use crate::domain::model::clock;
 use crate::domain::sessions::{self as dom, SessionPosition, SessionSet};
+use crate::domain::store::inline::InlineReads;
+use crate::domain::store::paging::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageRequest};
 
 use super::cursor;
 use super::errors::{ApiResult, camel, with_paths};

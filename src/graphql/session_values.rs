@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use entity::session;
 
-use crate::domain::expiry;
+use crate::domain::reclaim::expiry;
 
 use super::actor::Actor;
 use super::context::loaders;

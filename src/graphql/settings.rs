@@ -3,7 +3,7 @@
 
 use async_graphql::{Context, InputObject, Object};
 
-use crate::domain::settings::{self, ColumnSetting};
+use crate::domain::sessions::settings::{self, ColumnSetting};
 
 use super::context::{db, viewer};
 use super::errors::ApiResult;
@@ -53,6 +53,6 @@ impl SettingsMutation {
     /// either signature refuses no callback while it switches; a second rotation within
     /// that day ends the first key's at once.
     async fn rotate_callback_signing_key(&self, ctx: &Context<'_>) -> ApiResult<String> {
-        Ok(crate::domain::callbacks::rotate_key(db(ctx)?, viewer(ctx)?.user_id).await?)
+        Ok(crate::domain::lifecycle::callbacks::rotate_key(db(ctx)?, viewer(ctx)?.user_id).await?)
     }
 }

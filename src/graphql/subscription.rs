@@ -7,10 +7,10 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
 use crate::domain::DomainError;
-use crate::domain::events::SessionEvent as DomEvent;
-use crate::domain::logs;
-use crate::domain::usage::feed::{self as usage_feed, Reading};
-use crate::domain::watch::{self, WatchRequest};
+use crate::domain::live::events::SessionEvent as DomEvent;
+use crate::domain::live::logs;
+use crate::domain::live::usage::feed::{self as usage_feed, Reading};
+use crate::domain::live::watch::{self, WatchRequest};
 
 use std::sync::Arc;
 

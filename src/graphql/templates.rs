@@ -4,7 +4,7 @@
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 
-use crate::domain::{DomainError, templates};
+use crate::domain::{DomainError, launch::templates};
 
 use super::context::{db, loaders, viewer};
 use super::errors::{ApiResult, camel, with_paths};

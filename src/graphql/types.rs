@@ -3,9 +3,9 @@
 
 use async_graphql::{Enum, Object, SimpleObject};
 
-use crate::domain::paging::Page;
-use crate::domain::slots::{self, ResourceSlots as Slots};
-use crate::domain::{DomainError, DomainResult, occupancy};
+use crate::domain::model::slots::{self, ResourceSlots as Slots};
+use crate::domain::store::paging::Page;
+use crate::domain::{DomainError, DomainResult, sessions::occupancy};
 
 use super::scalars::BigInt;
 
@@ -31,7 +31,7 @@ pub enum SessionType {
 /// PREPARING → (PULLING →) PREPARED → CREATING → RUNNING → TERMINATING → TERMINATED, or
 /// ends CANCELLED or in ERROR; a terminal status never changes again.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "SessionStatus", remote = "crate::domain::status::SessionStatus")]
+#[graphql(name = "SessionStatus", remote = "crate::domain::model::status::SessionStatus")]
 pub enum SessionStatus {
     /// Waiting to be scheduled: for room, a quota, its start time or its dependencies (see
     /// `pendingReasons`). It holds no resources yet.
@@ -63,7 +63,7 @@ pub enum SessionStatus {
 
 /// Why a running session will be reclaimed.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "ExpiryReason", remote = "crate::domain::expiry::ExpiryReason")]
+#[graphql(name = "ExpiryReason", remote = "crate::domain::reclaim::expiry::ExpiryReason")]
 pub enum ExpiryReason {
     /// The end of the lifetime its keypair's policy gives it (`maxSessionLifetimeSeconds`),
     /// counted from its start, plus what extensions added.
@@ -76,7 +76,7 @@ pub enum ExpiryReason {
 
 /// What an idle check measures.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "IdleCheckKind", remote = "crate::domain::idle::IdleCheckKind")]
+#[graphql(name = "IdleCheckKind", remote = "crate::domain::reclaim::idle::IdleCheckKind")]
 pub enum IdleCheckKind {
     /// A slot's use against its threshold (`idleUtilization`): at or above it is activity.
     Utilization,
@@ -104,8 +104,8 @@ pub struct IdleCheck {
     pub remaining_seconds: i64,
 }
 
-impl From<crate::domain::idle::IdleCheck> for IdleCheck {
-    fn from(c: crate::domain::idle::IdleCheck) -> Self {
+impl From<crate::domain::reclaim::idle::IdleCheck> for IdleCheck {
+    fn from(c: crate::domain::reclaim::idle::IdleCheck) -> Self {
         Self {
             check: c.kind.into(),
             slot: c.slot,
@@ -119,7 +119,7 @@ impl From<crate::domain::idle::IdleCheck> for IdleCheck {
 
 /// What a session's event says.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "SessionEventKind", remote = "crate::domain::events::EventKind")]
+#[graphql(name = "SessionEventKind", remote = "crate::domain::live::events::EventKind")]
 pub enum SessionEventKind {
     /// Its status changed from `fromStatus` to `toStatus`.
     StatusChange,
@@ -137,7 +137,7 @@ pub enum SessionEventKind {
 
 /// How a session's work came out, once it ended.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(name = "SessionResult", remote = "crate::domain::status::SessionResult")]
+#[graphql(name = "SessionResult", remote = "crate::domain::model::status::SessionResult")]
 pub enum SessionResult {
     /// Not known: the session has not ended, or ended without an outcome (cancelled, or
     /// forced to end before its engine reported one).
@@ -152,7 +152,7 @@ pub enum SessionResult {
 
 /// Which limit a figure or a pending reason is about.
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
-#[graphql(remote = "crate::domain::occupancy::LimitLayer")]
+#[graphql(remote = "crate::domain::sessions::occupancy::LimitLayer")]
 pub enum LimitLayer {
     /// The limits of the policy of the keypair the sessions were launched with (and its
     /// number of sessions running at once).
@@ -286,14 +286,14 @@ pub struct UtilizationPoint {
     pub utilization: Vec<SlotAmount>,
 }
 
-impl From<crate::domain::usage::Point> for UtilizationPoint {
-    fn from(p: crate::domain::usage::Point) -> Self {
+impl From<crate::domain::live::usage::Point> for UtilizationPoint {
+    fn from(p: crate::domain::live::usage::Point) -> Self {
         Self { at: p.at, utilization: p.uses.into_iter().map(|(slot, amount)| SlotAmount { slot, amount }).collect() }
     }
 }
 
-impl From<crate::domain::usage::SlotUse> for SlotUse {
-    fn from(u: crate::domain::usage::SlotUse) -> Self {
+impl From<crate::domain::live::usage::SlotUse> for SlotUse {
+    fn from(u: crate::domain::live::usage::SlotUse) -> Self {
         Self { slot: u.slot, current: u.current, average: u.average, maximum: u.maximum }
     }
 }

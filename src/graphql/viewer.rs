@@ -2,7 +2,7 @@
 
 use async_graphql::{Context, ID, Object, SimpleObject};
 
-use crate::domain::{settings, visibility};
+use crate::domain::{sessions::settings, sessions::visibility};
 
 use super::context::{db, loaders, viewer};
 use super::errors::ApiResult;
@@ -90,7 +90,7 @@ impl Viewer {
     /// call until `rotateCallbackSigningKey`; keep it secret.
     #[graphql(complexity = "STATEMENT_COST")]
     async fn callback_signing_key(&self, ctx: &Context<'_>) -> ApiResult<String> {
-        Ok(crate::domain::callbacks::owner_key(db(ctx)?, viewer(ctx)?.user_id).await?)
+        Ok(crate::domain::lifecycle::callbacks::owner_key(db(ctx)?, viewer(ctx)?.user_id).await?)
     }
     /// The caller's Sessions page settings: resource panel and table columns.
     #[graphql(complexity = "STATEMENT_COST + child_complexity")]

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use super::AppState;
 use crate::domain::apps::grants;
 use crate::domain::runtime::apps::Reach;
-use crate::domain::{DomainError, clock};
+use crate::domain::{DomainError, model::clock};
 
 /// The cookie that carries an app's grant.
 pub const COOKIE: &str = "sessiond-app";
@@ -53,7 +53,7 @@ struct Holding<B> {
     /// browser slow to read is not an idle app).
     quiet: std::pin::Pin<Box<tokio::time::Sleep>>,
     waiting: bool,
-    _held: crate::domain::shares::Held,
+    _held: crate::domain::live::shares::Held,
 }
 
 impl<B> hyper::body::Body for Holding<B>
@@ -344,14 +344,14 @@ async fn proxy(State(state): State<AppState>, mut req: Request) -> Response {
     let Some(port) = admitted.app.port else { return not_found() };
     // Each request held against its user's share until its answer has streamed (or its
     // WebSocket closed).
-    let held = match state.live.shares.take(admitted.user_id, crate::domain::shares::Share::App) {
+    let held = match state.live.shares.take(admitted.user_id, crate::domain::live::shares::Share::App) {
         Ok(h) => h,
         Err(e) => return (StatusCode::TOO_MANY_REQUESTS, e.to_string()).into_response(),
     };
     // Traffic through the proxy is activity, as terminal input is (written at most once
     // in a while per session).
-    if admitted.session.typed_at.is_none_or(|t| now - t >= crate::domain::idle::TYPED_EVERY)
-        && let Err(e) = crate::domain::idle::typed(&state.db, session_id, now).await
+    if admitted.session.typed_at.is_none_or(|t| now - t >= crate::domain::reclaim::idle::TYPED_EVERY)
+        && let Err(e) = crate::domain::reclaim::idle::typed(&state.db, session_id, now).await
     {
         tracing::warn!("noting an app's traffic as activity failed: {e}");
     }

@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::domain::ids::{NodeKind, decode_uuid};
+use crate::domain::model::ids::{NodeKind, decode_uuid};
 use crate::domain::storage::files::{self, Kind, Opened, blocking};
 use crate::domain::{DomainError, DomainResult};
 

@@ -28,9 +28,9 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::{DEFAULT_MAX_LAUNCH_COUNT, HttpLimits};
-use crate::domain::inline::InlineReads;
 use crate::domain::launch::LaunchLimits;
 use crate::domain::live::Live;
+use crate::domain::store::inline::InlineReads;
 use crate::graphql::{AppSchema, build_schema};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -47,10 +47,10 @@ pub fn bearer_token(value: &str) -> Option<&str> {
 pub async fn header_viewer(
     db: &DatabaseConnection,
     headers: &axum::http::HeaderMap,
-) -> crate::domain::DomainResult<Option<crate::domain::auth::Viewer>> {
+) -> crate::domain::DomainResult<Option<crate::domain::directory::auth::Viewer>> {
     let token = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token);
     match token {
-        Some(token) => Ok(Some(crate::domain::auth::authenticate(db, token).await?)),
+        Some(token) => Ok(Some(crate::domain::directory::auth::authenticate(db, token).await?)),
         None => Ok(None),
     }
 }

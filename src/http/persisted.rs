@@ -62,7 +62,7 @@ impl Persisted {
             request.query = query.to_string();
             return Ok(request);
         }
-        if crate::domain::secrets::hex(&Sha256::digest(request.query.as_bytes())) != hash {
+        if crate::domain::directory::secrets::hex(&Sha256::digest(request.query.as_bytes())) != hash {
             return Err(Refused {
                 code: "BAD_USER_INPUT",
                 message: "the persisted query's sha256Hash is not the SHA-256 of its query",

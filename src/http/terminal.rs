@@ -25,12 +25,12 @@ use serde_json::{Value, json};
 
 use super::waiting::{EVICTED, too_big};
 use super::{AppState, bearer_token};
-use crate::domain::auth;
-use crate::domain::ids::{NodeKind, decode_uuid};
+use crate::domain::directory::auth;
+use crate::domain::live::shares::Share;
+use crate::domain::model::ids::{NodeKind, decode_uuid};
 use crate::domain::runtime::local::terminal as local_terminal;
 use crate::domain::runtime::terminal;
-use crate::domain::shares::Share;
-use crate::domain::{DomainError, clock, idle};
+use crate::domain::{DomainError, model::clock, reclaim::idle};
 
 /// Largest message a client may send (input, resize).
 const MAX_MESSAGE: usize = 64 << 10;
@@ -106,7 +106,7 @@ async fn serve(state: &AppState, id: &str, socket: &mut WebSocket) -> Result<(),
     let _connection = state.live.shares.take(viewer.user_id, Share::Connection).map_err(busy)?;
     let _terminal = state.live.shares.take(viewer.user_id, Share::Terminal).map_err(busy)?;
     // Opening terminals faster than the user's rate is refused (each starts processes).
-    state.live.shares.pace(viewer.user_id, crate::domain::shares::TERMINAL_OPERATIONS).map_err(busy)?;
+    state.live.shares.pace(viewer.user_id, crate::domain::live::shares::TERMINAL_OPERATIONS).map_err(busy)?;
     let not_found = || (4404, "session not found".to_owned());
     let session = decode_uuid(id, NodeKind::Session).ok_or_else(not_found)?;
     let (cols, rows) = (dimension(&first, "cols", 80), dimension(&first, "rows", 24));

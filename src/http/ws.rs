@@ -20,7 +20,7 @@
 //! anyone out.
 //!
 //! Credentials are checked again for every operation (through a cache of a few seconds)
-//! and whenever they change anywhere ([`crate::domain::credentials`]): a token revoked,
+//! and whenever they change anywhere ([`crate::domain::directory::credentials`]): a token revoked,
 //! or its user gone, closes the connection with 4403 within seconds. Queries and mutations
 //! count against `--max-in-flight` like HTTP requests.
 //!
@@ -42,9 +42,9 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::domain::DomainError;
-use crate::domain::auth::{self, Viewer};
-use crate::domain::credentials::Credentials;
-use crate::domain::shares::{Held, Share};
+use crate::domain::directory::auth::{self, Viewer};
+use crate::domain::directory::credentials::Credentials;
+use crate::domain::live::shares::{Held, Share};
 use crate::graphql::errors::{
     ApiError, GRAPHQL_VALIDATION_FAILED, INTERNAL_MESSAGE, LIMIT_EXCEEDED, UNAVAILABLE, finalize_errors,
 };

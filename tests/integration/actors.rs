@@ -102,7 +102,7 @@ async fn every_change_names_who_made_it(mut app: TestApp) {
 /// A declaration that changes a policy's lifetime moves the expiry of its live sessions, and
 /// each says so in its history, naming who applied it: the user of `--as`, else the system.
 async fn apply_names_who_changed_a_policy(app: TestApp) {
-    use sessiond::domain::apply::{self, Options};
+    use sessiond::domain::directory::apply::{self, Options};
     let resp = app.gql(Some("demo-alice"), LAUNCH, json!({"i": launch_input("policed", 1.0)})).await;
     let id = resp["data"]["launchSession"]["session"]["id"].as_str().unwrap_or_else(|| panic!("{resp}")).to_owned();
     let with_lifetime = |seconds: u32| {

@@ -7,8 +7,8 @@
 use sea_orm::{ActiveModelTrait, EntityTrait, PaginatorTrait};
 use serde_json::{Value, json};
 
-use sessiond::domain::apply::{self, Action, ApplyError, ApplyInputError, Declared, Options, Source};
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::directory::apply::{self, Action, ApplyError, ApplyInputError, Declared, Options, Source};
+use sessiond::domain::model::status::SessionStatus;
 
 use crate::db_tests;
 use crate::support::{TestApp, error_codes, launch_input, project, session_row};
@@ -39,13 +39,13 @@ async fn the_demo_is_demo_toml_applied(app: TestApp) {
     assert_eq!(plan, apply::Plan::default(), "`--demo` left exactly what demo.toml declares, nothing else");
 
     // The images' local environments are stored with them.
-    let local = sessiond::domain::catalog::local_environments(&app.db).await.expect("environments");
+    let local = sessiond::domain::directory::catalog::local_environments(&app.db).await.expect("environments");
     assert_eq!(local["python:3.12"].prepare.as_deref(), Some("python3 --version"));
     assert!(local["filebrowser:latest"].interactive_command().contains("http.server"));
 
     // What DESIGN lists as the demo's tokens authenticate as its users (their roles and
     // projects: `auth::every_demo_user_authenticates`).
-    for u in sessiond::domain::seed::DEMO_USERS {
+    for u in sessiond::domain::directory::seed::DEMO_USERS {
         let resp = app.gql(Some(u.token), "{ viewer { user { email } } }", json!({})).await;
         assert_eq!(resp["data"]["viewer"]["user"]["email"], u.email, "{resp}");
     }
@@ -129,7 +129,7 @@ async fn prune_refuses_what_live_sessions_use_and_then_writes_nothing(app: TestA
         }
         other => panic!("expected a refusal: {other:?}"),
     }
-    let d = entity::domain::Entity::find_by_id(sessiond::domain::ids::stable_id("domain", "default"))
+    let d = entity::domain::Entity::find_by_id(sessiond::domain::model::ids::stable_id("domain", "default"))
         .one(&app.db)
         .await
         .expect("domain")
@@ -257,7 +257,7 @@ async fn the_configuration_is_for_superadministrators(app: TestApp) {
 
 /// Users changed every way a file changes them apply once: the second apply is a no-op.
 async fn changes_apply_once_and_prune_takes_a_user_with_its_policy(app: TestApp) {
-    let sha = sessiond::domain::auth::hash_token("svc-secret");
+    let sha = sessiond::domain::directory::auth::hash_token("svc-secret");
     let extra = format!(
         "\n[keypair_policies.legacy]\nlimits = {{ cpu = 1 }}\n\
          [users.\"Svc@Example.com\"]\ndomain = \"default\"\nprojects = [\"research\"]\n\
@@ -309,9 +309,9 @@ async fn changes_apply_once_and_prune_takes_a_user_with_its_policy(app: TestApp)
     // A keypair the files do not declare (made by `token create`) keeps its secret to itself.
     entity::keypair::ActiveModel {
         id: sea_orm::Set(uuid::Uuid::new_v4()),
-        user_id: sea_orm::Set(sessiond::domain::seed::demo_user_id("alice@example.com")),
+        user_id: sea_orm::Set(sessiond::domain::directory::seed::demo_user_id("alice@example.com")),
         access_key: sea_orm::Set("AKEXTRA".to_owned()),
-        secret_hash: sea_orm::Set(sessiond::domain::auth::hash_token("extra-secret")),
+        secret_hash: sea_orm::Set(sessiond::domain::directory::auth::hash_token("extra-secret")),
         resource_policy: sea_orm::Set("default".to_owned()),
         is_active: sea_orm::Set(true),
         created_at: sea_orm::Set(chrono::Utc::now()),

@@ -201,15 +201,19 @@ async fn declare_web_image(app: &TestApp) {
 
 /// Applies declaration `text` with `sessiond apply`'s code.
 async fn declare(app: &TestApp, text: &str) {
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "apps.toml".into(), text: text.to_owned() }],
+    let slots = sessiond::domain::directory::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::directory::apply::file::parse(
+        &[sessiond::domain::directory::apply::Source { name: "apps.toml".into(), text: text.to_owned() }],
         &slots,
     )
     .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
-        .await
-        .expect("applied");
+    sessiond::domain::directory::apply::apply(
+        &app.db,
+        &declared,
+        sessiond::domain::directory::apply::Options::new(false, false),
+    )
+    .await
+    .expect("applied");
 }
 
 pub(crate) const OPEN: &str =
@@ -367,8 +371,9 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
     }
 
     // A token revoked closes the connections it opened, and its grant opens nothing more.
-    let (token, access_key) =
-        sessiond::domain::auth::create_token(&app.db, "alice@example.com", None).await.expect("a second token");
+    let (token, access_key) = sessiond::domain::directory::auth::create_token(&app.db, "alice@example.com", None)
+        .await
+        .expect("a second token");
     let r = app.gql(Some(&token), OPEN, json!({"id": id, "name": "web"})).await;
     let link = r["data"]["openSessionApp"]["url"].as_str().unwrap_or_else(|| panic!("opened: {r}")).to_owned();
     let second = http.get(&link).send().await.expect("the link");
@@ -385,7 +390,7 @@ async fn an_app_opens_through_the_proxy_for_its_owner_only(mut app: TestApp) {
             ws.next().await.expect("an answer").expect("a message").into_text().expect("text").as_str(),
             "before"
         );
-        assert!(sessiond::domain::auth::revoke_token(&app.db, &access_key).await.expect("revoked"));
+        assert!(sessiond::domain::directory::auth::revoke_token(&app.db, &access_key).await.expect("revoked"));
         let closed = tokio::time::timeout(Duration::from_secs(30), async {
             while let Some(Ok(m)) = ws.next().await {
                 if m.is_close() {

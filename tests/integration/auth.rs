@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use sessiond::domain::seed::{DEMO_USERS, demo_project_id, demo_user_id};
+use sessiond::domain::directory::seed::{DEMO_USERS, demo_project_id, demo_user_id};
 use sessiond::graphql::ids::{NodeKind, encode};
 
 use crate::db_tests;
@@ -116,23 +116,24 @@ async fn bad_and_missing_tokens_are_refused(app: TestApp) {
 }
 
 async fn tokens_created_later_work_and_are_stored_hashed(app: TestApp) {
-    let (token, _) = sessiond::domain::auth::create_token(&app.db, "bob@example.com", None).await.expect("token");
+    let (token, _) =
+        sessiond::domain::directory::auth::create_token(&app.db, "bob@example.com", None).await.expect("token");
     let resp = app.gql(Some(&token), "{ viewer { user { email } } }", json!({})).await;
     assert_eq!(resp["data"]["viewer"]["user"]["email"], "bob@example.com");
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     let stored = entity::keypair::Entity::find()
-        .filter(entity::keypair::Column::SecretHash.eq(sessiond::domain::auth::hash_token(&token)))
+        .filter(entity::keypair::Column::SecretHash.eq(sessiond::domain::directory::auth::hash_token(&token)))
         .one(&app.db)
         .await
         .expect("query")
         .expect("keypair by hash");
     assert_ne!(stored.secret_hash, token);
-    let unknown = sessiond::domain::auth::create_token(&app.db, "nobody@example.com", None).await;
+    let unknown = sessiond::domain::directory::auth::create_token(&app.db, "nobody@example.com", None).await;
     assert!(
         matches!(unknown, Err(sessiond::domain::DomainError::NotFound("user"))),
         "unknown users get no token: {unknown:?}"
     );
-    let bad_policy = sessiond::domain::auth::create_token(&app.db, "bob@example.com", Some("gold")).await;
+    let bad_policy = sessiond::domain::directory::auth::create_token(&app.db, "bob@example.com", Some("gold")).await;
     match bad_policy {
         Err(sessiond::domain::DomainError::BadInput(problems)) => {
             assert_eq!((problems[0].code.as_str(), problems[0].field.as_deref()), ("UNKNOWN_POLICY", Some("policy")));

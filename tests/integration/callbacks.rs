@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use serde_json::{Value, json};
 
 use sessiond::config::CallbackArgs;
-use sessiond::domain::callbacks::Allow;
+use sessiond::domain::lifecycle::callbacks::Allow;
 
 use crate::db_tests;
 use crate::support::{TestApp, error_codes, launch_input, terminate};
@@ -258,9 +258,9 @@ async fn a_callback_key_is_rotated_without_a_refused_callback(mut app: TestApp) 
     assert_eq!(previous, Some(format!("sha256={}", hmac_hex(&new, &body))));
 
     // A day on, the key rotated out signs nothing; the new one stays, on every replica.
-    let alice = sessiond::domain::seed::demo_user_id("alice@example.com");
+    let alice = sessiond::domain::directory::seed::demo_user_id("alice@example.com");
     let later = chrono::Utc::now() + chrono::Duration::hours(25);
-    let keys = sessiond::domain::callbacks::owner_keys(&app.db, alice, later).await.expect("the keys");
+    let keys = sessiond::domain::lifecycle::callbacks::owner_keys(&app.db, alice, later).await.expect("the keys");
     assert_eq!((keys.current, keys.previous), (newer, None));
 }
 
@@ -547,7 +547,7 @@ async fn one_owners_hanging_receivers_delay_no_one_else(mut app: TestApp) {
     let ok = Receiver::start(ANSWER_OK).await;
     let mut callbacks = args(&format!("127.0.0.1:{},127.0.0.1:{}", hanging.addr.port(), ok.addr.port()), 50, 60_000);
     callbacks.callback_concurrency = 8;
-    let share = sessiond::domain::callbacks::deliver::share(8);
+    let share = sessiond::domain::lifecycle::callbacks::deliver::share(8);
     assert_eq!(share, 2);
     app.start_callbacks(&callbacks);
     let stuck = format!("http://127.0.0.1:{}/hook", hanging.addr.port());

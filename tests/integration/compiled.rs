@@ -157,7 +157,7 @@ async fn the_compiled_list_answers_what_the_executor_answers(app: TestApp) {
     let batch = Entity::update_many().col_expr(Column::BatchTimeoutSeconds, Expr::value(7200_i64));
     batch.filter(Column::SessionType.eq("BATCH")).exec(&app.db).await.expect("timeouts");
     let newest = Entity::find()
-        .filter(Column::ProjectId.eq(sessiond::domain::seed::demo_project_id("default/default")))
+        .filter(Column::ProjectId.eq(sessiond::domain::directory::seed::demo_project_id("default/default")))
         .order_by_desc(Column::CreatedAt)
         .one(&app.db)
         .await
@@ -226,7 +226,7 @@ async fn the_compiled_list_answers_what_the_executor_answers(app: TestApp) {
     let waiting = json!([{"code": "NO_CAPACITY", "message": "no agent has room now", "layer": "RESOURCE_GROUP"}]);
     let reasons = Entity::update_many().col_expr(Column::PendingReasons, Expr::value(waiting));
     reasons.filter(Column::Id.eq(newest.id)).exec(&app.db).await.expect("reasons");
-    let admin = sessiond::domain::seed::demo_user_id("admin@example.com");
+    let admin = sessiond::domain::directory::seed::demo_user_id("admin@example.com");
     let by_admin = Entity::update_many().col_expr(Column::StatusActorUserId, Expr::value(admin));
     by_admin.filter(Column::Status.eq("TERMINATED")).exec(&app.db).await.expect("actors");
     let document = page_document();

@@ -41,12 +41,16 @@ struct On {
 }
 
 async fn declare(app: &TestApp, text: &str) {
-    let source = sessiond::domain::apply::Source { name: "conformance.toml".into(), text: text.to_owned() };
+    let source = sessiond::domain::directory::apply::Source { name: "conformance.toml".into(), text: text.to_owned() };
     let known = ["cpu", "mem", "cuda.device"].into_iter().map(String::from).collect();
-    let declared = sessiond::domain::apply::file::parse(&[source], &known).expect("a valid declaration");
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::default())
-        .await
-        .expect("applied");
+    let declared = sessiond::domain::directory::apply::file::parse(&[source], &known).expect("a valid declaration");
+    sessiond::domain::directory::apply::apply(
+        &app.db,
+        &declared,
+        sessiond::domain::directory::apply::Options::default(),
+    )
+    .await
+    .expect("applied");
 }
 
 impl On {

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use sessiond::domain::events::EventKind;
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::live::events::EventKind;
+use sessiond::domain::model::status::SessionStatus;
 
 use crate::db_tests;
 use crate::export::{export, records};

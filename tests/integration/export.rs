@@ -275,20 +275,21 @@ async fn a_signed_link_downloads_without_a_header_for_a_minute(app: TestApp) {
     let forged = format!("{}x", path_and_query);
     assert_eq!(export(&app, None, &forged).await.0, StatusCode::FORBIDDEN);
     // A link signed more than a minute ago has expired.
-    let viewer = sessiond::domain::auth::authenticate(&app.db, "demo-admin").await.expect("admin");
-    let request = sessiond::domain::export::ExportRequest {
-        project_id: sessiond::domain::seed::demo_project_id("default/default"),
-        scope: sessiond::domain::visibility::SessionScope::Project,
+    let viewer = sessiond::domain::directory::auth::authenticate(&app.db, "demo-admin").await.expect("admin");
+    let request = sessiond::domain::sessions::export::ExportRequest {
+        project_id: sessiond::domain::directory::seed::demo_project_id("default/default"),
+        scope: sessiond::domain::sessions::visibility::SessionScope::Project,
         filter: Default::default(),
         orders: vec![sessiond::domain::sessions::SessionOrder::DEFAULT],
         columns: None,
     };
     let past = chrono::Utc::now() - chrono::TimeDelta::seconds(61);
-    let signature = sessiond::domain::export::sign(&app.db, &viewer, &request, past).await.expect("sign");
+    let signature = sessiond::domain::sessions::export::sign(&app.db, &viewer, &request, past).await.expect("sign");
     let old = sessiond::http::export::query::link(&request, &signature);
     let (status, _, _) = export(&app, None, old.strip_prefix("/export/sessions.csv?").expect("path")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "expired");
-    let fresh = sessiond::domain::export::sign(&app.db, &viewer, &request, chrono::Utc::now()).await.expect("sign");
+    let fresh =
+        sessiond::domain::sessions::export::sign(&app.db, &viewer, &request, chrono::Utc::now()).await.expect("sign");
     let (status, _, _) =
         export(&app, None, sessiond::http::export::query::link(&request, &fresh).split_once('?').expect("q").1).await;
     assert_eq!(status, StatusCode::OK, "the same request signed now works");

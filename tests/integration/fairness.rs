@@ -452,7 +452,7 @@ async fn the_edges_refuse_with_their_codes(app: TestApp) {
 /// log is never touched.
 async fn finished_logs_are_retired(app: TestApp) {
     use entity::session_log;
-    use sessiond::domain::logs::{Retention, retire};
+    use sessiond::domain::live::logs::{Retention, retire};
     let now = chrono::Utc::now();
     let mut ids = Vec::new();
     for (name, status, ended_days_ago) in

@@ -28,8 +28,11 @@ pub(crate) fn problem_codes(r: &Value) -> Vec<String> {
 }
 
 pub(crate) fn user_id(email: &str) -> String {
-    sessiond::graphql::ids::encode(sessiond::graphql::ids::NodeKind::User, sessiond::domain::seed::demo_user_id(email))
-        .0
+    sessiond::graphql::ids::encode(
+        sessiond::graphql::ids::NodeKind::User,
+        sessiond::domain::directory::seed::demo_user_id(email),
+    )
+    .0
 }
 
 async fn folders_of(app: &TestApp, who: &str) -> Value {
@@ -113,14 +116,23 @@ async fn folders_are_made_seen_shared_and_deleted_as_their_scope_says(app: TestA
     assert_eq!(error_codes(&r), ["NOT_FOUND"], "{r}");
 
     // The storage cannot be pruned while folders are made on it.
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let demo = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "demo.toml".into(), text: sessiond::domain::apply::DEMO.into() }],
+    let slots = sessiond::domain::directory::apply::known_slots(&app.db).await.expect("slots");
+    let demo = sessiond::domain::directory::apply::file::parse(
+        &[sessiond::domain::directory::apply::Source {
+            name: "demo.toml".into(),
+            text: sessiond::domain::directory::apply::DEMO.into(),
+        }],
         &slots,
     )
     .expect("the demo");
-    match sessiond::domain::apply::apply(&app.db, &demo, sessiond::domain::apply::Options::new(true, false)).await {
-        Err(sessiond::domain::apply::ApplyError::Refused(why)) => {
+    match sessiond::domain::directory::apply::apply(
+        &app.db,
+        &demo,
+        sessiond::domain::directory::apply::Options::new(true, false),
+    )
+    .await
+    {
+        Err(sessiond::domain::directory::apply::ApplyError::Refused(why)) => {
             assert_eq!(why, ["storage shared: 3 folder(s) are made on it; delete them first"]);
         }
         other => panic!("expected a refusal: {other:?}"),
@@ -129,16 +141,22 @@ async fn folders_are_made_seen_shared_and_deleted_as_their_scope_says(app: TestA
     // Nor moved: its folders are directories under its path.
     let moved = format!(
         "{}\n[storage.shared]\npath = \"{}/elsewhere\"\nquota = \"1 GiB\"\n",
-        sessiond::domain::apply::DEMO,
+        sessiond::domain::directory::apply::DEMO,
         storage.path().display()
     );
-    let moved = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "moved.toml".into(), text: moved }],
+    let moved = sessiond::domain::directory::apply::file::parse(
+        &[sessiond::domain::directory::apply::Source { name: "moved.toml".into(), text: moved }],
         &slots,
     )
     .expect("a declaration");
-    match sessiond::domain::apply::apply(&app.db, &moved, sessiond::domain::apply::Options::default()).await {
-        Err(sessiond::domain::apply::ApplyError::Refused(why)) => {
+    match sessiond::domain::directory::apply::apply(
+        &app.db,
+        &moved,
+        sessiond::domain::directory::apply::Options::default(),
+    )
+    .await
+    {
+        Err(sessiond::domain::directory::apply::ApplyError::Refused(why)) => {
             assert_eq!(why, ["storage shared: its path cannot change while 3 folder(s) are made on it"]);
         }
         other => panic!("expected a refusal: {other:?}"),

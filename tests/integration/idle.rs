@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use sessiond::domain::events::EventKind;
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::live::events::EventKind;
+use sessiond::domain::model::status::SessionStatus;
 
 use crate::db_tests;
 use crate::local_runtime::{Machine, launch, session_uuid, terminal, terminal_url};

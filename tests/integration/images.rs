@@ -381,15 +381,19 @@ async fn declare(
         _ => format!("username = \"{USER}\"\npassword_file = \"{}\"\n", password.display()),
     };
     let text = format!("[registries.{name}]\nurl = \"http://{host}\"\ninsecure = true\n{sign_in}{images}");
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "registry.toml".into(), text }],
+    let slots = sessiond::domain::directory::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::directory::apply::file::parse(
+        &[sessiond::domain::directory::apply::Source { name: "registry.toml".into(), text }],
         &slots,
     )
     .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::new(false, false))
-        .await
-        .expect("applied");
+    sessiond::domain::directory::apply::apply(
+        &app.db,
+        &declared,
+        sessiond::domain::directory::apply::Options::new(false, false),
+    )
+    .await
+    .expect("applied");
     secrets
 }
 
@@ -505,7 +509,7 @@ async fn a_failed_pull_is_an_error_in_the_registrys_words(mut app: crate::suppor
 /// every byte and layer, and the digest of what ran is recorded.
 async fn a_slow_pull_shows_its_progress(mut app: crate::support::TestApp) {
     use crate::local_runtime::{Machine, ended, input, launch, until};
-    use sessiond::domain::events::EventKind;
+    use sessiond::domain::live::events::EventKind;
     let Some(r) = registry() else { return };
     let Ok(busybox) = std::fs::read("/bin/busybox") else { return };
     // About 5 s at 1 MB/s: a layer that does not compress, and the shell.

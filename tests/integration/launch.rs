@@ -5,7 +5,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFi
 use serde_json::{Value, json};
 
 use entity::{launch_group, scheduling_history, session, session_status_transition};
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::model::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;
@@ -316,7 +316,7 @@ async fn a_batch_is_all_or_nothing(app: TestApp) {
     assert_eq!(names, ["jobs-1", "jobs-2", "jobs-3", "jobs-4", "jobs-5", "jobs-6"]);
     let live_jobs4 = session::Entity::find()
         .filter(session::Column::Name.eq("jobs-4"))
-        .filter(session::Column::OwnerId.eq(sessiond::domain::seed::demo_user_id("alice@example.com")))
+        .filter(session::Column::OwnerId.eq(sessiond::domain::directory::seed::demo_user_id("alice@example.com")))
         .all(&app.db)
         .await
         .expect("rows");

@@ -7,7 +7,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryF
 use serde_json::{Value, json};
 
 use entity::{idempotency_key, resource_group_project, session};
-use sessiond::domain::seed::demo_project_id;
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;

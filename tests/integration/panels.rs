@@ -6,7 +6,7 @@ use sea_orm::{ActiveModelTrait, ConnectionTrait};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::model::status::SessionStatus;
 
 use crate::db_tests;
 use crate::support::{TestApp, error_codes, project, session_row};

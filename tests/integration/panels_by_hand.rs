@@ -6,7 +6,7 @@ use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::model::status::SessionStatus;
 
 use crate::db_tests;
 use crate::panels::{PANEL, slot};
@@ -66,12 +66,12 @@ async fn panel_figures_by_hand(app: TestApp) {
     )
     .await;
     // Alice's second keypair, under the same `default` policy (cpu 16, mem 64 GiB, 4 GPUs).
-    let kp2 = sessiond::domain::ids::stable_id("keypair", "alice-second");
+    let kp2 = sessiond::domain::model::ids::stable_id("keypair", "alice-second");
     entity::keypair::ActiveModel {
         id: Set(kp2),
-        user_id: Set(sessiond::domain::seed::demo_user_id("alice@example.com")),
+        user_id: Set(sessiond::domain::directory::seed::demo_user_id("alice@example.com")),
         access_key: Set("AKTESTALICE2".to_owned()),
-        secret_hash: Set(sessiond::domain::auth::hash_token("alice-second-token")),
+        secret_hash: Set(sessiond::domain::directory::auth::hash_token("alice-second-token")),
         resource_policy: Set("default".to_owned()),
         is_active: Set(true),
         created_at: Set(chrono::Utc::now()),

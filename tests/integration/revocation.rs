@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use sessiond::domain::apply::{self, Options, Source};
+use sessiond::domain::directory::apply::{self, Options, Source};
 
 use crate::db_tests;
 use crate::support::ws::{EVENTS, TRANSPORT_WS, Ws, codes};
@@ -16,7 +16,7 @@ use crate::support::{TestApp, error_codes, launch_input, project};
 async fn a_revoked_token_closes_its_connections(mut app: TestApp) {
     let addr = app.serve().await;
     let (token, access_key) =
-        sessiond::domain::auth::create_token(&app.db, "alice@example.com", None).await.expect("a token");
+        sessiond::domain::directory::auth::create_token(&app.db, "alice@example.com", None).await.expect("a token");
     let mut ws = Ws::open(addr, &token).await;
     let p = project("default/default");
     ws.subscribe("s", EVENTS, json!({"p": p, "after": app.last_cursor().await})).await;
@@ -31,7 +31,7 @@ async fn a_revoked_token_closes_its_connections(mut app: TestApp) {
     types.sort();
     assert_eq!(types, ["complete:m", "next:m", "next:s"]);
 
-    assert!(sessiond::domain::auth::revoke_token(&app.db, &access_key).await.expect("revoke"));
+    assert!(sessiond::domain::directory::auth::revoke_token(&app.db, &access_key).await.expect("revoke"));
     // A mutation sent at once is refused, as over HTTP, whatever the cache still holds.
     ws.subscribe("late", launch, json!({"i": launch_input("after-revoke", 0.5)})).await;
     // Within seconds, whatever the connection does meanwhile.

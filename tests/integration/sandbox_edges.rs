@@ -298,12 +298,12 @@ async fn a_revoked_tokens_terminal_is_closed(mut app: TestApp) {
     }
     let addr = app.serve().await;
     let (token, access_key) =
-        sessiond::domain::auth::create_token(&app.db, "alice@example.com", None).await.expect("a token");
+        sessiond::domain::directory::auth::create_token(&app.db, "alice@example.com", None).await.expect("a token");
     let id = launch(&app, &token, interactive("revoked-terminal")).await;
     let url = terminal_url(&app, &id).await;
     let mut ws = terminal(addr, &url, &token).await.expect("a terminal");
     run_in(&mut ws, "true").await;
-    assert!(sessiond::domain::auth::revoke_token(&app.db, &access_key).await.expect("revoke"));
+    assert!(sessiond::domain::directory::auth::revoke_token(&app.db, &access_key).await.expect("revoke"));
     let closed = loop {
         match tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("closed within seconds") {
             Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),

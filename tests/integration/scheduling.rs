@@ -5,7 +5,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder
 use serde_json::{Value, json};
 
 use entity::session_status_transition;
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::model::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, decode_uuid};
 
 use crate::db_tests;

@@ -11,8 +11,8 @@ use sea_orm::{
 use serde_json::{Value, json};
 
 use entity::{agent, keypair_resource_policy, resource_group, session};
+use sessiond::domain::directory::seed::demo_project_id;
 use sessiond::domain::scheduling::{PassReport, pass_reading};
-use sessiond::domain::seed::demo_project_id;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;
@@ -590,9 +590,9 @@ async fn waiting_lines_count_the_passes_they_waited_through(app: TestApp) {
 
 /// However a waiting session's reasons alternate, its history stays bounded.
 async fn history_stays_bounded_however_reasons_alternate(app: TestApp) {
-    use sessiond::domain::actor::{Actor, rules};
-    use sessiond::domain::history::{Entry, MERGE_ANY_PAST, SchedulingResult, record};
-    use sessiond::domain::status::SessionStatus;
+    use sessiond::domain::lifecycle::history::{Entry, MERGE_ANY_PAST, SchedulingResult, record};
+    use sessiond::domain::model::actor::{Actor, rules};
+    use sessiond::domain::model::status::SessionStatus;
     let id = launch(&app, "demo-alice", "alternating", 1.0, 0, 0).await;
     let id = decode_uuid(&id, NodeKind::Session).expect("id");
     for n in 0..1000 {

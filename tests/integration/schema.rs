@@ -35,7 +35,7 @@ fn the_declaration_reference_is_what_apply_explains() {
         .expect("run sessiond apply --explain");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let generated = String::from_utf8(out.stdout).expect("utf8");
-    assert_eq!(generated, sessiond::domain::apply::keys::explain());
+    assert_eq!(generated, sessiond::domain::directory::apply::keys::explain());
     if std::env::var("UPDATE_SCHEMA").is_ok_and(|v| v == "1") {
         std::fs::write(&path, &generated).expect("write docs/declarations.txt");
     }

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use entity::{session, session_status_transition};
-use sessiond::domain::seed::{demo_project_id, demo_user_id};
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::directory::seed::{demo_project_id, demo_user_id};
+use sessiond::domain::model::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, encode};
 
 use crate::db_tests;
@@ -276,9 +276,13 @@ async fn generated_sessions_are_consistent_and_deterministic(app: TestApp) {
     let report = app.generate(400, 5).await;
     assert_eq!(report.sessions, 400);
     assert_eq!(report.live, 8);
-    let again = sessiond::domain::generate::generate(
+    let again = sessiond::domain::directory::generate::generate(
         &app.db,
-        &sessiond::domain::generate::GenerateOptions { sessions: 10, seed: 5, now: sessiond::domain::clock::now() },
+        &sessiond::domain::directory::generate::GenerateOptions {
+            sessions: 10,
+            seed: 5,
+            now: sessiond::domain::model::clock::now(),
+        },
     )
     .await;
     match again {
@@ -319,7 +323,7 @@ async fn generated_sessions_are_consistent_and_deterministic(app: TestApp) {
             assert!(s.terminated_at.is_none());
             assert_eq!(s.agent_id.is_some(), status == SessionStatus::Running, "{}", s.name);
         }
-        assert!(sessiond::domain::slots::ResourceSlots::from_json(&s.requested_slots).is_ok());
+        assert!(sessiond::domain::model::slots::ResourceSlots::from_json(&s.requested_slots).is_ok());
     }
     assert!(timed > 0 && batch_ends > 0 && errors > 0, "checks ran: {timed} {batch_ends} {errors}");
     assert_eq!(statuses.len(), 5, "PENDING, RUNNING and the three terminal statuses: {statuses:?}");

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use entity::session;
-use sessiond::domain::seed::{demo_project_id, demo_user_id};
-use sessiond::domain::status::SessionStatus;
+use sessiond::domain::directory::seed::{demo_project_id, demo_user_id};
+use sessiond::domain::model::status::SessionStatus;
 use sessiond::graphql::ids::{NodeKind, decode_uuid, encode};
 
 use crate::db_tests;
@@ -329,9 +329,9 @@ async fn elapsed_orders_live_and_finished_sessions_together(app: TestApp) {
 /// A page reads its rows by column position: each session and its owner come out exactly
 /// as stored, every column told apart (ids of the same type included), in every order.
 async fn a_page_reads_every_column_as_stored(app: TestApp) {
-    use sessiond::domain::paging::PageRequest;
+    use sessiond::domain::sessions::visibility::{SessionScope, scoped_project};
     use sessiond::domain::sessions::{SessionOrder, SessionOrderField, project_sessions};
-    use sessiond::domain::visibility::{SessionScope, scoped_project};
+    use sessiond::domain::store::paging::PageRequest;
     let mut row = session_row("bob@example.com", "default/default", "every-column", "RUNNING", json!({"cpu": 2}));
     row.status_info = Set(Some("info".into()));
     row.exit_code = Set(Some(7));
@@ -346,7 +346,7 @@ async fn a_page_reads_every_column_as_stored(app: TestApp) {
     row.scheduled_at = Set(Some(Utc::now()));
     row.started_at = Set(Some(Utc::now()));
     row.insert(&app.db).await.expect("insert");
-    let viewer = sessiond::domain::auth::authenticate(&app.db, "demo-admin").await.expect("admin");
+    let viewer = sessiond::domain::directory::auth::authenticate(&app.db, "demo-admin").await.expect("admin");
     let set = project_sessions(
         &app.db,
         None,
@@ -357,9 +357,9 @@ async fn a_page_reads_every_column_as_stored(app: TestApp) {
     )
     .await
     .expect("set");
-    // Read through the pool, and on SQLite also on the caller's thread (`domain::inline`):
+    // Read through the pool, and on SQLite also on the caller's thread (`domain::store::inline`):
     // the same rows and positions either way.
-    let inline = sessiond::domain::inline::InlineReads::of(&app.db);
+    let inline = sessiond::domain::store::inline::InlineReads::of(&app.db);
     assert_eq!(inline.is_some(), app.backend == crate::support::Backend::Sqlite, "a test database is a file");
     let read_inline = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     if let Some(inline) = &inline {
@@ -384,7 +384,7 @@ async fn a_page_reads_every_column_as_stored(app: TestApp) {
         if let Some(inline) = &inline {
             // The project a list starts from, and a user's membership, read both ways.
             for (token, scope) in [("demo-admin", SessionScope::Project), ("demo-alice", SessionScope::Mine)] {
-                let viewer = sessiond::domain::auth::authenticate(&app.db, token).await.expect("viewer");
+                let viewer = sessiond::domain::directory::auth::authenticate(&app.db, token).await.expect("viewer");
                 let p = demo_project_id("default/default");
                 let pooled = scoped_project(&app.db, None, &viewer, p, scope).await.expect("pooled");
                 let before = read_inline.load(std::sync::atomic::Ordering::SeqCst);

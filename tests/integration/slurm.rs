@@ -29,12 +29,16 @@ async fn on_slurm_declaring(app: &mut TestApp, c: &Cluster, grace_ms: u64, extra
          [domains.default]\nlimits = {{ cpu = 48 }}\n[projects.\"default/default\"]\nresource_groups = [\"default\", \"{GROUP}\"]\n",
         c.engine_toml("cluster")
     );
-    let source = sessiond::domain::apply::Source { name: "slurm.toml".into(), text };
+    let source = sessiond::domain::directory::apply::Source { name: "slurm.toml".into(), text };
     let known = ["cpu", "mem", "cuda.device"].into_iter().map(String::from).collect();
-    let declared = sessiond::domain::apply::file::parse(&[source], &known).expect("a valid declaration");
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::default())
-        .await
-        .expect("applied");
+    let declared = sessiond::domain::directory::apply::file::parse(&[source], &known).expect("a valid declaration");
+    sessiond::domain::directory::apply::apply(
+        &app.db,
+        &declared,
+        sessiond::domain::directory::apply::Options::default(),
+    )
+    .await
+    .expect("applied");
     app.start_workers();
     app.start_engines(Duration::from_millis(grace_ms));
     app.wait_for("demo-root", AGENTS, json!({}), |r| agents(r).iter().filter(|a| a["alive"] == true).count() == 2)

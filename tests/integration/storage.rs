@@ -181,7 +181,7 @@ async fn rows_written_in_one_statement_are_stored_as_sea_orm_stores_them(app: Te
     by_sea_orm.exempt_idle = Set(true);
     by_sea_orm.cpu_used = Set(1234.5678);
     by_sea_orm.mem_used = Set(1e15 + 0.5);
-    by_sea_orm.status_actor_user_id = Set(Some(sessiond::domain::seed::demo_user_id("alice@example.com")));
+    by_sea_orm.status_actor_user_id = Set(Some(sessiond::domain::directory::seed::demo_user_id("alice@example.com")));
     by_sea_orm.launched_from_name = Set(Some("origin".into()));
     by_sea_orm.starts_at = Set(Some(at));
     by_sea_orm.callback_url = Set(Some("https://example.com/hook?a=1&b=2".into()));
@@ -193,7 +193,7 @@ async fn rows_written_in_one_statement_are_stored_as_sea_orm_stores_them(app: Te
     by_rows.name = Set("every-kind-2".into());
     session::Entity::insert_many([by_sea_orm]).exec_without_returning(&app.db).await.expect("sea-orm's insert");
     let (statements, inserted) =
-        app.count_statements(sessiond::domain::rows::insert_all(&app.db, vec![by_rows], None)).await;
+        app.count_statements(sessiond::domain::store::rows::insert_all(&app.db, vec![by_rows], None)).await;
     inserted.expect("one statement of one parameter");
     assert_eq!(statements, 1);
     let columns: Vec<&str> = session::Column::iter()

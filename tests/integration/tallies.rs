@@ -9,7 +9,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use entity::session;
-use sessiond::domain::seed::{demo_project_id, demo_user_id};
+use sessiond::domain::directory::seed::{demo_project_id, demo_user_id};
 use sessiond::domain::sessions::tally;
 
 use crate::db_tests;

@@ -140,7 +140,7 @@ async fn the_use_is_followed_live_by_its_owner_alone(mut app: TestApp) {
 /// last `window` seconds of them, to those who may see the session.
 async fn the_history_is_an_hour_at_a_point_a_minute(app: TestApp) {
     use sea_orm::{ActiveModelTrait, EntityTrait, PaginatorTrait};
-    use sessiond::domain::usage::{self, Sample};
+    use sessiond::domain::live::usage::{self, Sample};
     let row = crate::support::session_row(
         "alice@example.com",
         "default/default",

@@ -20,11 +20,11 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, Query
 use uuid::Uuid;
 
 use super::AppSpec;
-use crate::domain::auth::{Viewer, hash_token};
-use crate::domain::credentials::Credentials;
+use crate::domain::directory::auth::{Viewer, hash_token};
+use crate::domain::directory::credentials::Credentials;
 use crate::domain::model::SessionType;
-use crate::domain::status::SessionStatus;
-use crate::domain::{DomainError, DomainResult, visibility};
+use crate::domain::model::status::SessionStatus;
+use crate::domain::{DomainError, DomainResult, sessions::visibility};
 
 /// How long a ticket may wait to be used.
 pub const TICKET_LIFE: Duration = Duration::seconds(60);
@@ -67,7 +67,7 @@ pub struct Admitted {
 }
 
 fn new_secret() -> String {
-    crate::domain::secrets::hex(&rand::random::<[u8; 32]>())
+    crate::domain::directory::secrets::hex(&rand::random::<[u8; 32]>())
 }
 
 /// The app `name` of session `session_id`, if `viewer` may open it: their own session,

@@ -10,9 +10,9 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFi
 use entity::session;
 
 use super::Plan;
-use crate::domain::auth::Viewer;
-use crate::domain::expiry::Granted;
-use crate::domain::status::SessionStatus;
+use crate::domain::directory::auth::Viewer;
+use crate::domain::model::status::SessionStatus;
+use crate::domain::reclaim::expiry::Granted;
 use crate::domain::{DomainError, DomainResult};
 
 /// A live session of `owner` named one of `names` (but session `except`), if there is one:

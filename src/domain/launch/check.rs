@@ -7,9 +7,11 @@ use uuid::Uuid;
 use super::admission::admissible;
 use super::validate::validate;
 use super::{LaunchLimits, LaunchRequest};
-use crate::domain::auth::Viewer;
-use crate::domain::occupancy;
-use crate::domain::{DomainError, DomainResult, InputProblem, clock, dependencies, scheduler, scheduling};
+use crate::domain::directory::auth::Viewer;
+use crate::domain::sessions::occupancy;
+use crate::domain::{
+    DomainError, DomainResult, InputProblem, model::clock, scheduling, scheduling::dependencies, scheduling::planner,
+};
 
 /// The dry run: the same validation, nothing written, and whether it would start now.
 #[derive(Clone, Debug)]
@@ -97,8 +99,8 @@ pub async fn check(
     }
     // The new sessions, queued behind what is pending, as the scheduler would see them.
     let created = clock::now().timestamp_micros();
-    let extra: Vec<scheduler::PendingSession> = (0..plan.names.len())
-        .map(|i| scheduler::PendingSession {
+    let extra: Vec<planner::PendingSession> = (0..plan.names.len())
+        .map(|i| planner::PendingSession {
             id: Uuid::new_v4(),
             owner: viewer.user_id,
             keypair: viewer.keypair_id,
@@ -112,7 +114,7 @@ pub async fn check(
     let decisions = scheduling::dry_run(db, &plan.resource_group.name, extra).await?;
     let mut reasons: Vec<occupancy::PendingReason> = Vec::new();
     for d in &decisions {
-        if let scheduler::Outcome::Wait { reasons: r, .. } = &d.outcome {
+        if let planner::Outcome::Wait { reasons: r, .. } = &d.outcome {
             for reason in &r.reasons {
                 if !reasons.contains(reason) {
                     reasons.push(reason.clone());
@@ -122,6 +124,6 @@ pub async fn check(
     }
     // A group the scheduler cannot serve decides nothing: that is not fitting.
     let fits_now = decisions.len() == plan.names.len()
-        && decisions.iter().all(|d| matches!(d.outcome, scheduler::Outcome::Schedule { .. }));
+        && decisions.iter().all(|d| matches!(d.outcome, planner::Outcome::Schedule { .. }));
     Ok(LaunchCheck { problems: Vec::new(), refusal: None, refusal_field: None, fits_now, pending_reasons: reasons })
 }

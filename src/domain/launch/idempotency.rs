@@ -12,7 +12,7 @@ use uuid::Uuid;
 use entity::{idempotency_key, launch_group, session};
 
 use super::{Launched, Plan};
-use crate::domain::auth::Viewer;
+use crate::domain::directory::auth::Viewer;
 use crate::domain::{DomainError, DomainResult};
 
 /// Idempotency keys are honoured for at least this long.
@@ -42,7 +42,7 @@ pub fn fingerprint(plan: &Plan, batch: bool) -> String {
         "batch": batch,
         "count": plan.names.len(),
     });
-    crate::domain::secrets::hex(&Sha256::digest(request.to_string().as_bytes()))
+    crate::domain::directory::secrets::hex(&Sha256::digest(request.to_string().as_bytes()))
 }
 
 pub fn stored_result(l: &Launched, batch: bool, fingerprint: &str) -> Value {

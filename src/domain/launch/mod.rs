@@ -12,6 +12,7 @@ pub mod admission;
 pub mod check;
 pub mod idempotency;
 pub mod relaunch;
+pub mod templates;
 pub mod validate;
 pub mod write;
 
@@ -19,11 +20,11 @@ use uuid::Uuid;
 
 use entity::{image, launch_group, project, resource_group, session};
 
-use super::auth::Viewer;
-use super::events::EventBus;
-use super::model::SessionType;
-use super::slots::ResourceRequest;
-use super::{DomainError, DomainResult, clock};
+use crate::domain::directory::auth::Viewer;
+use crate::domain::live::events::EventBus;
+use crate::domain::model::SessionType;
+use crate::domain::model::slots::ResourceRequest;
+use crate::domain::{DomainError, DomainResult, model::clock};
 
 pub use check::{LaunchCheck, check};
 pub use validate::{session_names, valid_name};
@@ -52,7 +53,7 @@ pub struct LaunchRequest {
     /// A batch session waits for these sessions of its project to succeed (an id that
     /// names no session is `None`).
     pub depends_on: Vec<Option<Uuid>>,
-    /// Told of the session's end by a signed POST ([`crate::domain::callbacks`]).
+    /// Told of the session's end by a signed POST ([`crate::domain::lifecycle::callbacks`]).
     pub callback_url: Option<String>,
     /// ... and of its start (RUNNING) too.
     pub callback_on_running: bool,
@@ -68,7 +69,7 @@ pub struct LaunchRequest {
 pub enum Origin {
     /// Another session's launch ([`relaunch`]), and that session's name then.
     Session { id: Uuid, name: String },
-    /// A template ([`crate::domain::templates`]), and its name then.
+    /// A template ([`crate::domain::launch::templates`]), and its name then.
     Template { id: Uuid, name: String },
 }
 
@@ -86,7 +87,7 @@ pub struct LaunchLimits {
     /// The most sessions one "Launch Multiple Sessions" creates.
     pub max_count: u32,
     /// Where completion callbacks may go (`--callback-allow`); empty: nowhere.
-    pub callbacks: std::sync::Arc<crate::domain::callbacks::Allow>,
+    pub callbacks: std::sync::Arc<crate::domain::lifecycle::callbacks::Allow>,
     /// The most folders a launch mounts (`--max-mounts`).
     pub max_mounts: u32,
 }

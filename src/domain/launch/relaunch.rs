@@ -11,11 +11,11 @@ use uuid::Uuid;
 use entity::session;
 
 use super::{LaunchLimits, LaunchRequest, Launched, Origin};
-use crate::domain::auth::Viewer;
-use crate::domain::events::EventBus;
+use crate::domain::directory::auth::Viewer;
+use crate::domain::live::events::EventBus;
 use crate::domain::model::SessionType;
+use crate::domain::model::slots::ResourceRequest;
 use crate::domain::runtime::env_vars;
-use crate::domain::slots::ResourceRequest;
 use crate::domain::{DomainError, DomainResult};
 
 /// What a relaunch changes; `None`: as the session was launched.

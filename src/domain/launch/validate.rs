@@ -8,12 +8,12 @@ use sea_orm::{ConnectionTrait, EntityTrait};
 use entity::{image, resource_group};
 
 use super::{LaunchLimits, LaunchRequest, Plan};
-use crate::domain::auth::Viewer;
-use crate::domain::catalog::{self, SchedulableAgent};
+use crate::domain::directory::auth::Viewer;
+use crate::domain::directory::catalog::{self, SchedulableAgent};
 use crate::domain::error::Text;
 use crate::domain::model::SessionType;
-use crate::domain::slots::{ResourceRequest, ResourceSlots};
-use crate::domain::{DomainError, DomainResult, InputProblem, clock, visibility};
+use crate::domain::model::slots::{ResourceRequest, ResourceSlots};
+use crate::domain::{DomainError, DomainResult, InputProblem, model::clock, sessions::visibility};
 
 pub const NAME_MIN: usize = 4;
 pub const NAME_MAX: usize = 64;
@@ -163,7 +163,7 @@ fn check_image_minimum(
                 format!(
                     "image `{}` needs at least {} of `{slot}` per container",
                     image.name,
-                    crate::domain::slots::shown(slot, min)
+                    crate::domain::model::slots::shown(slot, min)
                 ),
             )
         })
@@ -353,7 +353,7 @@ pub fn never_fits(request: &ResourceRequest, agents: &[SchedulableAgent], group:
         return Some(DomainError::NeverFits(format!("resource group `{group}` has no agent"), None));
     }
     let containers = request.cluster_size;
-    let amount = crate::domain::slots::shown;
+    let amount = crate::domain::model::slots::shown;
     let shown = |slot: &str| {
         let all = amount(slot, total.get(slot));
         if containers > 1 {
@@ -415,7 +415,9 @@ pub async fn validate(
     problems.extend(check_starts_at(req));
     if !req.depends_on.is_empty() {
         if req.session_type == SessionType::Batch {
-            problems.extend(crate::domain::dependencies::problems(db, viewer, &req.depends_on, project.id).await?);
+            problems.extend(
+                crate::domain::scheduling::dependencies::problems(db, viewer, &req.depends_on, project.id).await?,
+            );
         } else {
             problems.push(problem("ONLY_BATCH", "depends_on", "only a batch session waits for others"));
         }

@@ -13,13 +13,13 @@ use entity::{idempotency_key, launch_group, scheduling_history, session};
 use super::admission::admissible;
 use super::idempotency::{IDEMPOTENCY_RETENTION, fingerprint, stored_result};
 use super::{Launched, Origin, Plan};
-use crate::domain::actor::Actor;
-use crate::domain::auth::Viewer;
-use crate::domain::events::EventBus;
-use crate::domain::history::SchedulingResult;
+use crate::domain::directory::auth::Viewer;
+use crate::domain::lifecycle::history::SchedulingResult;
 use crate::domain::lifecycle::{self, Transitions, transition_row};
-use crate::domain::status::{SessionResult, SessionStatus};
-use crate::domain::{DomainError, rows};
+use crate::domain::live::events::EventBus;
+use crate::domain::model::actor::Actor;
+use crate::domain::model::status::{SessionResult, SessionStatus};
+use crate::domain::{DomainError, store::rows};
 
 pub enum WriteError {
     /// A name (or the idempotency key) is already taken, as the unique index said (the
@@ -95,7 +95,7 @@ pub async fn write(
     let requested = plan.request.total().to_json();
     let mounts = crate::domain::storage::mounts::stored(&plan.mounts);
     // Nothing to wait for yet: the scheduler's first pass says why, if anything.
-    let (no_reasons, no_reasons_digest) = super::super::occupancy::PendingReason::stored(&[]);
+    let (no_reasons, no_reasons_digest) = crate::domain::sessions::occupancy::PendingReason::stored(&[]);
     let sessions: Vec<session::Model> = plan
         .names
         .iter()
@@ -164,7 +164,7 @@ pub async fn write(
         .collect();
     rows::insert_all(&txn, sessions.iter().cloned().map(session::ActiveModel::from).collect(), None).await?;
     let depends_on: Vec<Uuid> = plan.launch.depends_on.iter().flatten().copied().collect();
-    crate::domain::dependencies::record(&txn, &sessions, &depends_on).await?;
+    crate::domain::scheduling::dependencies::record(&txn, &sessions, &depends_on).await?;
     let ids: Vec<uuid::Uuid> = sessions.iter().map(|s| s.id).collect();
     crate::domain::storage::mounts::record(&txn, &ids, &plan.mounts).await?;
     let enqueued = sessions.iter().map(|s| scheduling_history::ActiveModel {

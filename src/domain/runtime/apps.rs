@@ -8,7 +8,7 @@ use entity::session;
 use super::local::terminal::LocalAccess;
 use super::slurm;
 use crate::domain::model::SessionType;
-use crate::domain::status::SessionStatus;
+use crate::domain::model::status::SessionStatus;
 
 /// Where this server reaches the apps of a session.
 #[derive(Clone, Debug)]

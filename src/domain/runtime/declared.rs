@@ -15,7 +15,11 @@ use crate::domain::DomainResult;
 /// Runs every stored Slurm engine until the process ends: started when declared (read every
 /// few seconds, so `sessiond apply` needs no restart), restarted when its settings or group
 /// change, stopped when it is pruned.
-pub async fn run_declared(db: DatabaseConnection, bus: crate::domain::events::EventBus, grace: std::time::Duration) {
+pub async fn run_declared(
+    db: DatabaseConnection,
+    bus: crate::domain::live::events::EventBus,
+    grace: std::time::Duration,
+) {
     /// A running engine's task, ended with this loop (aborted, or its future dropped).
     struct Task(tokio::task::JoinHandle<()>);
     impl Drop for Task {

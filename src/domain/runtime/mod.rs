@@ -11,6 +11,7 @@
 pub mod apps;
 pub mod declared;
 pub mod engines;
+pub mod environments;
 pub mod image;
 pub mod local;
 pub mod output;
@@ -26,8 +27,8 @@ use sea_orm::DatabaseConnection;
 
 use entity::session;
 
-use super::DomainResult;
-use super::events::EventBus;
+use crate::domain::DomainResult;
+use crate::domain::live::events::EventBus;
 
 pub use simulated::{SimulatedRuntime, simulated_use_at};
 

@@ -16,15 +16,15 @@ use uuid::Uuid;
 
 use entity::{agent, session, session_log};
 
-use crate::domain::actor::Actor;
-use crate::domain::events::EventBus;
-use crate::domain::expiry;
-use crate::domain::history::{self, Entry, SchedulingResult};
-use crate::domain::idle;
+use crate::domain::lifecycle::history::{self, Entry, SchedulingResult};
 use crate::domain::lifecycle::{self, Applied, Change};
-use crate::domain::status::{SessionResult, SessionStatus};
-use crate::domain::usage::{self, Sample, Sampled};
-use crate::domain::{DomainResult, clock};
+use crate::domain::live::events::EventBus;
+use crate::domain::live::usage::{self, Sample, Sampled};
+use crate::domain::model::actor::Actor;
+use crate::domain::model::status::{SessionResult, SessionStatus};
+use crate::domain::reclaim::expiry;
+use crate::domain::reclaim::idle;
+use crate::domain::{DomainResult, model::clock};
 
 /// A status to enter, with its reason and, when it ends the session, result and exit code.
 pub type Step = (SessionStatus, Option<String>, Option<(SessionResult, Option<i32>)>);
@@ -202,7 +202,7 @@ pub async fn write<A>(
         }
     }
     // One statement whatever the number of lines.
-    crate::domain::rows::insert_all(&txn, logs, None).await?;
+    crate::domain::store::rows::insert_all(&txn, logs, None).await?;
     let mut samples = Vec::new();
     for p in plans {
         if let Some(sample) = &p.usage {

@@ -32,11 +32,11 @@ use entity::{agent, engine, resource_group, session};
 use super::engines::EngineKind;
 use super::reconcile::{self, Plan};
 use super::{Runtime, TIMEOUT_EXIT_CODE, env_var};
-use crate::domain::events::EventBus;
+use crate::domain::live::events::EventBus;
+use crate::domain::live::usage::{self, Sample};
 use crate::domain::model::SessionType;
-use crate::domain::status::{SessionResult, SessionStatus};
-use crate::domain::usage::{self, Sample};
-use crate::domain::{DomainResult, clock, expiry, slots};
+use crate::domain::model::status::{SessionResult, SessionStatus};
+use crate::domain::{DomainResult, model::clock, model::slots, reclaim::expiry};
 
 /// The rule its status changes name as their actor.
 const ENGINE_RULE: &str = "simulated runtime";
@@ -84,7 +84,7 @@ pub fn simulated_use(s: &session::Model, now: DateTime<Utc>) -> Sample {
 
 /// What the simulated curve gives session `id` requesting `requested`, `t` seconds after
 /// its start.
-pub fn simulated_use_at(id: uuid::Uuid, requested: &crate::domain::slots::ResourceSlots, t: f64) -> Sample {
+pub fn simulated_use_at(id: uuid::Uuid, requested: &crate::domain::model::slots::ResourceSlots, t: f64) -> Sample {
     use std::f64::consts::TAU;
     let phase = (id.as_u128() % 997) as f64 / 997.0 * TAU;
     let wave = |period: f64, shift: f64| 0.5 + 0.5 * (TAU * t / period + phase + shift).sin();

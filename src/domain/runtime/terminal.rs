@@ -10,9 +10,9 @@ use entity::session;
 use super::local::terminal::{LocalAccess, Shell, allowed, not_offered};
 use super::{local, slurm};
 use crate::domain::DomainResult;
-use crate::domain::auth::Viewer;
+use crate::domain::directory::auth::Viewer;
 use crate::domain::model::SessionType;
-use crate::domain::status::SessionStatus;
+use crate::domain::model::status::SessionStatus;
 
 /// Whether session `s` offers its terminal now.
 pub fn offered(local: Option<&LocalAccess>, s: &session::Model) -> bool {

@@ -1,5 +1,5 @@
 //! The scheduling pass around the pure core: load a snapshot, cancel sessions pending past
-//! their group's timeout, decide (in [`super::scheduler`]), and apply every decision of the
+//! their group's timeout, decide (in [`crate::domain::scheduling::planner`]), and apply every decision of the
 //! pass in one transaction, with history rows; events are published after the commit. On
 //! PostgreSQL only one replica schedules at a time (a transaction-scoped advisory lock).
 //! What a pass reads (the waiting sessions, the snapshot, counts per group) is [`read`].
@@ -13,18 +13,20 @@ use uuid::Uuid;
 
 use entity::{resource_group, session};
 
-use super::actor::{Actor, rules};
-use super::dependencies::{self, Standing};
-use super::events::EventBus;
-use super::history::{self, Entry, SchedulingResult, SubStep};
-use super::inline::InlineReads;
-use super::lifecycle::{self, Change};
-use super::occupancy::{PendingReason, reasons_digest};
-use super::scheduler::{self, Check, Outcome, PendingSession};
-use super::status::SessionStatus;
-use super::{DomainResult, clock};
+use crate::domain::lifecycle::history::{self, Entry, SchedulingResult, SubStep};
+use crate::domain::lifecycle::{self, Change};
+use crate::domain::live::events::EventBus;
+use crate::domain::model::actor::{Actor, rules};
+use crate::domain::model::status::SessionStatus;
+use crate::domain::sessions::occupancy::{PendingReason, reasons_digest};
+use crate::domain::store::inline::InlineReads;
+use crate::domain::{DomainResult, model::clock};
+use dependencies::Standing;
+use planner::{Check, Outcome, PendingSession};
 use read::{Waiting, load_snapshot, waiting};
 
+pub mod dependencies;
+pub mod planner;
 mod read;
 
 pub use read::pending_by_group;
@@ -129,7 +131,7 @@ pub async fn pass_reading(
     if any.is_none() {
         return Ok(PassReport::default());
     }
-    let txn = super::begin_write(db).await?;
+    let txn = crate::domain::begin_write(db).await?;
     if txn.get_database_backend() == DbBackend::Postgres {
         let row = txn
             .query_one_raw(Statement::from_sql_and_values(
@@ -244,7 +246,7 @@ pub async fn pass_reading(
     }
 
     let snapshot = load_snapshot(&txn, &groups, &pending, Vec::new()).await?;
-    let decisions = scheduler::schedule(&snapshot);
+    let decisions = planner::schedule(&snapshot);
     let by_id: HashMap<Uuid, &Waiting> = pending.iter().map(|s| (s.id, s)).collect();
     for d in decisions {
         let Some(s) = by_id.get(&d.session) else { continue };
@@ -353,7 +355,7 @@ const WHOLE_PER_STATEMENT: usize = 4096;
 async fn whole(db: &impl ConnectionTrait, planned: Vec<Planned>) -> DomainResult<Vec<Change>> {
     let mut sessions: HashMap<Uuid, session::Model> = HashMap::with_capacity(planned.len());
     for ids in planned.chunks(WHOLE_PER_STATEMENT) {
-        let ids = super::padded(ids.iter().map(|p| p.id));
+        let ids = crate::domain::padded(ids.iter().map(|p| p.id));
         for s in session::Entity::find().filter(session::Column::Id.is_in(ids)).all(db).await? {
             sessions.insert(s.id, s);
         }
@@ -398,8 +400,8 @@ async fn write_waits(txn: &impl ConnectionTrait, mut waits: Vec<Wait>) -> Domain
             .iter()
             .map(|(id, (r, d), p)| vec![(*id).into(), r.clone().into(), (*d).into(), (*p).into()])
             .collect();
-        let w = super::rows::SqliteRows::of(&["id", "r", "d", "p"], &rows)
-            .ok_or_else(|| super::DomainError::invariant("a waiting session's reasons as JSON"))?;
+        let w = crate::domain::store::rows::SqliteRows::of(&["id", "r", "d", "p"], &rows)
+            .ok_or_else(|| crate::domain::DomainError::invariant("a waiting session's reasons as JSON"))?;
         txn.execute_raw(Statement::from_sql_and_values(backend, sqlite_waits_update(&w.select), [w.json.into()]))
             .await?;
     }
@@ -423,12 +425,12 @@ pub async fn dry_run(
     db: &DatabaseConnection,
     group: &str,
     extra: Vec<PendingSession>,
-) -> DomainResult<Vec<scheduler::Decision>> {
+) -> DomainResult<Vec<planner::Decision>> {
     let groups: Vec<_> = resource_group::Entity::find().filter(resource_group::Column::Name.eq(group)).all(db).await?;
     let pending = waiting(db, None, Some(group)).await?;
     let ids: Vec<Uuid> = extra.iter().map(|s| s.id).collect();
     let snapshot = load_snapshot(db, &groups, &pending, extra).await?;
-    Ok(scheduler::schedule(&snapshot).into_iter().filter(|d| ids.contains(&d.session)).collect())
+    Ok(planner::schedule(&snapshot).into_iter().filter(|d| ids.contains(&d.session)).collect())
 }
 
 /// Schedules until the event bus closes: a pass at once when woken by a launch or a
@@ -488,7 +490,7 @@ mod tests {
             Value::from(1_i64),
             Value::Int(Some(1)),
         ]];
-        let w = crate::domain::rows::SqliteRows::of(&["id", "r", "d", "p"], &rows).expect("rows");
+        let w = crate::domain::store::rows::SqliteRows::of(&["id", "r", "d", "p"], &rows).expect("rows");
         let plan = |sql: String| {
             let db = &db;
             let json = w.json.clone();

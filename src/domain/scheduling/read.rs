@@ -11,13 +11,13 @@ use uuid::Uuid;
 
 use entity::{domain, keypair, keypair_resource_policy, project, resource_group, session};
 
-use crate::domain::inline::{self, Decode, InlineReads, RowAt};
 use crate::domain::model::SchedulerStrategy;
-use crate::domain::occupancy::{self, UuidColumn};
-use crate::domain::scheduler::{Agent, Group, KeypairQuota, PendingSession, Quota, Snapshot};
-use crate::domain::slots::{ResourceRequest, ResourceSlots};
-use crate::domain::status::SessionStatus;
-use crate::domain::{DomainResult, catalog};
+use crate::domain::model::slots::{ResourceRequest, ResourceSlots};
+use crate::domain::model::status::SessionStatus;
+use crate::domain::scheduling::planner::{Agent, Group, KeypairQuota, PendingSession, Quota, Snapshot};
+use crate::domain::sessions::occupancy::{self, UuidColumn};
+use crate::domain::store::inline::{self, Decode, InlineReads, RowAt};
+use crate::domain::{DomainResult, directory::catalog};
 
 /// What the pass reads of a waiting session: what it decides by, not the whole row.
 #[derive(Clone, Debug)]

@@ -9,9 +9,9 @@ use entity::session;
 
 use crate::domain::DomainResult;
 use crate::domain::model::SessionType;
-use crate::domain::occupancy::PendingReason;
-use crate::domain::slots::ResourceSlots;
-use crate::domain::status::{SessionResult, SessionStatus};
+use crate::domain::model::slots::ResourceSlots;
+use crate::domain::model::status::{SessionResult, SessionStatus};
+use crate::domain::sessions::occupancy::PendingReason;
 
 /// Its kind (interactive, batch, inference, upload).
 pub fn session_type(s: &session::Model) -> DomainResult<SessionType> {
@@ -77,7 +77,7 @@ pub fn image_apps(image: &entity::image::Model) -> Vec<String> {
 /// that runs on a root of the machine.
 pub fn image_reference(image: &entity::image::Model) -> Option<String> {
     let declared = image.local_environment.clone()?;
-    serde_json::from_value::<crate::domain::environments::LocalImage>(declared).ok()?.reference
+    serde_json::from_value::<crate::domain::runtime::environments::LocalImage>(declared).ok()?.reference
 }
 
 /// The digest of an image: what a session of it ran (`ran`, its reference resolved when it
@@ -91,7 +91,7 @@ pub fn image_digest(image: &entity::image::Model, ran: Option<&str>) -> Option<S
 
 /// How far a session's image pull is, as the session shows it: while it is PULLING only.
 pub fn pull(s: &session::Model) -> Option<crate::domain::runtime::image::Progress> {
-    (s.status == crate::domain::status::SessionStatus::Pulling.as_str())
+    (s.status == crate::domain::model::status::SessionStatus::Pulling.as_str())
         .then(|| crate::domain::runtime::reconcile::stored_progress(s).map(|(p, _)| p))
         .flatten()
 }

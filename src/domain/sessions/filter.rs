@@ -11,10 +11,10 @@ use uuid::Uuid;
 use entity::{session, user};
 
 use crate::domain::error::Text;
-use crate::domain::ids::{self, NodeKind};
+use crate::domain::model::ids::{self, NodeKind};
+use crate::domain::model::status::SessionStatus;
 use crate::domain::model::{SessionType, Vocabulary, string_enum};
-use crate::domain::status::SessionStatus;
-use crate::domain::visibility::SessionScope;
+use crate::domain::sessions::visibility::SessionScope;
 use crate::domain::{DomainError, DomainResult, InputProblem};
 
 /// Most characters of a filter's text (a name's part, a resource group, an e-mail).
@@ -57,7 +57,7 @@ macro_rules! session_filter_fields {
             /// included) or FINISHED (TERMINATED, CANCELLED and ERROR).
             tab: $crate::domain::sessions::SessionTab,
             /// Only sessions in these statuses.
-            statuses: Vec<$crate::domain::status::SessionStatus>,
+            statuses: Vec<$crate::domain::model::status::SessionStatus>,
             /// Case-insensitive part of the name.
             name_contains: String,
             /// Only sessions of this resource group.
@@ -191,7 +191,7 @@ impl FilterValue for DateTime<Utc> {
             .map_err(|_| InputProblem::new("INVALID_TIME", Some(field.to_owned()), "not an RFC 3339 time"))
     }
     fn problems(&self, field: &str) -> Vec<InputProblem> {
-        crate::domain::clock::out_of_range(field, *self).into_iter().collect()
+        crate::domain::model::clock::out_of_range(field, *self).into_iter().collect()
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! A [`SessionSet`] is the sessions a viewer may see (from [`visibility`]) narrowed by a
 //! [`SessionFilter`]; the list and its counts read through it.
-//! Pages are keyset (seek) pages ([`super::paging`]): a [`SessionPosition`] holds the
+//! Pages are keyset (seek) pages ([`crate::domain::store::paging`]): a [`SessionPosition`] holds the
 //! sort-key values of its row, so a page costs the same wherever it is. The sort-key values
 //! are computed by the database and read back with the row, so a position compares exactly
 //! as the database orders.
@@ -11,10 +11,17 @@
 //! sort values, seeking, positions), [`facts`] (what the list shows of one session beyond
 //! its columns).
 
+pub mod export;
 mod facts;
 mod filter;
+pub mod occupancy;
 mod order;
+pub mod panels;
+pub mod related;
+pub mod relations;
+pub mod settings;
 pub mod tally;
+pub mod visibility;
 
 pub use facts::*;
 #[cfg(test)]
@@ -35,14 +42,14 @@ use uuid::Uuid;
 
 use entity::{session, user};
 
-use super::auth::Viewer;
-use super::inline::{self, Decode, InlineReads, RowAt};
-use super::model::SessionType;
-use super::paging::{Page, PageRequest};
-use super::status::SessionStatus;
-use super::visibility::{self, SessionScope};
-use super::{DomainError, DomainResult, InputProblem};
+use crate::domain::directory::auth::Viewer;
+use crate::domain::model::SessionType;
+use crate::domain::model::status::SessionStatus;
+use crate::domain::store::inline::{self, Decode, InlineReads, RowAt};
+use crate::domain::store::paging::{Page, PageRequest};
+use crate::domain::{DomainError, DomainResult, InputProblem};
 use order::{Walk, micros_to_time, order_keys, seek, signature, sort_expr};
+use visibility::SessionScope;
 
 /// A session of a page: its row, its owner (read in the same statement: a list shows whose
 /// each session is) and its position (where the next page starts).

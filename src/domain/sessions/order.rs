@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use entity::session;
 
-use crate::domain::inline::RowAt;
+use crate::domain::model::status::SessionStatus;
 use crate::domain::model::{SessionType, string_enum};
-use crate::domain::status::SessionStatus;
+use crate::domain::store::inline::RowAt;
 use crate::domain::{DomainError, DomainResult};
 
 string_enum!(

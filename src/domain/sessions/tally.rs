@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::domain::DomainResult;
 use crate::domain::model::SessionType;
-use crate::domain::status::SessionStatus;
+use crate::domain::model::status::SessionStatus;
 
 /// The sessions of one type in one status, and how many there are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

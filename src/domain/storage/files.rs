@@ -23,7 +23,7 @@ use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use super::folders::{self, Access, Folder};
-use crate::domain::auth::Viewer;
+use crate::domain::directory::auth::Viewer;
 use crate::domain::{DomainError, DomainResult};
 
 /// The longest path in a folder (bytes), its deepest nesting, and the longest name.

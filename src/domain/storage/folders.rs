@@ -17,8 +17,8 @@ use uuid::Uuid;
 use entity::{folder, folder_access};
 
 use super::Storage;
-use crate::domain::auth::Viewer;
-use crate::domain::{DomainError, DomainResult, visibility};
+use crate::domain::directory::auth::Viewer;
+use crate::domain::{DomainError, DomainResult, sessions::visibility};
 
 /// The most folders one user makes in a project.
 pub const MAX_FOLDERS_PER_USER: u64 = 100;

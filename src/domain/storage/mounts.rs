@@ -24,9 +24,9 @@ use uuid::Uuid;
 use entity::{folder, session, session_mount};
 
 use super::folders::{self, Access};
-use crate::domain::auth::Viewer;
-use crate::domain::status::SessionStatus;
-use crate::domain::{DomainError, DomainResult, InputProblem, rows};
+use crate::domain::directory::auth::Viewer;
+use crate::domain::model::status::SessionStatus;
+use crate::domain::{DomainError, DomainResult, InputProblem, store::rows};
 
 /// Where mounts go: the session's work directory, as its sandbox shows it.
 pub const HOME: &str = crate::domain::runtime::local::sandbox::HOME;

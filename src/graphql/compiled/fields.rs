@@ -15,11 +15,11 @@ use uuid::Uuid;
 
 use entity::{image, launch_group, project, resource_group, user};
 
-use crate::domain::expiry::{self, Expiry, ExtensionLimits};
 use crate::domain::model::Role as DomRole;
-use crate::domain::related::Wanted;
+use crate::domain::model::slots::{self, ResourceSlots as Slots};
+use crate::domain::reclaim::expiry::{self, Expiry, ExtensionLimits};
+use crate::domain::sessions::related::Wanted;
 use crate::domain::sessions::{PageRow, SessionCounts, SessionPage};
-use crate::domain::slots::{self, ResourceSlots as Slots};
 use crate::domain::{DomainError, DomainResult};
 
 use super::super::actor::ActorKind;

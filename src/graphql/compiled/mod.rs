@@ -27,10 +27,10 @@ use std::sync::{Arc, Mutex};
 use async_graphql::{ID, InputType, Value, Variables};
 use sea_orm::DatabaseConnection;
 
-use crate::domain::auth::Viewer;
-use crate::domain::credentials::Credentials;
-use crate::domain::inline::InlineReads;
-use crate::domain::{clock, related};
+use crate::domain::directory::auth::Viewer;
+use crate::domain::directory::credentials::Credentials;
+use crate::domain::store::inline::InlineReads;
+use crate::domain::{model::clock, sessions::related};
 
 use super::limits;
 use super::session_list::{SessionFilter, SessionOrder, SessionScope, project_set, to_domain_orders};

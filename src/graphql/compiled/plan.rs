@@ -23,13 +23,13 @@ use async_graphql::{Name, Positioned};
 /// A value as written in the document: variables not yet replaced.
 use async_graphql_value::Value;
 
-use crate::domain::paging::MAX_PAGE_SIZE;
+use crate::domain::store::paging::MAX_PAGE_SIZE;
 
 use super::super::limits::{self, AGGREGATE_COST};
 use super::super::session_paging::page_complexity;
 use super::fields::{self, Get};
 use super::schema::{self, Types};
-use crate::domain::related::Wanted;
+use crate::domain::sessions::related::Wanted;
 
 /// A compiled session list, and the counts beside it.
 pub struct Plan {

@@ -16,8 +16,8 @@ use serde_json::json;
 
 use crate::domain::error::codes::{INTERNAL, INTERNAL_MESSAGE};
 use crate::domain::error::{camel, code_of};
-use crate::domain::export::{self, Export, ExportRequest};
-use crate::domain::{DomainError, auth, clock};
+use crate::domain::sessions::export::{self, Export, ExportRequest};
+use crate::domain::{DomainError, directory::auth, model::clock};
 
 use super::AppState;
 

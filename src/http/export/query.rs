@@ -9,11 +9,11 @@ use std::collections::BTreeSet;
 
 use crate::domain::DomainError;
 use crate::domain::error::camel;
-use crate::domain::export::{ExportRequest, Signature};
-use crate::domain::ids::{self, NodeKind, decode_uuid};
 use crate::domain::model::SessionColumnKey;
+use crate::domain::model::ids::{self, NodeKind, decode_uuid};
+use crate::domain::sessions::export::{ExportRequest, Signature};
+use crate::domain::sessions::visibility::SessionScope;
 use crate::domain::sessions::{FilterValue, SessionFilter, SessionOrder, SessionOrderField};
-use crate::domain::visibility::SessionScope;
 
 /// Where the export is served.
 pub const PATH: &str = "/export/sessions.csv";

@@ -46,9 +46,9 @@ pub struct TestApp {
     /// The text of each statement run while [`TestApp::statement_texts`] records them.
     texts: std::sync::Arc<std::sync::Mutex<Option<Vec<String>>>>,
     /// The app's reads on the request's thread (SQLite), counted with the statements.
-    pub inline: Option<sessiond::domain::inline::InlineReads>,
+    pub inline: Option<sessiond::domain::store::inline::InlineReads>,
     /// The app's event bus: subscribe to see what it publishes.
-    pub bus: sessiond::domain::events::EventBus,
+    pub bus: sessiond::domain::live::events::EventBus,
     /// The app's live feeds (the bus among them): replays, logs, credentials, shares.
     pub live: sessiond::domain::live::Live,
     pub limits: HttpLimits,
@@ -135,13 +135,13 @@ impl TestApp {
     /// The cursor of the last status change so far: a subscription given it as `after`
     /// gets every later change, however long it takes to start.
     pub async fn last_cursor(&self) -> String {
-        sessiond::domain::events::last_sequence(&self.db).await.expect("last sequence").to_string()
+        sessiond::domain::live::events::last_sequence(&self.db).await.expect("last sequence").to_string()
     }
 
     /// Waits until the bus has fanned out every committed status change (at most 10 s):
     /// a receiver subscribed afterwards gets only later ones.
     pub async fn settled(&self) {
-        let last = sessiond::domain::events::last_sequence(&self.db).await.expect("last sequence");
+        let last = sessiond::domain::live::events::last_sequence(&self.db).await.expect("last sequence");
         for _ in 0..1000 {
             if self.bus.fanned_out() >= last {
                 return;
@@ -325,7 +325,7 @@ impl TestApp {
             sessiond::domain::runtime::RuntimeInfo::simulated("tests drive their own runtime"),
             false,
         );
-        let run = sessiond::domain::callbacks::deliver::run(self.db.clone(), self.bus.clone(), delivery);
+        let run = sessiond::domain::lifecycle::callbacks::deliver::run(self.db.clone(), self.bus.clone(), delivery);
         self.workers.push(tokio::spawn(run));
     }
 
@@ -411,10 +411,13 @@ impl TestApp {
     }
 
     /// Adds `n` generated sessions (seed `seed`) to the database.
-    pub async fn generate(&self, n: u64, seed: u64) -> sessiond::domain::generate::GenerateReport {
-        let opts =
-            sessiond::domain::generate::GenerateOptions { sessions: n, seed, now: sessiond::domain::clock::now() };
-        sessiond::domain::generate::generate(&self.db, &opts).await.expect("generate sessions")
+    pub async fn generate(&self, n: u64, seed: u64) -> sessiond::domain::directory::generate::GenerateReport {
+        let opts = sessiond::domain::directory::generate::GenerateOptions {
+            sessions: n,
+            seed,
+            now: sessiond::domain::model::clock::now(),
+        };
+        sessiond::domain::directory::generate::generate(&self.db, &opts).await.expect("generate sessions")
     }
 
     /// How many statements `f` ran.
@@ -508,7 +511,7 @@ pub async fn hold_the_in_flight_cap(
 /// in a given state without driving them there.
 pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: Value) -> entity::session::ActiveModel {
     use sea_orm::Set;
-    use sessiond::domain::ids::stable_id;
+    use sessiond::domain::model::ids::stable_id;
     let now = chrono::Utc::now();
     entity::session::ActiveModel {
         id: Set(uuid::Uuid::new_v4()),
@@ -518,9 +521,9 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         status_info: Set(None),
         result: Set("UNDEFINED".into()),
         exit_code: Set(None),
-        owner_id: Set(sessiond::domain::seed::demo_user_id(email)),
-        keypair_id: Set(sessiond::domain::seed::demo_keypair_id(email)),
-        project_id: Set(sessiond::domain::seed::demo_project_id(project)),
+        owner_id: Set(sessiond::domain::directory::seed::demo_user_id(email)),
+        keypair_id: Set(sessiond::domain::directory::seed::demo_keypair_id(email)),
+        project_id: Set(sessiond::domain::directory::seed::demo_project_id(project)),
         domain_id: Set(stable_id("domain", project.split('/').next().unwrap_or(project))),
         resource_group: Set(if project.starts_with("other/") { "other" } else { "default" }.into()),
         image: Set("python:3.12".into()),
@@ -561,7 +564,7 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
         starts_at: Set(None),
         callback_url: Set(None),
         callback_on_running: Set(false),
-        pending_digest: Set(sessiond::domain::occupancy::reasons_digest(&[])),
+        pending_digest: Set(sessiond::domain::sessions::occupancy::reasons_digest(&[])),
         pull_progress: Set(None),
         image_digest: Set(None),
         mounts: Set(None),
@@ -572,7 +575,7 @@ pub fn session_row(email: &str, project: &str, name: &str, status: &str, slots: 
 pub fn project(project: &str) -> String {
     sessiond::graphql::ids::encode(
         sessiond::graphql::ids::NodeKind::Project,
-        sessiond::domain::seed::demo_project_id(project),
+        sessiond::domain::directory::seed::demo_project_id(project),
     )
     .0
 }
@@ -687,7 +690,7 @@ pub async fn add_resource_group(
     for (project, position) in projects {
         resource_group_project::ActiveModel {
             resource_group: Set(name.to_owned()),
-            project_id: Set(sessiond::domain::seed::demo_project_id(project)),
+            project_id: Set(sessiond::domain::directory::seed::demo_project_id(project)),
             position: Set(*position),
         }
         .insert(&app.db)
@@ -698,8 +701,8 @@ pub async fn add_resource_group(
 
 /// The next event the bus broadcasts (the feed is asynchronous; at most 10 s).
 pub async fn next_event(
-    events: &mut tokio::sync::broadcast::Receiver<sessiond::domain::events::SessionEvent>,
-) -> sessiond::domain::events::SessionEvent {
+    events: &mut tokio::sync::broadcast::Receiver<sessiond::domain::live::events::SessionEvent>,
+) -> sessiond::domain::live::events::SessionEvent {
     tokio::time::timeout(std::time::Duration::from_secs(10), events.recv())
         .await
         .expect("an event within 10 s")
@@ -708,9 +711,9 @@ pub async fn next_event(
 
 /// Every event the bus broadcasts until none comes for `quiet`.
 pub async fn events_until_quiet(
-    events: &mut tokio::sync::broadcast::Receiver<sessiond::domain::events::SessionEvent>,
+    events: &mut tokio::sync::broadcast::Receiver<sessiond::domain::live::events::SessionEvent>,
     quiet: std::time::Duration,
-) -> Vec<sessiond::domain::events::SessionEvent> {
+) -> Vec<sessiond::domain::live::events::SessionEvent> {
     let mut out = Vec::new();
     while let Ok(Ok(e)) = tokio::time::timeout(quiet, events.recv()).await {
         out.push(e);
@@ -793,18 +796,22 @@ pub fn node_package(dir: &std::path::Path, module: &str, what: &str) -> bool {
 pub async fn declare_storage(app: &TestApp, dir: &std::path::Path) {
     let text = format!(
         "{}\n[storage.shared]\npath = \"{}\"\nquota = \"1 GiB\"\nprojects = [\"default/default\", \"default/research\"]\n",
-        sessiond::domain::apply::DEMO,
+        sessiond::domain::directory::apply::DEMO,
         dir.display()
     );
-    let slots = sessiond::domain::apply::known_slots(&app.db).await.expect("slots");
-    let declared = sessiond::domain::apply::file::parse(
-        &[sessiond::domain::apply::Source { name: "storage.toml".into(), text }],
+    let slots = sessiond::domain::directory::apply::known_slots(&app.db).await.expect("slots");
+    let declared = sessiond::domain::directory::apply::file::parse(
+        &[sessiond::domain::directory::apply::Source { name: "storage.toml".into(), text }],
         &slots,
     )
     .unwrap_or_else(|p| panic!("{p:#?}"));
-    sessiond::domain::apply::apply(&app.db, &declared, sessiond::domain::apply::Options::default())
-        .await
-        .expect("applied");
+    sessiond::domain::directory::apply::apply(
+        &app.db,
+        &declared,
+        sessiond::domain::directory::apply::Options::default(),
+    )
+    .await
+    .expect("applied");
 }
 
 /// A storage's directory for one test, that sessions (an unprivileged uid) can reach; on

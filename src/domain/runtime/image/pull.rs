@@ -253,7 +253,7 @@ impl Fetch<'_> {
                 report(*progress);
             }
             file.flush().await.map_err(|e| PullError::io("writing a blob", &e))?;
-            let actual = format!("sha256:{}", crate::domain::secrets::hex(&hash.finalize()));
+            let actual = format!("sha256:{}", crate::domain::directory::secrets::hex(&hash.finalize()));
             if actual != desc.digest {
                 return Err(PullError::DigestMismatch { expected: desc.digest.clone(), actual });
             }

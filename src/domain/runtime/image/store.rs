@@ -207,7 +207,7 @@ impl Store {
         expected: Option<&str>,
         budget: &mut u64,
     ) -> Result<(String, u64), PullError> {
-        let token = crate::domain::secrets::hex(&rand::random::<[u8; 32]>());
+        let token = crate::domain::directory::secrets::hex(&rand::random::<[u8; 32]>());
         let lock = self.lock_file(&token).map_err(|e| PullError::io("the store's lock", &e))?;
         lock.lock().map_err(|e| PullError::io("the store's lock", &e))?;
         let partial = self.dir.join("tmp").join(format!("{token}.{}.part", std::process::id()));
@@ -489,7 +489,7 @@ impl<R: Read> Hashing<R> {
 
     /// `sha256:<hex>` of everything read so far.
     pub fn digest(&self) -> String {
-        format!("sha256:{}", crate::domain::secrets::hex(&self.hash.clone().finalize()))
+        format!("sha256:{}", crate::domain::directory::secrets::hex(&self.hash.clone().finalize()))
     }
 }
 

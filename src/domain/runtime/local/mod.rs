@@ -42,12 +42,12 @@ use entity::{agent, engine, project, resource_group, resource_group_project, ses
 use super::engines::EngineKind;
 use super::reconcile;
 use super::{Runtime, RuntimeInfo, RuntimeKind, env_vars};
-use crate::domain::environments::{self as images, Images};
-use crate::domain::events::EventBus;
+use crate::domain::live::events::EventBus;
+use crate::domain::model::status::SessionStatus;
 use crate::domain::model::{SchedulerStrategy, SessionType};
-use crate::domain::status::SessionStatus;
+use crate::domain::runtime::environments::{self as images, Images};
 use crate::domain::storage::mounts::Bind;
-use crate::domain::{DomainResult, catalog, clock};
+use crate::domain::{DomainResult, directory::catalog, model::clock};
 use files::{Prepare, SessionDir, Spec};
 use limits::Enforcement;
 use limits::Limits;
@@ -222,7 +222,7 @@ impl LocalRuntime {
                 resource_group_project::Entity::insert_many(rows).exec_without_returning(&txn).await?;
             }
             // The catalog changed: servers read it again (`Credentials::catalog`).
-            crate::domain::auth::changed(&txn).await?;
+            crate::domain::directory::auth::changed(&txn).await?;
         }
         agent::Entity::insert(agent::ActiveModel {
             id: Set(self.config.agent.clone()),

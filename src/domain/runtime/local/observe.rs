@@ -10,12 +10,12 @@ use entity::session;
 
 use super::files::{Exit, Phase, SessionDir, State};
 use super::{LocalRuntime, supervisor};
+use crate::domain::live::usage::{self, Sample};
 use crate::domain::model::SessionType;
+use crate::domain::model::status::{SessionResult, SessionStatus};
 use crate::domain::runtime::output::{Copied, Output, new_output};
 use crate::domain::runtime::reconcile::{self, steps_between};
-use crate::domain::status::{SessionResult, SessionStatus};
-use crate::domain::usage::{self, Sample};
-use crate::domain::{expiry, slots};
+use crate::domain::{model::slots, reclaim::expiry};
 
 /// A supervisor that has written nothing this long after its spec did not start.
 const START_DEADLINE: Duration = Duration::from_secs(30);
@@ -87,7 +87,7 @@ pub(crate) fn ending(s: &session::Model, exit: &Exit) -> (SessionStatus, String,
     if exit.timed_out {
         return (
             SessionStatus::Terminated,
-            crate::domain::expiry::BATCH_TIMED_OUT.to_owned(),
+            crate::domain::reclaim::expiry::BATCH_TIMED_OUT.to_owned(),
             SessionResult::Failure,
             code,
         );

@@ -25,10 +25,10 @@ use uuid::Uuid;
 
 use super::files::SessionDir;
 use super::limits::Enforcement;
-use crate::domain::auth::Viewer;
+use crate::domain::directory::auth::Viewer;
 use crate::domain::model::SessionType;
-use crate::domain::status::SessionStatus;
-use crate::domain::{DomainError, DomainResult, visibility};
+use crate::domain::model::status::SessionStatus;
+use crate::domain::{DomainError, DomainResult, sessions::visibility};
 
 /// What a terminal needs of the local runtime.
 #[derive(Clone, Debug)]

@@ -11,16 +11,16 @@ use entity::session;
 
 use super::Plan;
 use super::client::{Client, Job, JobSpec};
-use crate::domain::environments::LocalImage;
+use crate::domain::live::usage::{self, Sample};
 use crate::domain::model::SessionType;
+use crate::domain::model::slots;
+use crate::domain::model::status::{SessionResult, SessionStatus};
+use crate::domain::runtime::environments::LocalImage;
 use crate::domain::runtime::local::files::SessionDir;
 use crate::domain::runtime::local::observe;
 use crate::domain::runtime::output::new_output;
 use crate::domain::runtime::reconcile::steps_between;
 use crate::domain::runtime::{TIMEOUT_EXIT_CODE, env_vars};
-use crate::domain::slots;
-use crate::domain::status::{SessionResult, SessionStatus};
-use crate::domain::usage::{self, Sample};
 
 /// What a job's comment starts with: the tag of the session it runs.
 pub const TAG: &str = "sessiond:";
@@ -185,7 +185,7 @@ fn ending(s: &session::Model, j: &Job) -> (SessionStatus, String, SessionResult,
     let failure = SessionResult::Failure;
     match j.job_state.as_str() {
         "TIMEOUT" if batch => {
-            (Terminated, crate::domain::expiry::BATCH_TIMED_OUT.to_owned(), failure, Some(TIMEOUT_EXIT_CODE))
+            (Terminated, crate::domain::reclaim::expiry::BATCH_TIMED_OUT.to_owned(), failure, Some(TIMEOUT_EXIT_CODE))
         }
         "TIMEOUT" => (Terminated, format!("the Slurm job {} reached its time limit", j.job_id), failure, code),
         "OUT_OF_MEMORY" => (Terminated, "OOM killed".to_owned(), failure, code),
@@ -211,7 +211,7 @@ fn ending(s: &session::Model, j: &Job) -> (SessionStatus, String, SessionResult,
         ),
         _ if stopping => (Terminated, asked(), if batch { failure } else { SessionResult::Success }, code),
         _ if batch && s.batch_timeout_seconds.is_some() && code == Some(TIMEOUT_EXIT_CODE) => {
-            (Terminated, crate::domain::expiry::BATCH_TIMED_OUT.to_owned(), failure, code)
+            (Terminated, crate::domain::reclaim::expiry::BATCH_TIMED_OUT.to_owned(), failure, code)
         }
         _ => {
             let result = if code == Some(0) { SessionResult::Success } else { failure };

@@ -38,11 +38,11 @@ use entity::{engine_job, session};
 use super::Runtime;
 use super::engines::SlurmSettings;
 use super::reconcile;
-use crate::domain::events::EventBus;
+use crate::domain::live::events::EventBus;
 // A scheduled session's reasons to wait and its place in Slurm's queue.
+use crate::domain::model::status::SessionStatus;
 use crate::domain::scheduling::Wait;
-use crate::domain::status::SessionStatus;
-use crate::domain::{DomainResult, catalog, clock, expiry};
+use crate::domain::{DomainResult, directory::catalog, model::clock, reclaim::expiry};
 use client::{Client, SlurmError};
 pub use job::TAG;
 
@@ -306,7 +306,7 @@ impl SlurmEngine {
                     vec![(
                         Error,
                         Some(format!("the Slurm job {id} vanished (slurmctld no longer knows it)")),
-                        Some((crate::domain::status::SessionResult::Failure, None)),
+                        Some((crate::domain::model::status::SessionResult::Failure, None)),
                     )],
                     format!("error: the Slurm job {id} vanished"),
                 )),
@@ -320,7 +320,7 @@ impl SlurmEngine {
                     if status == Scheduled && j.job_state == "PENDING" {
                         let reasons = match job::reason_code(&j.state_reason) {
                             _ if j.state_reason.is_empty() || j.state_reason == "None" => {
-                                crate::domain::occupancy::PendingReason::stored(&[])
+                                crate::domain::sessions::occupancy::PendingReason::stored(&[])
                             }
                             code => waiting_reasons(code, &format!("Slurm: {}", j.state_reason)),
                         };
@@ -453,7 +453,7 @@ impl SlurmEngine {
 
 /// The stored pending reasons of a session waiting in its engine, and their digest.
 fn waiting_reasons(code: &'static str, message: &str) -> (serde_json::Value, i64) {
-    let reason = crate::domain::occupancy::PendingReason {
+    let reason = crate::domain::sessions::occupancy::PendingReason {
         code,
         message: message.to_owned(),
         layer: None,
@@ -461,7 +461,7 @@ fn waiting_reasons(code: &'static str, message: &str) -> (serde_json::Value, i64
         requested: None,
         remaining: None,
     };
-    crate::domain::occupancy::PendingReason::stored(&[reason])
+    crate::domain::sessions::occupancy::PendingReason::stored(&[reason])
 }
 
 /// Stores why scheduled sessions wait, each only while it is still SCHEDULED.

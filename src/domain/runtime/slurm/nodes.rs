@@ -15,7 +15,7 @@ use entity::agent;
 
 use super::client::Node;
 use super::{NODE_TIMEOUT, SlurmEngine};
-use crate::domain::{DomainResult, catalog, clock};
+use crate::domain::{DomainResult, directory::catalog, model::clock};
 
 /// The stored status of a node that is gone or unreachable.
 pub const LOST: &str = "LOST";

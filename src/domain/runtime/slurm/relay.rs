@@ -57,7 +57,7 @@ pub struct Relay {
 impl Relay {
     /// A relay with a new secret for apps on `ports`, listening on `bind`.
     pub fn new(bind: Option<String>, ports: Vec<u16>) -> Self {
-        Self { secret: crate::domain::secrets::hex(&rand::random::<[u8; 32]>()), bind, ports }
+        Self { secret: crate::domain::directory::secrets::hex(&rand::random::<[u8; 32]>()), bind, ports }
     }
 }
 
@@ -92,7 +92,7 @@ fn verified(secret: &str, words: &[&str], tag: &str) -> bool {
 }
 
 fn nonce() -> String {
-    crate::domain::secrets::hex(&rand::random::<[u8; 16]>())
+    crate::domain::directory::secrets::hex(&rand::random::<[u8; 16]>())
 }
 
 /// One line of the handshake, without its newline; read a byte at a time, so nothing of

@@ -10,11 +10,11 @@ use entity::{engine_job, session};
 
 use super::client::SlurmError;
 use super::{Plan, SlurmEngine, job};
-use crate::domain::{DomainResult, clock};
+use crate::domain::{DomainResult, model::clock};
 
 /// The images' local environments, the registries their refs name, and their apps.
 pub(super) type Declarations<'a> = (
-    &'a BTreeMap<String, crate::domain::environments::LocalImage>,
+    &'a BTreeMap<String, crate::domain::runtime::environments::LocalImage>,
     &'a BTreeMap<String, crate::domain::runtime::image::registry::Registry>,
     &'a BTreeMap<String, Vec<crate::domain::apps::AppSpec>>,
 );
@@ -104,12 +104,12 @@ impl SlurmEngine {
         // No node keeps a prepared image for sessiond: each job prepares its own.
         let marker = Some(sd.root.join("prepared"));
         // One image store on the shared directory, for every node (see the design document).
-        let pull = crate::domain::environments::image_pull(
+        let pull = crate::domain::runtime::environments::image_pull(
             &image,
             s.image_digest.as_deref(),
             registries,
             std::path::Path::new(&settings.output_dir),
-            crate::domain::environments::DEFAULT_IMAGE_CACHE_LIMIT,
+            crate::domain::runtime::environments::DEFAULT_IMAGE_CACHE_LIMIT,
         )?;
         let apps = apps.get(&s.image).map(Vec::as_slice).unwrap_or_default();
         let mut spec =
