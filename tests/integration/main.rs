@@ -4,6 +4,7 @@ mod support;
 
 mod actors;
 mod apply;
+mod architecture;
 mod apps;
 mod auth;
 mod callbacks;
