@@ -202,7 +202,8 @@ pub mod codes {
     /// A GraphQL document that does not parse (as Apollo Server names it).
     pub const GRAPHQL_PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
     /// A GraphQL document that parses but does not fit the schema: an unknown field, a
-    /// missing argument, a literal of the wrong type (as Apollo Server names it).
+    /// missing argument, a variable not used (as Apollo Server names it). A value of the
+    /// wrong type is `BAD_USER_INPUT`.
     pub const GRAPHQL_VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
     /// The server cannot answer now (its database is unreachable, or it is at its in-flight
     /// cap): HTTP 503 with `Retry-After`.

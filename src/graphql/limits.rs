@@ -484,6 +484,39 @@ fn refusal(message: String) -> ServerError {
 mod tests {
     use super::*;
 
+    #[test]
+    fn roots_settle_in_the_documents_order_and_failures_as_graphql_says() {
+        let doc = async_graphql::parser::parse_query(
+            "query { n: node(id: \"x\") { id } ...F s: sessions(projectId: \"p\") { totalCount } } \
+             fragment F on Query { viewer { user { email } } }",
+        )
+        .expect("parses");
+        let op = operation(&doc, None).expect("one operation");
+        let keys: Vec<&str> = op.roots.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["n", "viewer", "s"]);
+        let failed = |key: &str| {
+            let mut e = ServerError::new("failed", None);
+            e.path = vec![async_graphql::PathSegment::Field(key.to_owned())];
+            e
+        };
+        let object = |pairs: &[(&str, async_graphql::Value)]| {
+            async_graphql::Value::Object(pairs.iter().map(|(k, v)| (Name::new(k), v.clone())).collect())
+        };
+        let one = async_graphql::Value::from(1);
+        // Finished in another order: put back in the document's.
+        let mut data = object(&[("s", one.clone()), ("viewer", one.clone()), ("n", one.clone())]);
+        settle_roots(&mut data, &op, &[]);
+        assert_eq!(data, object(&[("n", one.clone()), ("viewer", one.clone()), ("s", one.clone())]));
+        // `node` may be null: it is, beside its error.
+        let mut data = object(&[("s", one.clone()), ("viewer", one.clone())]);
+        settle_roots(&mut data, &op, &[failed("n")]);
+        assert_eq!(data, object(&[("n", async_graphql::Value::Null), ("viewer", one.clone()), ("s", one.clone())]));
+        // `sessions` may not: no data at all.
+        let mut data = object(&[("n", one.clone()), ("viewer", one.clone())]);
+        settle_roots(&mut data, &op, &[failed("s")]);
+        assert_eq!(data, async_graphql::Value::Null);
+    }
+
     /// A document read once is copied afterwards; one over a budget is refused every time
     /// and never kept; the cache stays bounded.
     #[test]

@@ -4,8 +4,8 @@ mod support;
 
 mod actors;
 mod apply;
-mod architecture;
 mod apps;
+mod architecture;
 mod auth;
 mod callbacks;
 mod cli;
