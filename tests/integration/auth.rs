@@ -191,22 +191,28 @@ async fn nodes_find_every_kind_again(app: TestApp) {
     let input = crate::support::launch_input("node-template", 1.0);
     let saved = app.gql(Some("demo-alice"), template, json!({"i": input})).await;
     let template = saved["data"]["saveSessionTemplate"]["id"].as_str().unwrap_or_else(|| panic!("{saved}")).to_owned();
+    let storage = crate::support::StorageDir::new();
+    crate::support::declare_storage(&app, storage.path()).await;
+    let create = "mutation($p: ID!) { createFolder(projectId: $p, name: \"data\", scope: USER, quotaBytes: 1048576) { folder { id } } }";
+    let made = app.gql(Some("demo-alice"), create, json!({"p": crate::support::project("default/default")})).await;
+    let folder = made["data"]["createFolder"]["folder"]["id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned();
     let settings = "{ viewer { settings { id } } }";
     let mine = app.gql(Some("demo-alice"), settings, json!({})).await["data"]["viewer"]["settings"]["id"].clone();
     let bobs = app.gql(Some("demo-bob"), settings, json!({})).await["data"]["viewer"]["settings"]["id"].clone();
-    let ids = json!([template, mine, bobs, encode(NodeKind::User, demo_user_id("alice@example.com")).0, "nope"]);
+    let alice = encode(NodeKind::User, demo_user_id("alice@example.com")).0;
+    let ids = json!([template, mine, bobs, alice, "nope", folder]);
     let q = "query($ids: [ID!]!) { nodes(ids: $ids) { __typename id } }";
     let resp = app.gql(Some("demo-alice"), q, json!({"ids": ids})).await;
     let kinds: Vec<Value> =
         resp["data"]["nodes"].as_array().expect("nodes").iter().map(|n| n["__typename"].clone()).collect();
-    assert_eq!(
-        kinds,
-        [json!("SessionTemplate"), json!("UserSettings"), Value::Null, json!("User"), Value::Null],
-        "{resp}"
-    );
+    let expected = ["SessionTemplate", "UserSettings", "", "User", "", "Folder"].map(|k| match k {
+        "" => Value::Null,
+        k => json!(k),
+    });
+    assert_eq!(kinds, expected, "{resp}");
     assert_eq!(resp["data"]["nodes"][0]["id"], json!(template));
-    let resp = app.gql(Some("demo-bob"), q, json!({"ids": [template]})).await;
-    assert_eq!(resp["data"]["nodes"], json!([null]), "not shared: not bob's to see");
+    let resp = app.gql(Some("demo-bob"), q, json!({"ids": [template, folder]})).await;
+    assert_eq!(resp["data"]["nodes"], json!([null, null]), "not shared: not bob's to see");
 
     let many: Vec<String> = (0..101).map(|_| "x".to_owned()).collect();
     let resp = app.gql(Some("demo-alice"), q, json!({"ids": many})).await;
