@@ -199,12 +199,6 @@ pub mod codes {
     pub const EXTENSION_LIMIT: &str = "EXTENSION_LIMIT";
     pub const LAGGED: &str = "LAGGED";
     pub const IDEMPOTENCY_KEY_REUSED: &str = "IDEMPOTENCY_KEY_REUSED";
-    /// A GraphQL document that does not parse (as Apollo Server names it).
-    pub const GRAPHQL_PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
-    /// A GraphQL document that parses but does not fit the schema: an unknown field, a
-    /// missing argument, a variable not used (as Apollo Server names it). A value of the
-    /// wrong type is `BAD_USER_INPUT`.
-    pub const GRAPHQL_VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
     /// The server cannot answer now (its database is unreachable, or it is at its in-flight
     /// cap): HTTP 503 with `Retry-After`.
     pub const UNAVAILABLE: &str = "UNAVAILABLE";

@@ -32,7 +32,8 @@ pub const AGGREGATE_COST: usize = 5_000;
 /// after the other, at most `--max-aggregates` of them, and none once those that ran have
 /// scanned `--max-aggregate-rows` rows together. A document full of counts thus costs one
 /// connection for a bounded time, not the whole pool at once; the one over a budget is
-/// refused with `LIMIT_EXCEEDED` (the others' answers stand).
+/// refused with `LIMIT_EXCEEDED` (and, a count or panel never being null, the answer then
+/// has no data: see [`settle_roots`]).
 pub struct Aggregates {
     max: usize,
     max_rows: u64,
@@ -184,37 +185,40 @@ pub fn operation(document: &ExecutableDocument, name: Option<&str>) -> Option<Op
     let op = selected(document, name)?;
     let items = &op.selection_set.node.items;
     let single_root_field = items.len() == 1 && matches!(items[0].node, Selection::Field(_));
-    let mut roots = Vec::new();
-    root_fields(document, &op.selection_set.node, &mut Vec::new(), &mut roots);
-    Some(Operation { ty: op.ty, single_root_field, roots })
+    let mut walk = RootWalk::default();
+    walk.fields(document, &op.selection_set.node);
+    Some(Operation { ty: op.ty, single_root_field, roots: walk.roots })
 }
 
-/// The fields of a root selection set, in order, entering fragments (each once: a cycle,
-/// refused by [`check`], ends here too).
-fn root_fields<'d>(
-    document: &'d ExecutableDocument,
-    set: &'d SelectionSet,
-    entered: &mut Vec<&'d Name>,
-    roots: &mut Vec<RootField>,
-) {
-    for item in &set.items {
-        match &item.node {
-            Selection::Field(f) => {
-                let f = &f.node;
-                let key = f.alias.as_ref().unwrap_or(&f.name).node.to_string();
-                if !roots.iter().any(|r| r.key == key) {
-                    roots.push(RootField { key, field: f.name.node.to_string() });
+/// The fields of a root selection set, in order, entering fragments: each fragment once (a
+/// cycle, refused by [`check`], ends here too) and each key once, in time linear in the
+/// document whatever it holds (this runs before a GET's authentication).
+#[derive(Default)]
+struct RootWalk<'d> {
+    entered: std::collections::HashSet<&'d Name>,
+    keys: std::collections::HashSet<&'d str>,
+    roots: Vec<RootField>,
+}
+
+impl<'d> RootWalk<'d> {
+    fn fields(&mut self, document: &'d ExecutableDocument, set: &'d SelectionSet) {
+        for item in &set.items {
+            match &item.node {
+                Selection::Field(f) => {
+                    let f = &f.node;
+                    let key = f.alias.as_ref().unwrap_or(&f.name).node.as_str();
+                    if self.keys.insert(key) {
+                        self.roots.push(RootField { key: key.to_owned(), field: f.name.node.to_string() });
+                    }
                 }
-            }
-            Selection::InlineFragment(i) => root_fields(document, &i.node.selection_set.node, entered, roots),
-            Selection::FragmentSpread(s) => {
-                let name = &s.node.fragment_name.node;
-                if entered.contains(&name) {
-                    continue;
-                }
-                entered.push(name);
-                if let Some(fragment) = document.fragments.get(name) {
-                    root_fields(document, &fragment.node.selection_set.node, entered, roots);
+                Selection::InlineFragment(i) => self.fields(document, &i.node.selection_set.node),
+                Selection::FragmentSpread(s) => {
+                    let name = &s.node.fragment_name.node;
+                    if self.entered.insert(name)
+                        && let Some(fragment) = document.fragments.get(name)
+                    {
+                        self.fields(document, &fragment.node.selection_set.node);
+                    }
                 }
             }
         }
@@ -226,6 +230,11 @@ fn root_fields<'d>(
 /// identical requests could differ), and a root field whose resolver failed present as
 /// null when its type allows, else no data at all (the executor leaves its key out).
 pub fn settle_roots(data: &mut async_graphql::Value, operation: &Operation, errors: &[ServerError]) {
+    // The executor answers null when no root field gave a value: if they failed, each is
+    // settled as any other.
+    if *data == async_graphql::Value::Null && errors.iter().any(|e| !e.path.is_empty()) {
+        *data = async_graphql::Value::Object(Default::default());
+    }
     let async_graphql::Value::Object(answered) = data else { return };
     let object = match operation.ty {
         OperationType::Query => "Query",
@@ -514,6 +523,16 @@ mod tests {
         // `sessions` may not: no data at all.
         let mut data = object(&[("n", one.clone()), ("viewer", one.clone())]);
         settle_roots(&mut data, &op, &[failed("s")]);
+        assert_eq!(data, async_graphql::Value::Null);
+        // Every root failed: the executor answered null; those that may be null are.
+        let lone = async_graphql::parser::parse_query("{ node(id: \"x\") { id } }").expect("parses");
+        let lone = operation(&lone, None).expect("one operation");
+        let mut data = async_graphql::Value::Null;
+        settle_roots(&mut data, &lone, &[failed("node")]);
+        assert_eq!(data, object(&[("node", async_graphql::Value::Null)]));
+        // Nothing ran (no error at a path): still no data.
+        let mut data = async_graphql::Value::Null;
+        settle_roots(&mut data, &lone, &[ServerError::new("refused", None)]);
         assert_eq!(data, async_graphql::Value::Null);
     }
 

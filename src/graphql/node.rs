@@ -39,13 +39,18 @@ pub enum Node {
     UserSettings(UserSettings),
 }
 
+/// What one lookup may cost: the record and what decides its visibility (a history entry's
+/// session and its passes; a folder's project, membership and grant) are up to four
+/// statements.
+const LOOKUP_COST: usize = 4 * STATEMENT_COST;
+
 #[derive(Default)]
 pub struct NodeQuery;
 
 #[Object]
 impl NodeQuery {
     /// The object with this global id, or null when it does not exist or is not visible.
-    #[graphql(complexity = "STATEMENT_COST + child_complexity")]
+    #[graphql(complexity = "LOOKUP_COST + child_complexity")]
     async fn node(
         &self,
         ctx: &Context<'_>,
@@ -56,7 +61,7 @@ impl NodeQuery {
 
     /// The objects with these global ids, in the order asked, each null when it does not
     /// exist or is not visible. At most 100 ids (`TOO_MANY` past that).
-    #[graphql(complexity = "ids.len().min(MAX_LOOKUP + 1) * (STATEMENT_COST + child_complexity)")]
+    #[graphql(complexity = "ids.len().min(MAX_LOOKUP + 1) * (LOOKUP_COST + child_complexity)")]
     async fn nodes(
         &self,
         ctx: &Context<'_>,

@@ -5,6 +5,13 @@
 use crate::domain::{DomainError, InputProblem};
 
 pub use crate::domain::error::codes::*;
+
+/// A GraphQL document that does not parse (as Apollo Server names it).
+pub const GRAPHQL_PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
+/// A GraphQL document that parses but does not fit the schema: an unknown field, a missing
+/// argument, a variable not used (as Apollo Server names it). A value of the wrong type is
+/// `BAD_USER_INPUT`.
+pub const GRAPHQL_VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
 pub use crate::domain::error::{camel, code_of};
 
 #[derive(Clone, Debug)]

@@ -222,8 +222,8 @@ fn is_mutation(request: &async_graphql::Request) -> bool {
     use async_graphql::parser::types::OperationType;
     let Ok(document) = async_graphql::parser::parse_query(&request.query) else { return false };
     matches!(
-        limits::operation(&document, request.operation_name.as_deref()),
-        Some(limits::Operation { ty: OperationType::Mutation | OperationType::Subscription, .. })
+        limits::selected(&document, request.operation_name.as_deref()).map(|op| op.ty),
+        Some(OperationType::Mutation | OperationType::Subscription)
     )
 }
 

@@ -214,6 +214,21 @@ async fn nodes_find_every_kind_again(app: TestApp) {
     let resp = app.gql(Some("demo-bob"), q, json!({"ids": [template, folder]})).await;
     assert_eq!(resp["data"]["nodes"], json!([null, null]), "not shared: not bob's to see");
 
+    // Bob's session's history is his: its entry is nothing to alice, as the session is.
+    let launch = "mutation($i: LaunchSessionInput!) { launchSession(input: $i) { session { id } } }";
+    let bob = crate::support::launch_input("bobs", 1.0);
+    let launched = app.gql(Some("demo-bob"), launch, json!({"i": bob})).await;
+    let session = launched["data"]["launchSession"]["session"]["id"].clone();
+    let history = "query($id: ID!) { session(id: $id) { schedulingHistory(first: 1) { edges { node { id } } } } }";
+    let read = app.gql(Some("demo-bob"), history, json!({"id": session})).await;
+    let entry = read["data"]["session"]["schedulingHistory"]["edges"][0]["node"]["id"].clone();
+    assert!(entry.is_string(), "{read}");
+    let ids = json!([entry, session]);
+    let bobs = app.gql(Some("demo-bob"), q, json!({"ids": ids})).await;
+    assert_eq!(bobs["data"]["nodes"][0]["__typename"], "SchedulingHistoryEntry", "{bobs}");
+    let alices = app.gql(Some("demo-alice"), q, json!({"ids": ids})).await;
+    assert_eq!(alices["data"]["nodes"], json!([null, null]), "{alices}");
+
     let many: Vec<String> = (0..101).map(|_| "x".to_owned()).collect();
     let resp = app.gql(Some("demo-alice"), q, json!({"ids": many})).await;
     assert_eq!(crate::support::error_codes(&resp), ["BAD_USER_INPUT"], "{resp}");
