@@ -23,7 +23,8 @@ use super::types::{SessionStatus, SessionType};
 /// Whose sessions of a project a list shows (see `Project.sessionScopes`).
 #[derive(Enum, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SessionScope {
-    /// The caller's own sessions in the project, whatever the caller's role.
+    /// The caller's own sessions in the project: for its members, whatever their role (FORBIDDEN
+    /// to an administrator who is no member).
     #[default]
     Mine,
     /// Every user's sessions in the project: administrators of its domain only.
