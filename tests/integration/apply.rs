@@ -43,7 +43,7 @@ async fn the_demo_is_demo_toml_applied(app: TestApp) {
     assert_eq!(local["python:3.12"].prepare.as_deref(), Some("python3 --version"));
     assert!(local["filebrowser:latest"].interactive_command().contains("http.server"));
 
-    // What DESIGN lists as the demo's tokens authenticate as its users (their roles and
+    // The demo's public tokens authenticate as its users (their roles and
     // projects: `auth::every_demo_user_authenticates`).
     for u in sessiond::domain::directory::seed::DEMO_USERS {
         let resp = app.gql(Some(u.token), "{ viewer { user { email } } }", json!({})).await;

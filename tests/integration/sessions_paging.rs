@@ -90,7 +90,7 @@ async fn walk(app: &TestApp, vars: Value, size: i64) -> Vec<(Uuid, i64)> {
     forward
 }
 
-/// The STATUS order: the lifecycle (DESIGN §2.1), written out here rather than taken from
+/// The STATUS order: the lifecycle (as `SessionStatus` describes it), written out here rather than taken from
 /// the enum the server sorts by.
 const LIFECYCLE: [&str; 11] = [
     "PENDING",
@@ -105,7 +105,7 @@ const LIFECYCLE: [&str; 11] = [
     "CANCELLED",
     "ERROR",
 ];
-/// The TYPE order: as the API's enum lists them (DESIGN §4).
+/// The TYPE order: as the API's enum declares them.
 const TYPES: [&str; 4] = ["INTERACTIVE", "BATCH", "INFERENCE", "UPLOAD"];
 
 fn rank(all: &[&str], x: &str) -> usize {

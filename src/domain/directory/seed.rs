@@ -1,4 +1,4 @@
-//! The demo data of DESIGN §6, declared in the bundled `demo.toml`: two domains, three
+//! The demo's data, declared in the bundled `demo.toml`: two domains, three
 //! projects, five users with their tokens, the `default` keypair policy, two resource
 //! groups with agents, and three images. Seeded only into an empty database, with stable
 //! ids (the names' [`stable_id`]s), through `apply`.
@@ -12,7 +12,7 @@ use crate::domain::model::ids::stable_id;
 use crate::domain::{DomainError, DomainResult, directory::apply};
 
 /// A demo user and the token that authenticates it. Everything else about the demo's users
-/// (roles, domains, projects) is in `demo.toml`; these are the tokens DESIGN names, listed
+/// (roles, domains, projects) is in `demo.toml`; these are the demo's public tokens, listed
 /// at start-up.
 pub struct DemoUser {
     pub email: &'static str,

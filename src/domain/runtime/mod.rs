@@ -1,12 +1,14 @@
-//! Runtimes start and stop sessions on agents. Two exist:
+//! Engines start, stop and look at sessions on agents. A resource group's engine is
+//! declared (`[engines.NAME]` of `sessiond apply`) and is one of:
 //!
 //! - [`local`]: the machine itself is an agent, and its sessions really run, each in a
 //!   sandbox under a supervisor process of its own, with enforced limits;
-//! - [`simulated`]: nothing runs; sessions walk through their statuses on timers. It drives
-//!   every agent that is not the machine itself (the demo's agents are fictitious).
+//! - [`slurm`]: a Slurm cluster, through slurmrestd: a session is a job, its nodes agents;
+//! - [`simulated`]: nothing runs; sessions walk through their statuses on timers. For the
+//!   demo and tests only, and it says so.
 //!
-//! Which one drives this machine is chosen at start (`--runtime auto|local|simulated`) and
-//! reported by [`RuntimeInfo`], so nothing is silently pretend.
+//! Whether this machine's local runtime can run is chosen at start (`--runtime
+//! auto|local|simulated`) and reported by [`RuntimeInfo`], so nothing is silently pretend.
 
 pub mod apps;
 pub mod declared;
