@@ -164,7 +164,7 @@ pub fn admit(mut request: Request, limits: &GraphqlLimits, documents: &Documents
         }
     };
     required_variables(&document, &request)?;
-    let operation = operation(&document, request.operation_name.as_deref());
+    let operation = operation(&document, request.operation_name.as_deref(), &request.variables);
     request.set_parsed_query(document);
     Ok(Admitted { request, operation })
 }
@@ -181,20 +181,24 @@ pub fn selected<'d>(document: &'d ExecutableDocument, name: Option<&str>) -> Opt
 }
 
 /// What a transport needs of the operation of `document` that `name` picks.
-pub fn operation(document: &ExecutableDocument, name: Option<&str>) -> Option<Operation> {
+pub fn operation(
+    document: &ExecutableDocument,
+    name: Option<&str>,
+    variables: &async_graphql::Variables,
+) -> Option<Operation> {
     let op = selected(document, name)?;
     let items = &op.selection_set.node.items;
     let single_root_field = items.len() == 1 && matches!(items[0].node, Selection::Field(_));
-    let mut walk = RootWalk::default();
+    let mut walk = RootWalk { variables, entered: Default::default(), keys: Default::default(), roots: Vec::new() };
     walk.fields(document, &op.selection_set.node);
     Some(Operation { ty: op.ty, single_root_field, roots: walk.roots })
 }
 
-/// The fields of a root selection set, in order, entering fragments: each fragment once (a
-/// cycle, refused by [`check`], ends here too) and each key once, in time linear in the
-/// document whatever it holds (this runs before a GET's authentication).
-#[derive(Default)]
+/// The fields of a root selection set, in order, as the executor collects them: entering
+/// fragments (each once: a cycle, refused by [`check`], ends here too), leaving out what
+/// `@skip`/`@include` leave out, each key once, in time linear in the document.
 struct RootWalk<'d> {
+    variables: &'d async_graphql::Variables,
     entered: std::collections::HashSet<&'d Name>,
     keys: std::collections::HashSet<&'d str>,
     roots: Vec<RootField>,
@@ -203,6 +207,14 @@ struct RootWalk<'d> {
 impl<'d> RootWalk<'d> {
     fn fields(&mut self, document: &'d ExecutableDocument, set: &'d SelectionSet) {
         for item in &set.items {
+            let directives = match &item.node {
+                Selection::Field(f) => &f.node.directives,
+                Selection::InlineFragment(i) => &i.node.directives,
+                Selection::FragmentSpread(s) => &s.node.directives,
+            };
+            if !self.included(directives) {
+                continue;
+            }
             match &item.node {
                 Selection::Field(f) => {
                     let f = &f.node;
@@ -223,6 +235,24 @@ impl<'d> RootWalk<'d> {
             }
         }
     }
+
+    /// Whether `@skip`/`@include` keep a selection, as the executor reads them (a value it
+    /// cannot read counts as kept: the executor then reports it).
+    fn included(&self, directives: &[Positioned<async_graphql::parser::types::Directive>]) -> bool {
+        directives.iter().all(|d| {
+            let condition = d.node.arguments.iter().find(|(name, _)| name.node == "if").and_then(|(_, v)| {
+                match v.node.clone().into_const_with(|name| self.variables.get(&name).cloned().ok_or(())) {
+                    Ok(async_graphql::Value::Boolean(b)) => Some(b),
+                    _ => None,
+                }
+            });
+            match (d.node.name.node.as_str(), condition) {
+                ("skip", Some(skip)) => !skip,
+                ("include", Some(include)) => include,
+                _ => true,
+            }
+        })
+    }
 }
 
 /// The executor's answer made what GraphQL asks of it, at its root: the keys in the
@@ -230,9 +260,10 @@ impl<'d> RootWalk<'d> {
 /// identical requests could differ), and a root field whose resolver failed present as
 /// null when its type allows, else no data at all (the executor leaves its key out).
 pub fn settle_roots(data: &mut async_graphql::Value, operation: &Operation, errors: &[ServerError]) {
-    // The executor answers null when no root field gave a value: if they failed, each is
-    // settled as any other.
-    if *data == async_graphql::Value::Null && errors.iter().any(|e| !e.path.is_empty()) {
+    // The executor answers null when no root field gave a value: each that failed is then
+    // settled as any other, and with none (all skipped) the answer is an empty object.
+    let ran = errors.is_empty() || errors.iter().any(|e| !e.path.is_empty());
+    if *data == async_graphql::Value::Null && ran {
         *data = async_graphql::Value::Object(Default::default());
     }
     let async_graphql::Value::Object(answered) = data else { return };
@@ -500,9 +531,19 @@ mod tests {
              fragment F on Query { viewer { user { email } } }",
         )
         .expect("parses");
-        let op = operation(&doc, None).expect("one operation");
+        let op = operation(&doc, None, &Default::default()).expect("one operation");
         let keys: Vec<&str> = op.roots.iter().map(|r| r.key.as_str()).collect();
         assert_eq!(keys, ["n", "viewer", "s"]);
+        // What `@skip`/`@include` leave out is not where a key first stands.
+        let skipped = async_graphql::parser::parse_query(
+            "query($no: Boolean!) { s: viewer @include(if: $no) { id } n: node(id: \"x\") { id } \
+             s: viewer @skip(if: false) { id } v: viewer @skip(if: true) { id } }",
+        )
+        .expect("parses");
+        let variables = async_graphql::Variables::from_json(serde_json::json!({"no": false}));
+        let walked = operation(&skipped, None, &variables).expect("one operation");
+        let keys: Vec<&str> = walked.roots.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["n", "s"]);
         let failed = |key: &str| {
             let mut e = ServerError::new("failed", None);
             e.path = vec![async_graphql::PathSegment::Field(key.to_owned())];
@@ -526,10 +567,17 @@ mod tests {
         assert_eq!(data, async_graphql::Value::Null);
         // Every root failed: the executor answered null; those that may be null are.
         let lone = async_graphql::parser::parse_query("{ node(id: \"x\") { id } }").expect("parses");
-        let lone = operation(&lone, None).expect("one operation");
+        let lone = operation(&lone, None, &Default::default()).expect("one operation");
         let mut data = async_graphql::Value::Null;
         settle_roots(&mut data, &lone, &[failed("node")]);
         assert_eq!(data, object(&[("node", async_graphql::Value::Null)]));
+        // Every root skipped: an empty answer.
+        let none = async_graphql::parser::parse_query("{ viewer @skip(if: true) { id } }").expect("parses");
+        let none = operation(&none, None, &Default::default()).expect("one operation");
+        assert!(none.roots.is_empty());
+        let mut data = async_graphql::Value::Null;
+        settle_roots(&mut data, &none, &[]);
+        assert_eq!(data, object(&[]));
         // Nothing ran (no error at a path): still no data.
         let mut data = async_graphql::Value::Null;
         settle_roots(&mut data, &lone, &[ServerError::new("refused", None)]);
