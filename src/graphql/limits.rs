@@ -473,8 +473,9 @@ impl<'a> Counter<'a> {
             }
             None => {}
         }
-        // An unknown fragment counts nothing here; validation refuses it.
-        let Some(definition) = self.document.fragments.get(name) else { return Ok(Size::default()) };
+        // An unknown fragment counts as one field: validation refuses it, but a flood of them
+        // is refused first, by the fields' budget, before anything else walks the document.
+        let Some(definition) = self.document.fragments.get(name) else { return Ok(Size { fields: 1, aliases: 0 }) };
         self.sizes.insert(name, None);
         let size = self.selections(&definition.node.selection_set.node, nesting)?;
         self.sizes.insert(name, Some(size));
@@ -627,6 +628,15 @@ mod tests {
         assert!(checked(&doubling(5)).is_ok(), "2^5 fields is a fine query");
         let err = checked(&doubling(30)).expect_err("2^30 fields");
         assert!(err.message.contains("too many fields"), "{}", err.message);
+    }
+
+    #[test]
+    fn unknown_fragments_count_as_fields() {
+        let limits = GraphqlLimits::default();
+        let spreads: String = (0..limits.max_query_fields + 1).map(|i| format!("...U{i} ")).collect();
+        let err = checked(&format!("{{ viewer {{ user {{ {spreads} }} }} }}")).expect_err("too many");
+        assert!(err.message.contains("too many fields"), "{}", err.message);
+        assert!(checked("{ viewer { user { ...Unknown } } }").is_ok(), "one is validation's to refuse");
     }
 
     #[test]
