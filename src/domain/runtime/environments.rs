@@ -53,8 +53,7 @@ pub fn image_pull(
     let Some(reference) = &image.reference else { return Ok(None) };
     let mut target = resolve(reference, registries).map_err(|e| format!("the image's ref: {e}"))?;
     if let Some(digest) = pinned {
-        let parsed = target.parsed().map_err(|e| format!("the image's ref: {e}"))?;
-        target.reference = format!("{}/{}@{digest}", parsed.registry(), parsed.repository());
+        target = target.pinned(digest).map_err(|e| format!("the image's ref: {e}"))?;
     }
     Ok(Some(ImagePull {
         target,
