@@ -560,7 +560,7 @@ async fn the_terminal_runs_a_shell_in_the_sandbox_for_its_owner_only(mut app: Te
 
     let mut ws = terminal(addr, &url, "demo-alice").await.expect("alice opens her terminal");
     let seen = type_and_read(&mut ws, b"echo $((6*7)); id -u; pwd\n", |seen| {
-        seen.contains("42\r\n") && seen.contains("/home/work")
+        seen.contains("42\r\n") && seen.contains(sessiond::domain::runtime::local::sandbox::HOME)
     })
     .await;
     assert!(seen.contains("42\r\n"), "{seen:?}");

@@ -5,6 +5,7 @@
 //! the export shows them; a mounted folder is not deleted.
 
 use serde_json::{Value, json};
+use sessiond::domain::runtime::local::sandbox::HOME;
 
 use crate::db_tests;
 use crate::folders::{create, problem_codes, user_id};
@@ -36,7 +37,7 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
     declare_storage(&app, storage.path()).await;
     let machine = Machine::new();
     // An interactive session reads what the batch one wrote, then tries to write.
-    let images = "[images.\"python:3.12\"]\ncommand = \"cat /home/work/in/model.txt /home/work/in/uploaded.txt; (echo x > /home/work/in/new) 2>&1; sleep 600\"\n";
+    let images = "[images.\"python:3.12\"]\ncommand = \"cat $HOME/in/model.txt $HOME/in/uploaded.txt; (echo x > $HOME/in/new) 2>&1; sleep 600\"\n";
     if !app.start_local_runtime(&machine.path(), 500, Some(images)).await {
         return;
     }
@@ -57,7 +58,8 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
     assert_eq!(app.send(send("POST", "made?op=mkdir", "")).await.0, 204);
 
     // A batch session writes into it, read-write at its name.
-    let write = "echo trained > /home/work/data/model.txt && echo ok > /home/work/data/made/by-session && cat /home/work/data/model.txt";
+    let write =
+        "echo trained > $HOME/data/model.txt && echo ok > $HOME/data/made/by-session && cat $HOME/data/model.txt";
     let mounts = json!({"mounts": [{"folder": folder}]});
     let writer = launch(&app, "demo-alice", input("writer", write, 512, mounts)).await;
     let s = until(&app, &writer, ended).await;
@@ -69,7 +71,7 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
     let shown = app.gql(Some("demo-alice"), MOUNTS, json!({"id": writer})).await;
     assert_eq!(
         shown["data"]["session"]["mounts"],
-        json!([{"path": "/home/work/data", "readOnly": false, "folder": {"name": "data"}}]),
+        json!([{"path": format!("{HOME}/data"), "readOnly": false, "folder": {"name": "data"}}]),
         "{shown}"
     );
 
@@ -78,7 +80,7 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
         "reader",
         "",
         512,
-        json!({"type": "INTERACTIVE", "mounts": [{"folder": folder, "path": "/home/work/in", "readOnly": true}]}),
+        json!({"type": "INTERACTIVE", "mounts": [{"folder": folder, "path": format!("{HOME}/in"), "readOnly": true}]}),
     );
     reader.as_object_mut().expect("an object").remove("startupCommand");
     let reader = launch(&app, "demo-alice", reader).await;
@@ -98,8 +100,8 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
         crate::export::export(&app, Some("demo-alice"), &format!("projectId={p}&columns=NAME,MOUNTS")).await;
     let records = crate::export::records(&body);
     assert_eq!(records[0], ["Name", "Mounts"]);
-    assert!(records.contains(&vec!["writer".to_owned(), "/home/work/data".to_owned()]), "{records:?}");
-    assert!(records.contains(&vec!["reader".to_owned(), "/home/work/in (read-only)".to_owned()]), "{records:?}");
+    assert!(records.contains(&vec!["writer".to_owned(), format!("{HOME}/data")]), "{records:?}");
+    assert!(records.contains(&vec!["reader".to_owned(), format!("{HOME}/in (read-only)")]), "{records:?}");
 
     // A relaunch mounts the same, checked again.
     let again = app
@@ -111,7 +113,7 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
         .await;
     assert_eq!(
         again["data"]["relaunchSession"]["session"]["mounts"],
-        json!([{"path": "/home/work/data", "readOnly": false}]),
+        json!([{"path": format!("{HOME}/data"), "readOnly": false}]),
         "{again}"
     );
     let relaunched = again["data"]["relaunchSession"]["session"]["id"].as_str().expect("an id").to_owned();
@@ -126,7 +128,7 @@ async fn a_folder_outlives_the_sessions_that_mount_it(mut app: TestApp) {
     let shown = app.gql(Some("demo-alice"), MOUNTS, json!({"id": writer})).await;
     assert_eq!(
         shown["data"]["session"]["mounts"],
-        json!([{"path": "/home/work/data", "readOnly": false, "folder": null}])
+        json!([{"path": format!("{HOME}/data"), "readOnly": false, "folder": null}])
     );
 }
 
@@ -153,12 +155,15 @@ async fn a_launchs_mounts_are_checked_each_at_its_place(app: TestApp) {
         [pair("NOT_FOUND", "input.mounts[0]")],
         "an id that names nothing"
     );
-    for path in ["../etc", "/etc", "/home/work", "a/../../b", "/home/work/../x"] {
+    for path in
+        ["../etc".to_owned(), "/etc".to_owned(), HOME.to_owned(), "a/../../b".to_owned(), format!("{HOME}/../x")]
+    {
         let bad = with(json!([{"folder": alices, "path": path}]));
         assert_eq!(problems(&app, "demo-alice", bad).await, [pair("INVALID_PATH", "input.mounts[0]")], "{path}");
     }
-    let twice =
-        with(json!([{"folder": alices, "path": "x"}, {"folder": shared, "path": "/home/work/x", "readOnly": true}]));
+    let twice = with(
+        json!([{"folder": alices, "path": "x"}, {"folder": shared, "path": format!("{HOME}/x"), "readOnly": true}]),
+    );
     assert_eq!(problems(&app, "demo-alice", twice).await, [pair("DUPLICATE_PATH", "input.mounts[1]")]);
     let nested = with(json!([{"folder": alices, "path": "x"}, {"folder": shared, "path": "x/y", "readOnly": true}]));
     assert_eq!(problems(&app, "demo-alice", nested).await, [pair("NESTED_PATH", "input.mounts[1]")]);
@@ -226,7 +231,7 @@ async fn a_session_writing_past_a_folders_quota_is_stopped_there(mut app: TestAp
     let before = app.gql(Some("demo-alice"), usage, p.clone()).await;
     assert_eq!(before["data"]["folders"][0]["usage"]["files"], 0, "{before}");
 
-    let write = "dd if=/dev/zero of=/home/work/small/big bs=1M count=20 2>&1; echo dd=$?";
+    let write = "dd if=/dev/zero of=$HOME/small/big bs=1M count=20 2>&1; echo dd=$?";
     let mounts = json!({"mounts": [{"folder": folder}]});
     let id = launch(&app, "demo-alice", input("past-quota", write, 512, mounts)).await;
     let s = until(&app, &id, ended).await;

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use sessiond::domain::runtime::local::sandbox::HOME;
 
 use crate::db_tests;
 use crate::local_runtime::{ended, exit_shell, launch, logs, terminal, terminal_url, terminate, type_and_read, until};
@@ -161,14 +162,18 @@ async fn a_session_runs_in_the_sandbox_on_a_node_that_has_it(mut app: TestApp) {
     let _one = slurm::lock().await;
     c.cancel_all();
     on_slurm(&mut app, c, 2000).await;
-    let command = "echo at=$(pwd) home=$HOME; ls /root >/dev/null 2>&1 && echo host-visible; ls -d /sys/fs/cgroup/* | wc -l; exit 4";
-    let id = launch(&app, "demo-alice", input("boxed", "BATCH", Some(command), 1.0, json!({}))).await;
+    // The host's own home directory (the test's) is not in the sandbox.
+    let host_home = std::env::var("HOME").unwrap_or_default();
+    let command = format!(
+        "echo at=$(pwd) home=$HOME; ls {host_home} >/dev/null 2>&1 && echo host-visible; ls -d /sys/fs/cgroup/* | wc -l; exit 4"
+    );
+    let id = launch(&app, "demo-alice", input("boxed", "BATCH", Some(&command), 1.0, json!({}))).await;
     until(&app, &id, ended).await;
     let s = detail(&app, &id).await;
     let text = logs(&s);
     assert_eq!((s["exitCode"].as_i64(), s["statusInfo"].as_str()), (Some(4), Some("exit 4")), "{s}");
-    assert!(text.contains("at=/home/work home=/home/work"), "in the sandbox's work directory: {text}");
-    assert!(!text.contains("host-visible"), "the host's /root is not there: {text}");
+    assert!(text.contains(&format!("at={HOME} home={HOME}")), "in the sandbox's work directory: {text}");
+    assert!(!text.contains("host-visible"), "the host's home directory is not there: {text}");
     assert!(text.contains("in sessiond's sandbox (Slurm job"), "its log says where it runs: {text}");
     let uuid = sessiond::graphql::ids::decode(&id).map(|(_, u)| u).unwrap_or_default();
     // Removed once the session's end is committed: just after it shows.
@@ -192,7 +197,7 @@ async fn a_slurm_session_writes_into_a_folder_on_the_shared_path(mut app: TestAp
     let made = crate::folders::create(&app, "demo-alice", "results", "USER", None).await;
     let folder = made["data"]["createFolder"]["folder"]["id"].as_str().unwrap_or_else(|| panic!("{made}")).to_owned();
     let uuid = sessiond::graphql::ids::decode(&folder).map(|(_, u)| u).expect("a folder id");
-    let command = "echo computed on a node > /home/work/out/result.txt";
+    let command = "echo computed on a node > $HOME/out/result.txt";
     let mounts = json!({"mounts": [{"folder": folder, "path": "out"}]});
     let id = launch(&app, "demo-alice", input("to-folder", "BATCH", Some(command), 1.0, mounts)).await;
     until(&app, &id, ended).await;

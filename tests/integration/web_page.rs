@@ -3,6 +3,7 @@
 
 use axum::http::{StatusCode, header};
 use serde_json::{Value, json};
+use sessiond::domain::runtime::local::sandbox::HOME;
 
 use crate::db_tests;
 use crate::support::{TestApp, project};
@@ -367,7 +368,7 @@ async fn the_page_shows_folders_and_mounts_them(mut app: TestApp) {
     let usage = r["use"].as_str().unwrap_or_default();
     assert!(usage.contains("of 8 MiB") || usage.contains("quota 8 MiB"), "{r}");
     assert!(r["picker"].as_str().is_some_and(|p| p.contains("data")), "{r}");
-    assert_eq!(r["mounts"], "Folders: /home/work/data (read-only)", "{r}");
+    assert_eq!(r["mounts"], format!("Folders: {HOME}/data (read-only)"), "{r}");
     let get = axum::http::Request::get(format!("/folders/{folder}/files/up.txt"))
         .header(header::AUTHORIZATION, "Bearer demo-alice")
         .body(axum::body::Body::empty())
