@@ -19,6 +19,7 @@ pub mod node;
 pub mod people;
 pub mod resource;
 pub mod result;
+pub mod roots;
 pub mod runtime;
 pub mod scalars;
 pub mod scheduling;

@@ -306,7 +306,7 @@ async fn answered(state: AppState, flavor: Flavor, headers: &HeaderMap, request:
                 let request = prepare_request(admitted.request, &state.db, viewer, &state.limits.graphql);
                 let mut response = state.schema.execute(request).await;
                 if let Some(op) = &admitted.operation {
-                    limits::settle_roots(&mut response.data, op, &response.errors);
+                    crate::graphql::roots::settle(&mut response.data, op, &response.errors);
                 }
                 response
             })

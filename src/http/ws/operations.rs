@@ -216,7 +216,7 @@ impl Connection {
         let roots = operation.filter(|o| o.ty != OperationType::Subscription);
         let stream = futures_util::StreamExt::map(self.state.schema.execute_stream(request), move |mut answer| {
             if let Some(op) = &roots {
-                limits::settle_roots(&mut answer.data, op, &answer.errors);
+                crate::graphql::roots::settle(&mut answer.data, op, &answer.errors);
             }
             answer
         });
